@@ -1,0 +1,115 @@
+// Document-core benchmarks on three fixtures (about 10, 100 and 1,000 leaves; the 100-leaf
+// incoming report is about 4 KB). Every leaf is a timestamped sensor value; each report
+// carries newer timestamps for all of them, and a third of the leaves have a pending desired
+// value that the report acknowledges: the worst case for changes and acknowledgements.
+//
+//   bench_document                       Google Benchmark run (time per operation)
+//   bench_document --repeat N LEAVES     runs the full report N times, for callgrind
+#include "deviceshadow/document.hpp"
+
+#include <benchmark/benchmark.h>
+#include <boost/json/monotonic_resource.hpp>
+
+#include <cstring>
+#include <string>
+
+namespace ds = deviceshadow;
+namespace json = boost::json;
+
+namespace {
+
+struct Fixture {
+  json::object reported;  // stored
+  json::object desired;   // stored, a third of the leaves pending
+  std::string report;     // incoming JSON text of a report updating every leaf
+};
+
+json::object& member_object(json::object& parent, const std::string& key) {
+  json::value& v = parent[key];
+  if (!v.is_object()) v.emplace_object();
+  return v.get_object();
+}
+
+// Leaves grouped ten to a device component: {"c0":{"s0":{"value":..,"ts":..},..},..}.
+Fixture make_fixture(int leaves) {
+  Fixture f;
+  json::object incoming;
+  for (int i = 0; i < leaves; ++i) {
+    std::string group = "c" + std::to_string(i / 10);
+    std::string leaf = "s" + std::to_string(i % 10);
+    json::object old_value{{"value", 20.5 + i % 7}, {"ts", "2025-01-22T13:22:26.5+01:00"}};
+    json::object new_value{{"value", 21.5 + i % 7}, {"ts", "2025-01-22T12:22:27Z"}};
+    member_object(f.reported, group)[leaf] = old_value;
+    if (i % 3 == 0) member_object(f.desired, group)[leaf] = json::object{{"value", 21.5 + i % 7}};
+    member_object(incoming, group)[leaf] = new_value;
+  }
+  f.report = ds::to_json(incoming);
+  return f;
+}
+
+const Fixture& fixture(int leaves) {
+  static const Fixture f10 = make_fixture(10), f100 = make_fixture(100), f1000 = make_fixture(1000);
+  return leaves == 10 ? f10 : leaves == 100 ? f100 : f1000;
+}
+
+// One report as the engine runs it, in a per-request arena: copy the stored sections in,
+// parse, validate, merge, acknowledge, serialize the changed sections, render the changes.
+std::size_t full_report(const Fixture& f, const ds::DocumentOptions& options) {
+  static thread_local std::vector<unsigned char> buffer(256 << 10);
+  json::monotonic_resource arena(buffer.data(), buffer.size());
+  json::storage_ptr sp(&arena);
+  json::value incoming = ds::parse_json(f.report, 64, sp);
+  ds::UpdateOutcome out = ds::apply_update(json::object(f.reported, sp), json::object(f.desired, sp),
+                                           incoming.get_object(), {}, options);
+  std::string changes = "[";
+  for (const ds::Change& c : out.changes) ds::append_json(changes, c);
+  return changes.size() + out.reported_json.size();
+}
+
+void BM_ParseReport(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(ds::parse_json(f.report));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * f.report.size()));
+}
+
+void BM_ApplyUpdate(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  ds::DocumentOptions options;
+  json::value incoming = ds::parse_json(f.report);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ds::apply_update(f.reported, f.desired, incoming.get_object(), {}, options));
+  }
+}
+
+void BM_FullReport(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  ds::DocumentOptions options;
+  for (auto _ : state) benchmark::DoNotOptimize(full_report(f, options));
+  state.counters["report_bytes"] = static_cast<double>(f.report.size());
+}
+
+void BM_Delta(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  ds::TimestampKeys keys;
+  for (auto _ : state) benchmark::DoNotOptimize(ds::compute_delta(f.desired, f.reported, keys));
+}
+
+BENCHMARK(BM_ParseReport)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_ApplyUpdate)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_FullReport)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_Delta)->Arg(10)->Arg(100)->Arg(1000);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--repeat") == 0) {
+    const Fixture& f = fixture(std::atoi(argv[3]));
+    ds::DocumentOptions options;
+    std::size_t sink = 0;
+    for (int i = std::atoi(argv[2]); i > 0; --i) sink += full_report(f, options);
+    return sink == 1 ? 1 : 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}

@@ -1,0 +1,69 @@
+// The one error type of deviceshadow. Every fallible operation of the library throws
+// deviceshadow::Error carrying one of the codes of SPEC.md §9; the server converts it to
+// HTTP in exactly one place (http_status() gives the status, the server renders the body).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace deviceshadow {
+
+enum class ErrorCode {
+  invalid_json,
+  invalid_request,
+  invalid_name,
+  invalid_timestamp,
+  too_deep,
+  unauthorized,
+  forbidden,
+  not_found,
+  version_conflict,
+  document_too_large,
+  throttled,
+  unavailable,
+  internal,
+};
+
+// The wire name of a code, e.g. "invalid_json".
+std::string_view code_name(ErrorCode code) noexcept;
+// The HTTP status a code maps to (SPEC.md §9).
+int http_status(ErrorCode code) noexcept;
+// True for codes a client may retry unchanged (throttled, unavailable).
+bool is_retryable(ErrorCode code) noexcept;
+
+// Machine-readable details rendered beside "code" and "message"; only the set ones appear.
+struct ErrorDetails {
+  std::string field;                           // request field at fault, e.g. "thing"
+  std::string path;                            // JSON Pointer into a state, e.g. "/a/ts"
+  std::optional<std::uint64_t> line;           // invalid_json: 1-based line
+  std::optional<std::uint64_t> column;         // invalid_json: 1-based byte column
+  std::optional<std::uint64_t> limit;          // the limit exceeded (too_deep, too large)
+  std::optional<std::uint64_t> current_version;  // version_conflict
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, std::string message, ErrorDetails details = {});
+
+  ErrorCode code() const noexcept { return code_; }
+  const ErrorDetails& details() const noexcept { return details_; }
+
+  // Factories, one per situation, so messages stay uniform.
+  static Error invalid_json(std::string message, std::uint64_t line, std::uint64_t column);
+  static Error invalid_request(std::string message, std::string field = {});
+  static Error invalid_name(std::string field, std::string message);
+  static Error invalid_timestamp(std::string path, std::string message);
+  static Error too_deep(std::string path, std::uint64_t limit);
+  static Error too_large(std::string what, std::uint64_t size, std::uint64_t limit);
+  static Error version_conflict(std::uint64_t current_version, std::string message = {});
+  static Error not_found(std::string message);
+
+ private:
+  ErrorCode code_;
+  ErrorDetails details_;
+};
+
+}  // namespace deviceshadow

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs every Debian package deviceshadow needs to build, test and benchmark.
+# Idempotent: packages already present are skipped without touching apt.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
+  libsqlite3-dev sqlite3 libssl-dev libcurl4-openssl-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev valgrind curl
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

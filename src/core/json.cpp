@@ -1,0 +1,288 @@
+#include "deviceshadow/json.hpp"
+
+#include "deviceshadow/error.hpp"
+
+#include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/value_stack.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace deviceshadow {
+namespace {
+
+// Parse handler that builds a json::value like boost::json::parser does, except that
+// doubles are converted from their text with std::from_chars (correctly rounded).
+struct ValueBuilder {
+  static constexpr std::size_t max_object_size = json::object::max_size();
+  static constexpr std::size_t max_array_size = json::array::max_size();
+  static constexpr std::size_t max_key_size = json::string::max_size();
+  static constexpr std::size_t max_string_size = json::string::max_size();
+
+  json::value_stack stack;
+  std::string number_text;        // a number split across buffers (never, for one write)
+  bool number_out_of_range = false;
+
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_object_begin(json::error_code&) { return true; }
+  bool on_object_end(std::size_t n, json::error_code&) { stack.push_object(n); return true; }
+  bool on_array_begin(json::error_code&) { return true; }
+  bool on_array_end(std::size_t n, json::error_code&) { stack.push_array(n); return true; }
+  bool on_key_part(json::string_view s, std::size_t, json::error_code&) { stack.push_chars(s); return true; }
+  bool on_key(json::string_view s, std::size_t, json::error_code&) { stack.push_key(s); return true; }
+  bool on_string_part(json::string_view s, std::size_t, json::error_code&) { stack.push_chars(s); return true; }
+  bool on_string(json::string_view s, std::size_t, json::error_code&) { stack.push_string(s); return true; }
+  bool on_number_part(json::string_view s, json::error_code&) {
+    number_text.append(s.data(), s.size());
+    return true;
+  }
+  bool on_int64(std::int64_t i, json::string_view, json::error_code&) {
+    number_text.clear();
+    stack.push_int64(i);
+    return true;
+  }
+  bool on_uint64(std::uint64_t u, json::string_view, json::error_code&) {
+    number_text.clear();
+    stack.push_uint64(u);
+    return true;
+  }
+  bool on_double(double, json::string_view s, json::error_code& ec) {
+    std::string_view text(s.data(), s.size());
+    if (!number_text.empty()) {
+      number_text.append(s.data(), s.size());
+      text = number_text;
+    }
+    double d = 0;
+    auto [ptr, err] = std::from_chars(text.data(), text.data() + text.size(), d);
+    number_text.clear();
+    if (err == std::errc::result_out_of_range) {
+      // from_chars leaves d unset; strtod tells overflow (infinite) from underflow, which
+      // rounds to zero or a subnormal and is a faithful reading of the text.
+      d = std::strtod(std::string(text).c_str(), nullptr);
+    } else if (err != std::errc() || ptr != text.data() + text.size()) {
+      number_out_of_range = true;
+      ec = json::error::exponent_overflow;
+      return false;
+    }
+    if (!std::isfinite(d)) {
+      number_out_of_range = true;
+      ec = json::error::exponent_overflow;
+      return false;
+    }
+    stack.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, json::error_code&) { stack.push_bool(b); return true; }
+  bool on_null(json::error_code&) { stack.push_null(); return true; }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+};
+
+void line_and_column(std::string_view text, std::size_t offset, std::uint64_t& line,
+                     std::uint64_t& column) {
+  line = 1;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  column = offset - line_start + 1;
+}
+
+}  // namespace
+
+json::value parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp) {
+  json::parse_options options;
+  options.max_depth = max_depth;
+  json::basic_parser<ValueBuilder> parser(options);
+  parser.handler().stack.reset(std::move(sp));
+  json::error_code ec;
+  std::size_t consumed = parser.write_some(false, text.data(), text.size(), ec);
+  if (!ec && consumed < text.size()) ec = json::error::extra_data;
+  if (ec) {
+    if (ec == json::error::too_deep) {
+      throw Error::too_deep("", max_depth);
+    }
+    std::uint64_t line = 0, column = 0;
+    line_and_column(text, consumed, line, column);
+    std::string what;
+    if (parser.handler().number_out_of_range) {
+      what = "number out of range";
+    } else if (ec == json::error::extra_data) {
+      what = "unexpected data after the JSON document";
+    } else if (ec == json::error::incomplete) {
+      what = text.empty() ? "empty document" : "unexpected end of JSON";
+    } else if (consumed < text.size() && static_cast<unsigned char>(text[consumed]) >= 0x80) {
+      what = "invalid UTF-8";
+    } else {
+      what = "invalid JSON (" + ec.message() + ")";
+    }
+    throw Error::invalid_json(std::move(what), line, column);
+  }
+  return parser.handler().stack.release();
+}
+
+namespace {
+
+void append_double(std::string& out, double d) {
+  if (!std::isfinite(d)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  auto [end, err] = std::to_chars(buf, buf + sizeof buf, d);
+  std::string_view text(buf, static_cast<std::size_t>(end - buf));
+  out += text;
+  // Keep the double-ness visible so the value reads back as a double.
+  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+}
+
+template <class Integer>
+void append_integer(std::string& out, Integer i) {
+  char buf[24];
+  auto [end, err] = std::to_chars(buf, buf + sizeof buf, i);
+  out.append(buf, end);
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out += '"';
+  std::size_t run = 0;  // start of the pending run of bytes that need no escaping
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        out += "\\u00";
+        out += hex[c >> 4];
+        out += hex[c & 0xF];
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
+}
+
+void append_json(std::string& out, const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: out += "null"; break;
+    case json::kind::bool_: out += v.get_bool() ? "true" : "false"; break;
+    case json::kind::int64: append_integer(out, v.get_int64()); break;
+    case json::kind::uint64: append_integer(out, v.get_uint64()); break;
+    case json::kind::double_: append_double(out, v.get_double()); break;
+    case json::kind::string: {
+      const json::string& s = v.get_string();
+      append_json_string(out, std::string_view(s.data(), s.size()));
+      break;
+    }
+    case json::kind::array: {
+      out += '[';
+      bool first = true;
+      for (const json::value& e : v.get_array()) {
+        if (!first) out += ',';
+        first = false;
+        append_json(out, e);
+      }
+      out += ']';
+      break;
+    }
+    case json::kind::object: {
+      out += '{';
+      bool first = true;
+      for (const json::key_value_pair& m : v.get_object()) {
+        if (!first) out += ',';
+        first = false;
+        append_json_string(out, std::string_view(m.key().data(), m.key().size()));
+        out += ':';
+        append_json(out, m.value());
+      }
+      out += '}';
+      break;
+    }
+  }
+}
+
+std::string to_json(const json::value& v) {
+  std::string out;
+  append_json(out, v);
+  return out;
+}
+
+void append_pointer_token(std::string& pointer, std::string_view key) {
+  pointer += '/';
+  for (char c : key) {
+    if (c == '~') {
+      pointer += "~0";
+    } else if (c == '/') {
+      pointer += "~1";
+    } else {
+      pointer += c;
+    }
+  }
+}
+
+void append_pointer_index(std::string& pointer, std::size_t index) {
+  pointer += '/';
+  append_integer(pointer, index);
+}
+
+namespace {
+
+// Exact comparison of a double with an integer: equal only if d is integral and, converted
+// without rounding, is the same integer.
+bool double_equals_int64(double d, std::int64_t i) noexcept {
+  if (d != std::trunc(d) || d < -9223372036854775808.0 || d >= 9223372036854775808.0) return false;
+  return static_cast<std::int64_t>(d) == i;
+}
+
+bool double_equals_uint64(double d, std::uint64_t u) noexcept {
+  if (d != std::trunc(d) || d < 0 || d >= 18446744073709551616.0) return false;
+  return static_cast<std::uint64_t>(d) == u;
+}
+
+}  // namespace
+
+bool numbers_equal(const json::value& a, const json::value& b) noexcept {
+  switch (a.kind()) {
+    case json::kind::int64:
+      switch (b.kind()) {
+        case json::kind::int64: return a.get_int64() == b.get_int64();
+        case json::kind::uint64:
+          return a.get_int64() >= 0 && static_cast<std::uint64_t>(a.get_int64()) == b.get_uint64();
+        case json::kind::double_: return double_equals_int64(b.get_double(), a.get_int64());
+        default: return false;
+      }
+    case json::kind::uint64:
+      switch (b.kind()) {
+        case json::kind::int64:
+        case json::kind::double_: return numbers_equal(b, a);
+        case json::kind::uint64: return a.get_uint64() == b.get_uint64();
+        default: return false;
+      }
+    case json::kind::double_:
+      switch (b.kind()) {
+        case json::kind::int64: return double_equals_int64(a.get_double(), b.get_int64());
+        case json::kind::uint64: return double_equals_uint64(a.get_double(), b.get_uint64());
+        case json::kind::double_: return a.get_double() == b.get_double();
+        default: return false;
+      }
+    default: return false;
+  }
+}
+
+}  // namespace deviceshadow

@@ -1,0 +1,222 @@
+#include "deviceshadow/timestamp.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace deviceshadow {
+namespace {
+
+constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
+
+// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) noexcept {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+void civil_from_days(std::int64_t z, std::int64_t& y, unsigned& m, unsigned& d) noexcept {
+  z += 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const auto doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  y = static_cast<std::int64_t>(yoe) + era * 400;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  d = doy - (153 * mp + 2) / 5 + 1;
+  m = mp < 10 ? mp + 3 : mp - 9;
+  y += m <= 2;
+}
+
+bool is_leap(std::int64_t y) noexcept { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+unsigned days_in_month(std::int64_t y, unsigned m) noexcept {
+  static constexpr unsigned days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return m == 2 && is_leap(y) ? 29 : days[m - 1];
+}
+
+std::optional<Timestamp> fail(std::string* why, const char* message) {
+  if (why) *why = message;
+  return std::nullopt;
+}
+
+// Splits a count of `unit`-long ticks into seconds and nanoseconds, flooring.
+Timestamp from_ticks(std::int64_t ticks, std::int64_t ticks_per_second) noexcept {
+  std::int64_t s = ticks / ticks_per_second;
+  std::int64_t rem = ticks % ticks_per_second;
+  if (rem < 0) {
+    rem += ticks_per_second;
+    --s;
+  }
+  return Timestamp{s, static_cast<std::uint32_t>(rem * (kNanosPerSecond / ticks_per_second))};
+}
+
+std::int64_t ticks_per_second_for(long double magnitude) noexcept {
+  if (magnitude < 1e11L) return 1;
+  if (magnitude < 1e14L) return 1'000;
+  if (magnitude < 1e17L) return 1'000'000;
+  return kNanosPerSecond;
+}
+
+}  // namespace
+
+Timestamp Timestamp::from_unix_nanos(std::int64_t ns) noexcept { return from_ticks(ns, kNanosPerSecond); }
+
+std::int64_t Timestamp::unix_nanos() const noexcept {
+  constexpr std::int64_t max_s = std::numeric_limits<std::int64_t>::max() / kNanosPerSecond;
+  if (seconds > max_s - 1) return std::numeric_limits<std::int64_t>::max();
+  if (seconds < -max_s) return std::numeric_limits<std::int64_t>::min();
+  return seconds * kNanosPerSecond + nanos;
+}
+
+Timestamp now() noexcept {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  return Timestamp::from_unix_nanos(ns);
+}
+
+std::optional<Timestamp> parse_rfc3339(std::string_view s, std::string* why) {
+  // YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM); 'T' may be 't' or ' ', 'Z' may be 'z'.
+  std::size_t i = 0;
+  auto digits = [&](std::size_t n, unsigned& out) {
+    if (i + n > s.size()) return false;
+    out = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      char c = s[i + k];
+      if (c < '0' || c > '9') return false;
+      out = out * 10 + static_cast<unsigned>(c - '0');
+    }
+    i += n;
+    return true;
+  };
+  auto expect = [&](char c) {
+    if (i < s.size() && s[i] == c) {
+      ++i;
+      return true;
+    }
+    return false;
+  };
+  unsigned year, month, day, hour, minute, second;
+  if (!digits(4, year) || !expect('-') || !digits(2, month) || !expect('-') || !digits(2, day)) {
+    return fail(why, "expected an RFC 3339 date-time such as 2025-01-22T13:22:26.5+01:00");
+  }
+  if (i >= s.size() || (s[i] != 'T' && s[i] != 't' && s[i] != ' ')) {
+    return fail(why, "expected 'T' between date and time");
+  }
+  ++i;
+  if (!digits(2, hour) || !expect(':') || !digits(2, minute) || !expect(':') || !digits(2, second)) {
+    return fail(why, "expected a time HH:MM:SS");
+  }
+  if (month < 1 || month > 12 || day < 1 || day > days_in_month(year, month)) {
+    return fail(why, "date out of range");
+  }
+  if (hour > 23 || minute > 59 || second > 60) return fail(why, "time out of range");
+  std::uint32_t nanos = 0;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    std::size_t start = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      if (i - start == 9) return fail(why, "fraction finer than nanoseconds");
+      nanos = nanos * 10 + static_cast<std::uint32_t>(s[i] - '0');
+      ++i;
+    }
+    if (i == start) return fail(why, "expected digits after '.'");
+    for (std::size_t k = i - start; k < 9; ++k) nanos *= 10;
+  }
+  std::int64_t offset_seconds = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
+    ++i;
+  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    int sign = s[i] == '-' ? -1 : 1;
+    ++i;
+    unsigned oh, om;
+    if (!digits(2, oh) || !expect(':') || !digits(2, om) || oh > 23 || om > 59) {
+      return fail(why, "expected a UTC offset ±HH:MM");
+    }
+    offset_seconds = sign * static_cast<std::int64_t>(oh * 3600 + om * 60);
+  } else {
+    return fail(why, "missing UTC offset (Z or ±HH:MM)");
+  }
+  if (i != s.size()) return fail(why, "unexpected characters after the offset");
+  std::int64_t secs = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
+  return Timestamp{secs - offset_seconds, nanos};
+}
+
+std::optional<Timestamp> parse_timestamp(const json::value& v, std::string* why) {
+  switch (v.kind()) {
+    case json::kind::string: {
+      const json::string& s = v.get_string();
+      return parse_rfc3339(std::string_view(s.data(), s.size()), why);
+    }
+    case json::kind::int64: {
+      std::int64_t n = v.get_int64();
+      long double magnitude = std::fabs(static_cast<long double>(n));
+      return from_ticks(n, ticks_per_second_for(magnitude));
+    }
+    case json::kind::uint64: {
+      std::uint64_t n = v.get_uint64();  // > INT64_MAX, so nanoseconds
+      return Timestamp{static_cast<std::int64_t>(n / kNanosPerSecond),
+                       static_cast<std::uint32_t>(n % kNanosPerSecond)};
+    }
+    case json::kind::double_: {
+      double d = v.get_double();
+      if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) return fail(why, "number out of range");
+      double whole = std::floor(d);
+      auto nanos = static_cast<std::int64_t>(std::llround((d - whole) * 1e9));
+      auto secs = static_cast<std::int64_t>(whole);
+      if (nanos >= kNanosPerSecond) {
+        nanos -= kNanosPerSecond;
+        ++secs;
+      }
+      return Timestamp{secs, static_cast<std::uint32_t>(nanos)};
+    }
+    default:
+      return fail(why, "must be an RFC 3339 string or a number");
+  }
+}
+
+std::string format_rfc3339(Timestamp t) {
+  std::int64_t days = t.seconds / 86400;
+  std::int64_t rem = t.seconds % 86400;
+  if (rem < 0) {
+    rem += 86400;
+    --days;
+  }
+  std::int64_t y;
+  unsigned m, d;
+  civil_from_days(days, y, m, d);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02lld:%02lld:%02lld.%09uZ", static_cast<long long>(y), m, d,
+                static_cast<long long>(rem / 3600), static_cast<long long>(rem / 60 % 60),
+                static_cast<long long>(rem % 60), t.nanos);
+  return buf;
+}
+
+TimestampKeys::TimestampKeys() : keys_{"ts", "timestamp"} {}
+
+TimestampKeys::TimestampKeys(std::vector<std::string> keys) : keys_(std::move(keys)) {
+  if (keys_.empty()) throw std::invalid_argument("TimestampKeys: at least one key is required");
+}
+
+const json::value* TimestampKeys::find(const json::object& o) const noexcept {
+  for (const std::string& k : keys_) {
+    if (const json::value* v = o.if_contains(k)) return v;
+  }
+  return nullptr;
+}
+
+std::string_view TimestampKeys::key_in(const json::object& o) const noexcept {
+  for (const std::string& k : keys_) {
+    if (o.contains(k)) return k;
+  }
+  return {};
+}
+
+}  // namespace deviceshadow

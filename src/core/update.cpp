@@ -1,0 +1,180 @@
+// Validation of incoming states and the composed write (SPEC.md §3–§5, §8).
+#include "core/tree.hpp"
+#include "deviceshadow/document.hpp"
+#include "deviceshadow/error.hpp"
+
+#include <cmath>
+
+namespace deviceshadow {
+
+std::string_view to_string(Section s) noexcept { return s == Section::reported ? "reported" : "desired"; }
+
+std::string_view to_string(MergeMode m) noexcept {
+  return m == MergeMode::server_is_master ? "server_is_master" : "client_is_master";
+}
+
+std::string_view to_string(ChangeOp op) noexcept {
+  switch (op) {
+    case ChangeOp::add: return "add";
+    case ChangeOp::update: return "update";
+    case ChangeOp::remove: return "remove";
+  }
+  return "update";
+}
+
+std::optional<Section> parse_section(std::string_view s) noexcept {
+  if (s == "reported") return Section::reported;
+  if (s == "desired") return Section::desired;
+  return std::nullopt;
+}
+
+std::optional<MergeMode> parse_merge_mode(std::string_view s) noexcept {
+  if (s == "server_is_master") return MergeMode::server_is_master;
+  if (s == "client_is_master") return MergeMode::client_is_master;
+  return std::nullopt;
+}
+
+void append_json(std::string& out, const Change& c, bool with_section) {
+  out += '{';
+  if (with_section) {
+    out += "\"section\":\"";
+    out += to_string(c.section);
+    out += "\",";
+  }
+  out += "\"op\":\"";
+  out += to_string(c.op);
+  out += "\",\"path\":";
+  append_json_string(out, c.path);
+  if (c.old_value) {
+    out += ",\"old\":";
+    append_json(out, *c.old_value);
+  }
+  if (c.new_value) {
+    out += ",\"new\":";
+    append_json(out, *c.new_value);
+  }
+  out += '}';
+}
+
+void append_json(std::string& out, const Acknowledgement& a) {
+  out += "{\"path\":";
+  append_json_string(out, a.path);
+  out += ",\"value\":";
+  append_json(out, a.value);
+  out += '}';
+}
+
+namespace {
+
+class StateValidator {
+ public:
+  StateValidator(const DocumentOptions& options) : options_(options) {}
+
+  void members(const json::object& o, std::size_t depth, bool inside_timestamped) {
+    for (const json::key_value_pair& m : o) {
+      const std::size_t mark = path_.size();
+      append_pointer_token(path_, std::string_view(m.key().data(), m.key().size()));
+      value(m.value(), depth + 1, inside_timestamped);
+      path_.resize(mark);
+    }
+  }
+
+ private:
+  void value(const json::value& v, std::size_t depth, bool inside_timestamped) {
+    if (depth > options_.limits.max_depth) throw Error::too_deep(path_, options_.limits.max_depth);
+    switch (v.kind()) {
+      case json::kind::object: {
+        const json::object& o = v.get_object();
+        bool timestamped = inside_timestamped;
+        if (!inside_timestamped) {
+          std::string_view key = options_.timestamp_keys.key_in(o);
+          if (!key.empty()) {
+            timestamped = true;
+            std::string why;
+            if (!parse_timestamp(o.at(key), &why)) {
+              const std::size_t mark = path_.size();
+              append_pointer_token(path_, key);
+              std::string pointer = path_;
+              path_.resize(mark);
+              throw Error::invalid_timestamp(std::move(pointer), why);
+            }
+          }
+        }
+        members(o, depth, timestamped);
+        break;
+      }
+      case json::kind::array: {
+        const json::array& a = v.get_array();
+        if (!inside_timestamped) check_ids(a);
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          const std::size_t mark = path_.size();
+          append_pointer_index(path_, i);
+          value(a[i], depth + 1, inside_timestamped);
+          path_.resize(mark);
+        }
+        break;
+      }
+      case json::kind::double_:
+        if (!std::isfinite(v.get_double())) {
+          throw Error(ErrorCode::invalid_json, "number out of range at " + path_, ErrorDetails{.path = path_});
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  // An array whose elements are all objects with string or integer ids is matched by id,
+  // so its ids must be unique.
+  void check_ids(const json::array& a) {
+    if (a.empty()) return;
+    for (const json::value& e : a) {
+      if (!element_id_key(e)) return;
+    }
+    if (!has_unique_ids(a)) {
+      throw Error::invalid_request("duplicate id in the array at " + path_, path_);
+    }
+  }
+
+  const DocumentOptions& options_;
+  std::string path_;
+};
+
+std::string serialize_within_limit(const json::object& state, Section section, const Limits& limits) {
+  std::string text = to_json(state);
+  if (text.size() > limits.max_state_bytes) {
+    throw Error::too_large(std::string(to_string(section)) + " state", text.size(), limits.max_state_bytes);
+  }
+  return text;
+}
+
+}  // namespace
+
+void validate_state(const json::object& state, const DocumentOptions& options) {
+  StateValidator(options).members(state, 0, false);
+}
+
+UpdateOutcome apply_update(json::object reported, json::object desired, const json::object& incoming,
+                           const SectionWrite& write, const DocumentOptions& options) {
+  validate_state(incoming, options);
+  const TimestampKeys& keys = options.timestamp_keys;
+  // Move-construct (not assign): assignment across storages would copy out of the caller's arena.
+  UpdateOutcome out{.reported = std::move(reported), .desired = std::move(desired)};
+  json::object& target = write.section == Section::reported ? out.reported : out.desired;
+  MergeResult merged = merge_section(target, incoming, write.mode, write.section, keys);
+  (write.section == Section::reported ? out.reported_changed : out.desired_changed) = !merged.changes.empty();
+  out.changes = std::move(merged.changes);
+  out.stale = std::move(merged.stale);
+  if (write.acknowledge) {
+    out.acknowledged = acknowledge(out.desired, out.reported, keys);
+    for (const Acknowledgement& a : out.acknowledged) {
+      out.changes.push_back({Section::desired, ChangeOp::remove, a.path, json::value(a.value), std::nullopt});
+    }
+    if (!out.acknowledged.empty()) out.desired_changed = true;
+  }
+  if (out.reported_changed) out.reported_json = serialize_within_limit(out.reported, Section::reported, options.limits);
+  if (out.desired_changed) out.desired_json = serialize_within_limit(out.desired, Section::desired, options.limits);
+  return out;
+}
+
+}  // namespace deviceshadow

@@ -1,0 +1,129 @@
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace ds = deviceshadow;
+namespace json = boost::json;
+
+namespace {
+
+ds::Error parse_error(std::string_view text, std::size_t max_depth = 64) {
+  try {
+    ds::parse_json(text, max_depth);
+  } catch (const ds::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << text;
+  return ds::Error(ds::ErrorCode::internal, "none");
+}
+
+TEST(Json, WritesDoublesInShortestRoundTripForm) {
+  EXPECT_EQ(ds::to_json(ds::parse_json("22.5")), "22.5");
+  EXPECT_EQ(ds::to_json(ds::parse_json("0.1")), "0.1");
+  EXPECT_EQ(ds::to_json(ds::parse_json("2.25E1")), "22.5");
+  EXPECT_EQ(ds::to_json(ds::parse_json("1.0")), "1.0");
+  EXPECT_EQ(ds::to_json(ds::parse_json("-0.0")), "-0.0");
+  EXPECT_EQ(ds::to_json(ds::parse_json("1e21")), "1e+21");
+  EXPECT_EQ(ds::to_json(ds::parse_json("1e-7")), "1e-07");
+  EXPECT_EQ(ds::to_json(ds::parse_json("123456789.125")), "123456789.125");
+}
+
+TEST(Json, KeepsIntegersExact) {
+  EXPECT_EQ(ds::to_json(ds::parse_json("9223372036854775807")), "9223372036854775807");
+  EXPECT_EQ(ds::to_json(ds::parse_json("-9223372036854775808")), "-9223372036854775808");
+  EXPECT_EQ(ds::to_json(ds::parse_json("18446744073709551615")), "18446744073709551615");
+  EXPECT_EQ(ds::to_json(ds::parse_json("9007199254740993")), "9007199254740993");
+  // Beyond uint64 an integer is a double.
+  EXPECT_EQ(ds::to_json(ds::parse_json("18446744073709551616")), "18446744073709551616.0");
+  EXPECT_EQ(ds::to_json(ds::parse_json("100000000000000000000")), "1e+20");
+}
+
+TEST(Json, EveryRandomDoubleRoundTripsBitExactly) {
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 100000; ++i) {
+    std::uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    if (!std::isfinite(d)) continue;
+    std::string text = ds::to_json(json::value(d));
+    json::value back = ds::parse_json(text);
+    ASSERT_TRUE(back.is_double()) << text;
+    double e = back.get_double();
+    ASSERT_EQ(std::memcmp(&d, &e, sizeof d), 0) << text;
+  }
+}
+
+TEST(Json, RejectsNumbersOutsideTheDoubleRange) {
+  EXPECT_EQ(parse_error("{\"a\":1e400}").code(), ds::ErrorCode::invalid_json);
+  EXPECT_EQ(parse_error("-1e400").code(), ds::ErrorCode::invalid_json);
+  EXPECT_EQ(ds::parse_json("1e-400").get_double(), 0.0);  // underflow reads as zero
+  EXPECT_EQ(ds::parse_json("4.9e-324").get_double(), 4.9e-324);  // the smallest subnormal
+}
+
+TEST(Json, ReportsLineAndColumnOfMalformedJson) {
+  ds::Error e = parse_error("{\n  \"a\": 1,\n  \"b\": tru\n}");
+  EXPECT_EQ(e.code(), ds::ErrorCode::invalid_json);
+  EXPECT_EQ(*e.details().line, 3u);
+  EXPECT_GE(*e.details().column, 8u);
+  EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos);
+}
+
+TEST(Json, RejectsTruncatedEmptyAndTrailingInput) {
+  EXPECT_EQ(parse_error("").code(), ds::ErrorCode::invalid_json);
+  EXPECT_EQ(parse_error("{\"a\":[1,2").code(), ds::ErrorCode::invalid_json);
+  ds::Error trailing = parse_error("{} {}");
+  EXPECT_EQ(trailing.code(), ds::ErrorCode::invalid_json);
+  EXPECT_EQ(*trailing.details().column, 4u);
+  EXPECT_EQ(parse_error("{\"a\":1,}").code(), ds::ErrorCode::invalid_json);
+  EXPECT_EQ(parse_error("{'a':1}").code(), ds::ErrorCode::invalid_json);
+  EXPECT_EQ(parse_error("NaN").code(), ds::ErrorCode::invalid_json);
+}
+
+TEST(Json, RejectsInvalidUtf8) {
+  ds::Error e = parse_error("{\"a\":\"\xff\"}");
+  EXPECT_EQ(e.code(), ds::ErrorCode::invalid_json);
+  EXPECT_NE(std::string(e.what()).find("UTF-8"), std::string::npos);
+  EXPECT_EQ(parse_error("\"\xc0\xaf\"").code(), ds::ErrorCode::invalid_json);      // overlong '/'
+  EXPECT_EQ(parse_error("\"\xed\xa0\x80\"").code(), ds::ErrorCode::invalid_json);  // surrogate
+}
+
+TEST(Json, LimitsNestingWithoutRecursing) {
+  std::string deep(100000, '[');
+  EXPECT_EQ(parse_error(deep, 40).code(), ds::ErrorCode::too_deep);
+  std::string ok = std::string(40, '[') + std::string(40, ']');
+  EXPECT_NO_THROW(ds::parse_json(ok, 40));
+}
+
+TEST(Json, EscapesStringsAndKeepsUnicode) {
+  json::value v = ds::parse_json(R"({"k\"ey":"a\\b\n\u0001\u00e9\u2603\ud83d\ude00"})");
+  EXPECT_EQ(ds::to_json(v), "{\"k\\\"ey\":\"a\\\\b\\n\\u0001é☃😀\"}");
+  EXPECT_EQ(ds::to_json(ds::parse_json(ds::to_json(v))), ds::to_json(v));
+}
+
+TEST(Json, ComparesNumbersExactlyAcrossKinds) {
+  auto eq = [](const char* a, const char* b) { return ds::numbers_equal(ds::parse_json(a), ds::parse_json(b)); };
+  EXPECT_TRUE(eq("1", "1.0"));
+  EXPECT_TRUE(eq("1", "1e0"));
+  EXPECT_TRUE(eq("18446744073709551615", "18446744073709551615"));
+  EXPECT_TRUE(eq("9223372036854775807", "9223372036854775807"));
+  EXPECT_FALSE(eq("-1", "18446744073709551615"));
+  EXPECT_FALSE(eq("9007199254740993", "9007199254740992.0"));
+  EXPECT_TRUE(eq("9007199254740992", "9007199254740992.0"));
+  EXPECT_FALSE(eq("9223372036854775807", "9223372036854775807.0"));  // the double is 2^63
+  EXPECT_TRUE(eq("0", "-0.0"));
+  EXPECT_FALSE(eq("1", "1.5"));
+}
+
+TEST(Json, EscapesPointerTokens) {
+  std::string p;
+  ds::append_pointer_token(p, "a/b~c");
+  ds::append_pointer_index(p, 12);
+  EXPECT_EQ(p, "/a~1b~0c/12");
+}
+
+}  // namespace

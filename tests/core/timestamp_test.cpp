@@ -1,0 +1,105 @@
+#include "deviceshadow/json.hpp"
+#include "deviceshadow/timestamp.hpp"
+
+#include <gtest/gtest.h>
+
+namespace ds = deviceshadow;
+
+namespace {
+
+// Nanoseconds since the epoch of a JSON timestamp (text), or -1 when it is invalid.
+std::int64_t ns(const char* json_text) {
+  auto t = ds::parse_timestamp(ds::parse_json(json_text));
+  return t ? t->unix_nanos() : -1;
+}
+
+constexpr std::int64_t k2025 = 1735689600LL * 1'000'000'000;  // 2025-01-01T00:00:00Z
+
+TEST(Timestamp, ParsesEveryEncodingToTheSameInstant) {
+  struct { const char* text; std::int64_t expected; } cases[] = {
+      {R"("2025-01-01T00:00:00Z")", k2025},
+      {R"("2025-01-01T01:00:00+01:00")", k2025},
+      {R"("2024-12-31T19:00:00-05:00")", k2025},
+      {R"("2025-01-01t00:00:00z")", k2025},
+      {R"("2025-01-01 00:00:00Z")", k2025},
+      {R"("2025-01-01T00:00:00.5Z")", k2025 + 500'000'000},
+      {R"("2025-01-01T00:00:00.123456789Z")", k2025 + 123'456'789},
+      {"1735689600", k2025},
+      {"1735689600000", k2025},
+      {"1735689600000000", k2025},
+      {"1735689600000000000", k2025},
+      {"1735689600.25", k2025 + 250'000'000},
+      {"1735689600.0", k2025},
+      {"0", 0},
+      {"100000000000", 100'000'000'000LL * 1'000'000},     // 1e11: milliseconds
+      {"100000000000000", 100'000'000'000'000LL * 1'000},  // 1e14: microseconds
+      {"100000000000000000", 100'000'000'000'000'000LL},  // 1e17: nanoseconds
+      {"-1", -1'000'000'000},
+      {"-1.5", -1'500'000'000},
+  };
+  for (const auto& c : cases) EXPECT_EQ(ns(c.text), c.expected) << c.text;
+}
+
+TEST(Timestamp, MagnitudeBelow1e11IsSeconds) {
+  auto t = ds::parse_timestamp(ds::parse_json("99999999999"));
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->seconds, 99'999'999'999LL);
+  EXPECT_EQ(t->nanos, 0u);
+}
+
+TEST(Timestamp, UnsignedNanosecondsBeyondInt64) {
+  auto t = ds::parse_timestamp(ds::parse_json("18446744073709551615"));
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->seconds, 18446744073LL);
+  EXPECT_EQ(t->nanos, 709551615u);
+}
+
+TEST(Timestamp, RejectsMalformedTimes) {
+  for (const char* text : {R"("")", R"("yesterday")", R"("2025-01-01")", R"("2025-01-01T00:00:00")",
+                           R"("2025-13-01T00:00:00Z")", R"("2025-00-01T00:00:00Z")", R"("2025-04-31T00:00:00Z")",
+                           R"("2025-01-01T24:00:00Z")", R"("2025-01-01T00:60:00Z")", R"("2025-01-01T00:00:61Z")",
+                           R"("2025-01-01T00:00:00.Z")", R"("2025-01-01T00:00:00.1234567890Z")",
+                           R"("2025-01-01T00:00:00+1:00")", R"("2025-01-01T00:00:00+24:00")",
+                           R"("2025-01-01T00:00:00Zjunk")", R"("+2025-01-01T00:00:00Z")", "true", "null",
+                           "{}", "[]", "1e300"}) {
+    std::string why;
+    EXPECT_FALSE(ds::parse_timestamp(ds::parse_json(text), &why)) << text;
+    EXPECT_FALSE(why.empty()) << text;
+  }
+}
+
+TEST(Timestamp, AcceptsALeapSecond) {
+  EXPECT_EQ(ns(R"("2016-12-31T23:59:60Z")"), 1483228800LL * 1'000'000'000);
+}
+
+TEST(Timestamp, FormatsUtcWithNanoseconds) {
+  EXPECT_EQ(ds::format_rfc3339(ds::Timestamp::from_unix_nanos(k2025 + 123'456'789)), "2025-01-01T00:00:00.123456789Z");
+  EXPECT_EQ(ds::format_rfc3339(ds::Timestamp{-1, 0}), "1969-12-31T23:59:59.000000000Z");
+  EXPECT_EQ(ds::format_rfc3339(*ds::parse_rfc3339("9999-12-31T23:59:59.999999999Z")), "9999-12-31T23:59:59.999999999Z");
+  EXPECT_EQ(ds::format_rfc3339(*ds::parse_rfc3339("0000-01-01T00:00:00Z")), "0000-01-01T00:00:00.000000000Z");
+}
+
+TEST(Timestamp, FormatAndParseRoundTrip) {
+  for (std::int64_t n : std::vector<std::int64_t>{0, 1, -1, k2025, 4102444800123456789LL, -2208988800000000001LL}) {
+    auto t = ds::Timestamp::from_unix_nanos(n);
+    EXPECT_EQ(ds::parse_rfc3339(ds::format_rfc3339(t)), t) << n;
+  }
+}
+
+TEST(Timestamp, ComparesAsInstants) {
+  EXPECT_LT(*ds::parse_rfc3339("2025-01-01T01:00:00+02:00"), *ds::parse_rfc3339("2025-01-01T00:00:00Z"));
+  EXPECT_EQ(*ds::parse_rfc3339("2025-01-01T01:00:00+01:00"), *ds::parse_rfc3339("2025-01-01T00:00:00Z"));
+}
+
+TEST(TimestampKeys, FindsTheFirstConfiguredKey) {
+  ds::TimestampKeys keys;
+  auto o = ds::parse_json(R"({"timestamp":1,"ts":2})").as_object();
+  EXPECT_EQ(keys.key_in(o), "ts");
+  EXPECT_EQ(keys.find(o)->as_int64(), 2);
+  EXPECT_EQ(keys.find(ds::parse_json(R"({"value":1})").as_object()), nullptr);
+  ds::TimestampKeys custom({"at"});
+  EXPECT_EQ(custom.find(o), nullptr);
+  EXPECT_THROW(ds::TimestampKeys(std::vector<std::string>{}), std::invalid_argument);
+}
+
+}  // namespace
