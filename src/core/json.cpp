@@ -5,6 +5,7 @@
 #include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/value_stack.hpp>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -129,11 +130,55 @@ json::value parse_json(std::string_view text, std::size_t max_depth, json::stora
 
 namespace {
 
+template <class Integer>
+void append_integer(std::string& out, Integer i) {
+  char buf[24];
+  auto [end, err] = std::to_chars(buf, buf + sizeof buf, i);
+  out.append(buf, end);
+}
+
+// Writes d as m / 10^k for the smallest k <= 4 that reads back exactly, when that form is
+// the one std::to_chars would choose (fixed notation strictly shorter than scientific:
+// 0.01 <= |d| < 1e15 with a fraction, or an integer below 1e4). Returns false otherwise.
+// Most sensor values take this path, which is several times cheaper than to_chars.
+bool append_short_decimal(std::string& out, double d) {
+  static constexpr double kPow10[] = {1, 10, 100, 1000, 10000};
+  const double magnitude = std::fabs(d);
+  if (!(magnitude >= 0.01 && magnitude < 1e15)) return false;
+  for (int k = 0; k <= 4; ++k) {
+    const double scaled = d * kPow10[k];
+    if (std::fabs(scaled) >= 9007199254740992.0) return false;  // m must be exact
+    const double m = std::nearbyint(scaled);
+    // m / 10^k is correctly rounded, so equality means the decimal text reads back as d.
+    if (m / kPow10[k] != d) continue;
+    if (k == 0 && magnitude >= 1e4) return false;  // 10000.0 is "1e+04" for to_chars
+    char digits[24];
+    auto [end, err] = std::to_chars(digits, digits + sizeof digits, static_cast<std::int64_t>(std::fabs(m)));
+    std::string_view text(digits, static_cast<std::size_t>(end - digits));
+    if (d < 0 || (d == 0 && std::signbit(d))) out += '-';
+    if (k == 0) {
+      out += text;
+      out += ".0";
+    } else if (text.size() > static_cast<std::size_t>(k)) {
+      out += text.substr(0, text.size() - k);
+      out += '.';
+      out += text.substr(text.size() - k);
+    } else {
+      out += "0.";
+      out.append(static_cast<std::size_t>(k) - text.size(), '0');
+      out += text;
+    }
+    return true;
+  }
+  return false;
+}
+
 void append_double(std::string& out, double d) {
   if (!std::isfinite(d)) {
     out += "null";
     return;
   }
+  if (append_short_decimal(out, d)) return;
   char buf[32];
   auto [end, err] = std::to_chars(buf, buf + sizeof buf, d);
   std::string_view text(buf, static_cast<std::size_t>(end - buf));
@@ -142,24 +187,27 @@ void append_double(std::string& out, double d) {
   if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
 }
 
-template <class Integer>
-void append_integer(std::string& out, Integer i) {
-  char buf[24];
-  auto [end, err] = std::to_chars(buf, buf + sizeof buf, i);
-  out.append(buf, end);
-}
+// True for the bytes a JSON string must escape: control characters, '"' and '\\'.
+constexpr auto kMustEscape = [] {
+  std::array<bool, 256> table{};
+  for (int c = 0; c < 0x20; ++c) table[c] = true;
+  table['"'] = table['\\'] = true;
+  return table;
+}();
 
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
+  out.reserve(out.size() + s.size() + 2);
   out += '"';
-  std::size_t run = 0;  // start of the pending run of bytes that need no escaping
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
+  const char* run = s.data();  // start of the pending run of bytes that need no escaping
+  const char* end = s.data() + s.size();
+  for (const char* p = run; p != end; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (!kMustEscape[c]) continue;
+    out.append(run, p);
+    run = p + 1;
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -174,7 +222,7 @@ void append_json_string(std::string& out, std::string_view s) {
         out += hex[c & 0xF];
     }
   }
-  out.append(s.data() + run, s.size() - run);
+  out.append(run, end);
   out += '"';
 }
 
@@ -219,6 +267,7 @@ void append_json(std::string& out, const json::value& v) {
 
 std::string to_json(const json::value& v) {
   std::string out;
+  out.reserve(256);
   append_json(out, v);
   return out;
 }

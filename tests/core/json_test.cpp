@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -55,6 +56,29 @@ TEST(Json, EveryRandomDoubleRoundTripsBitExactly) {
     ASSERT_TRUE(back.is_double()) << text;
     double e = back.get_double();
     ASSERT_EQ(std::memcmp(&d, &e, sizeof d), 0) << text;
+  }
+}
+
+// The serializer's fast path for short decimals must write exactly what std::to_chars
+// (shortest round-trip) writes, plus ".0" for integral values.
+TEST(Json, ShortDecimalsAreWrittenExactlyAsToChars) {
+  auto reference = [](double d) {
+    char buf[32];
+    auto [end, err] = std::to_chars(buf, buf + sizeof buf, d);
+    std::string text(buf, end);
+    if (text.find_first_of(".e") == std::string::npos) text += ".0";
+    return text;
+  };
+  std::mt19937_64 rng(7);
+  static constexpr double kPow10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
+  for (int i = 0; i < 1'000'000; ++i) {
+    std::int64_t m = static_cast<std::int64_t>(rng() % 2'000'000'000'000'000ULL) >> (rng() % 60);
+    double d = static_cast<double>(m) / kPow10[rng() % 7];
+    if (rng() % 2) d = -d;
+    ASSERT_EQ(ds::to_json(json::value(d)), reference(d)) << m;
+  }
+  for (double d : {0.01, 0.001, 0.0099, 9999.0, 10000.0, 100000.0, 1e14, 999999999999999.9, 0.5, -0.0, 0.0, 1e15, 123.4567}) {
+    EXPECT_EQ(ds::to_json(json::value(d)), reference(d)) << d;
   }
 }
 
