@@ -1,0 +1,142 @@
+// The shadow engine (SPEC.md §4–§7): read, merge, write with versions and retries, history.
+//
+// An Engine is safe for concurrent use from many threads. Writers to one shadow inside one
+// process are serialized, so they never conflict with each other; conflicts only arise
+// between processes sharing a store, and unpinned writes retry them internally.
+#pragma once
+
+#include "deviceshadow/document.hpp"
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/store.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace deviceshadow {
+
+struct EngineOptions {
+  DocumentOptions document;
+  int max_attempts = 8;                                  // unpinned read-merge-write attempts
+  std::chrono::microseconds backoff_base{2000};          // first retry waits up to this (jittered)
+  std::chrono::microseconds backoff_max{200000};
+  bool history = true;
+  std::chrono::seconds history_retention{30 * 24 * 3600};
+  std::chrono::seconds tombstone_retention{48 * 3600};
+  std::size_t batch_parallelism = 8;                     // batch operations run at most this many at once
+  // The server clock; replaceable in tests. Returns Unix nanoseconds.
+  std::function<std::int64_t()> clock;
+};
+
+// A report (section reported) or desire (section desired).
+struct UpdateRequest {
+  ShadowKey key;
+  Section section = Section::reported;
+  json::object state;
+  std::optional<std::uint64_t> version;  // pin: accept only if the section is at this version
+  std::string client_token;
+  std::optional<std::string> tz;
+  MergeMode mode = MergeMode::server_is_master;
+  bool acknowledge = true;
+};
+
+// A shadow as read: both section records (state as JSON text) and the delta.
+struct ShadowView {
+  ShadowKey key;
+  ShadowRecord record;
+  json::object delta;
+};
+
+struct UpdateResult {
+  ShadowView shadow;
+  bool changed = false;
+  std::vector<Change> changes;
+  std::vector<Acknowledgement> acknowledged;
+  std::vector<std::string> stale;
+};
+
+struct DeleteResult {
+  ShadowKey key;
+  std::vector<Section> deleted;
+  ShadowRecord record;  // the tombstones written (versions)
+};
+
+struct ShadowList {
+  std::vector<ShadowSummary> shadows;
+  std::string cursor;  // empty when this is the last page
+};
+
+struct ThingList {
+  std::vector<std::string> things;
+  std::string cursor;
+};
+
+struct HistoryRequest {
+  std::size_t limit = 100;
+  bool descending = true;
+  std::optional<std::int64_t> since_ns;
+  std::optional<std::int64_t> until_ns;
+  std::string cursor;
+};
+
+struct HistoryPage {
+  std::vector<HistoryEvent> events;
+  std::string cursor;
+};
+
+// One result of a batch: the value or the error it failed with.
+template <class T>
+using Outcome = std::variant<T, Error>;
+
+inline constexpr std::size_t kDefaultPageLimit = 100;
+inline constexpr std::size_t kMaxPageLimit = 1000;
+
+class Engine {
+ public:
+  Engine(Store& store, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Throws not_found when neither section exists.
+  ShadowView get(const ShadowKey& key);
+  UpdateResult update(const UpdateRequest& request);
+  // Deletes one section or, without `section`, every existing one, leaving tombstones.
+  // `version` pins a single-section delete. Throws not_found if nothing existed.
+  DeleteResult remove(const ShadowKey& key, std::optional<Section> section = std::nullopt,
+                      std::optional<std::uint64_t> version = std::nullopt);
+
+  ShadowList list_shadows(const std::string& thing, std::size_t limit = kDefaultPageLimit,
+                          const std::string& cursor = {});
+  ThingList list_things(const std::string& prefix, std::size_t limit = kDefaultPageLimit,
+                        const std::string& cursor = {});
+  HistoryPage history(const ShadowKey& key, const HistoryRequest& request = {});
+
+  // Results in request order; each item independent. Throws only for a batch over the limit.
+  std::vector<Outcome<ShadowView>> batch_get(const std::vector<ShadowKey>& keys);
+  std::vector<Outcome<UpdateResult>> batch_update(const std::vector<UpdateRequest>& requests);
+
+  // Drops expired tombstones and history events.
+  std::size_t purge();
+
+  const EngineOptions& options() const noexcept { return options_; }
+  Store& store() noexcept { return store_; }
+
+ private:
+  class Impl;
+  Store& store_;
+  EngineOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Cursor encoding (opaque to clients): base64url of the last key of a page.
+std::string encode_cursor(std::string_view last_key);
+// Throws invalid_request for a malformed cursor.
+std::string decode_cursor(std::string_view cursor);
+
+}  // namespace deviceshadow

@@ -1,0 +1,50 @@
+// JSON rendering of engine results for the REST API v1 (SPEC.md §9, §10) and the history
+// journal (§7). Section states are spliced in from their stored JSON text, never re-parsed.
+#pragma once
+
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/error.hpp"
+
+#include <string>
+
+namespace deviceshadow {
+
+// {"state":…,"version":N,"timestamp":"…","clientToken":"…","tz":"…"}: timestamp once the
+// section has been written, clientToken and tz only when set. A tombstone shows an empty
+// state with its version, so a client can pin the next write to it.
+void append_section_view(std::string& out, const SectionRecord& section);
+
+// {"thing","name","reported":<view>,"desired":<view>,"delta":{…}}
+std::string render_shadow(const ShadowView& view);
+void append_shadow(std::string& out, const ShadowView& view);
+// {"thing","name","changed","reported","desired","delta","changes","acknowledged","stale"}
+std::string render_update_result(const UpdateResult& result);
+void append_update_result(std::string& out, const UpdateResult& result);
+// {"thing","name","deleted":[…],"reported":{"version":N}?,"desired":{"version":N}?}
+std::string render_delete_result(const DeleteResult& result);
+// {"thing","shadows":[{"name","reportedVersion","desiredVersion","timestamp"}],"cursor"?}
+std::string render_shadow_list(const std::string& thing, const ShadowList& list);
+// {"things":[…],"cursor"?}
+std::string render_thing_list(const ThingList& list);
+// {"events":[…],"cursor"?}
+std::string render_history_page(const HistoryPage& page);
+
+// {"error":{"code","message",…details}}: the one place an error is rendered for the wire.
+std::string render_error(const Error& error);
+void append_error(std::string& out, const Error& error);
+
+// The change event of one stored write (SPEC.md §7).
+struct ChangeEventParts {
+  const ShadowKey* key = nullptr;
+  std::string_view id;
+  std::string_view op;  // report | desire | delete
+  std::int64_t timestamp_ns = 0;
+  std::string_view client_token;
+  std::optional<std::uint64_t> reported_version;  // set for each section the write stored
+  std::optional<std::uint64_t> desired_version;
+  const std::vector<Change>* changes = nullptr;
+  const std::vector<Acknowledgement>* acknowledged = nullptr;
+};
+std::string render_change_event(const ChangeEventParts& parts);
+
+}  // namespace deviceshadow

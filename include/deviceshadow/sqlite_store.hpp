@@ -1,0 +1,32 @@
+// The embedded default Store: one SQLite database file in WAL mode.
+//
+// Writes go through a single writer thread that commits whatever writes are queued together
+// in one transaction (group commit), each in its own savepoint, so a failed condition rolls
+// back only its own write and one fsync covers the whole group. Reads use a pool of reader
+// connections and never wait for the writer. The schema is versioned (PRAGMA user_version)
+// and migrated at open.
+#pragma once
+
+#include "deviceshadow/store.hpp"
+
+#include <memory>
+#include <string>
+
+namespace deviceshadow {
+
+struct SqliteOptions {
+  std::string path = "./shadowd-data/shadows.db";  // parent directories are created
+  bool durable = true;           // synchronous=FULL (fsync at every commit); false: NORMAL
+  bool group_commit = true;      // false: one transaction per write (a benchmark baseline)
+  std::size_t max_group = 512;   // writes per transaction at most
+  std::size_t readers = 4;       // reader connections
+};
+
+// Opens (creating or migrating) the database. Throws Error(unavailable) if it cannot, or if
+// its schema is newer than this build understands.
+std::unique_ptr<Store> open_sqlite_store(const SqliteOptions& options);
+
+// The schema version this build writes.
+inline constexpr int kSqliteSchemaVersion = 1;
+
+}  // namespace deviceshadow

@@ -1,0 +1,114 @@
+// The storage interface (SPEC.md §6, §7, §11). A Store keeps section records, history events
+// and the thing index; it knows nothing of merging. Implementations: memory, SQLite, DynamoDB.
+//
+// Every Store is safe for concurrent use from many threads without external locking.
+#pragma once
+
+#include "deviceshadow/document.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deviceshadow {
+
+struct ShadowKey {
+  std::string thing;
+  std::string name;
+
+  friend bool operator==(const ShadowKey&, const ShadowKey&) = default;
+  friend auto operator<=>(const ShadowKey&, const ShadowKey&) = default;
+};
+
+// One section as stored. Version 0 means the section never existed (or its tombstone expired).
+struct SectionRecord {
+  std::uint64_t version = 0;
+  bool deleted = false;           // a tombstone: reads as absent but keeps the version (ABA guard)
+  std::int64_t timestamp_ns = 0;  // server time of the last accepted write (or of the delete)
+  std::string client_token;
+  std::string tz;
+  std::string state_json = "{}";  // compact JSON of the state; "{}" for tombstones
+  std::string write_id;           // unique id of the write that produced this record
+  std::int64_t expires_ns = 0;    // tombstones: when purge may drop the record; else 0
+
+  bool exists() const noexcept { return version > 0 && !deleted; }
+};
+
+struct ShadowRecord {
+  SectionRecord reported;
+  SectionRecord desired;
+
+  SectionRecord& section(Section s) noexcept { return s == Section::reported ? reported : desired; }
+  const SectionRecord& section(Section s) const noexcept { return s == Section::reported ? reported : desired; }
+  bool exists() const noexcept { return reported.exists() || desired.exists(); }
+};
+
+// One entry of the history journal (SPEC.md §7).
+struct HistoryEvent {
+  std::string id;  // unique within the shadow, time-ordered: "{timestamp ns, 20 digits}#{R|D|C|X}{version}"
+  std::int64_t timestamp_ns = 0;
+  std::int64_t expires_ns = 0;  // purge may drop it from then on
+  std::string json;             // the change event as rendered by the API
+};
+
+// A section written by a ShadowWrite, conditional on the version the writer read.
+struct SectionPut {
+  Section section = Section::reported;
+  std::uint64_t expected_version = 0;  // the stored version (tombstones included) must equal it
+  SectionRecord record;                // the new record; record.version == expected_version + 1
+};
+
+// Everything one write stores, atomically: the sections, the history event, the thing index.
+struct ShadowWrite {
+  ShadowKey key;
+  std::vector<SectionPut> sections;  // one or two, distinct sections
+  std::optional<HistoryEvent> event;
+};
+
+struct ShadowSummary {
+  std::string name;
+  std::uint64_t reported_version = 0;
+  std::uint64_t desired_version = 0;
+  std::int64_t timestamp_ns = 0;  // the later of the two sections' timestamps
+};
+
+struct HistoryQuery {
+  std::size_t limit = 100;
+  bool descending = true;
+  std::int64_t since_ns = INT64_MIN;  // inclusive
+  std::int64_t until_ns = INT64_MAX;  // inclusive
+  std::string after_id;               // exclusive, in the query's order; empty = from the start
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Both sections of each key, in key order; tombstones included. Strongly consistent.
+  virtual std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) = 0;
+  ShadowRecord read(const ShadowKey& key) { return read(std::span<const ShadowKey>(&key, 1)).front(); }
+
+  // Applies `write` atomically and durably before returning. Throws
+  // Error::version_conflict(current) when a section's stored version differs from its
+  // expected_version; then nothing is stored.
+  virtual void write(const ShadowWrite& write) = 0;
+
+  // Shadows of a thing with at least one live section, sorted by name, names > after_name.
+  virtual std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
+                                                  std::size_t limit) = 0;
+  // Things with at least one live section whose name starts with prefix, sorted bytewise,
+  // things > after_thing.
+  virtual std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
+                                               std::size_t limit) = 0;
+  virtual std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) = 0;
+
+  // Drops tombstones and history events whose expires_ns <= now_ns. Returns how many.
+  virtual std::size_t purge(std::int64_t now_ns) = 0;
+  // True when the store can serve requests (readiness).
+  virtual bool ready() = 0;
+};
+
+}  // namespace deviceshadow

@@ -1,0 +1,369 @@
+#include "deviceshadow/engine.hpp"
+
+#include "deviceshadow/render.hpp"
+#include "deviceshadow/validation.hpp"
+
+#include <boost/json/monotonic_resource.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace deviceshadow {
+namespace {
+
+std::mt19937_64& rng() {
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  return generator;
+}
+
+// 128 random bits as hex: identifies the write that produced a record.
+std::string random_write_id() {
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()()),
+                static_cast<unsigned long long>(rng()()));
+  return buf;
+}
+
+// "{timestamp ns, 20 digits}#{letter}{version}": sorts by time, unique within a shadow.
+std::string event_id(std::int64_t timestamp_ns, char letter, std::uint64_t version) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%020lld#%c%llu", static_cast<long long>(timestamp_ns), letter,
+                static_cast<unsigned long long>(version));
+  return buf;
+}
+
+void validate_key(const ShadowKey& key) {
+  validate_thing(key.thing);
+  validate_shadow_name(key.name);
+}
+
+std::size_t checked_limit(std::size_t limit) {
+  if (limit < 1 || limit > kMaxPageLimit) {
+    throw Error::invalid_request("limit must be between 1 and " + std::to_string(kMaxPageLimit), "limit");
+  }
+  return limit;
+}
+
+json::object parse_state(const std::string& text, const DocumentOptions& options, const json::storage_ptr& sp) {
+  json::value v = parse_json(text, options.limits.max_depth + 8, sp);
+  if (!v.is_object()) throw Error(ErrorCode::internal, "stored state is not a JSON object");
+  return std::move(v.get_object());
+}
+
+constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+}  // namespace
+
+std::string encode_cursor(std::string_view key) {
+  std::string out;
+  std::uint32_t buffer = 0;
+  int bits = 0;
+  for (unsigned char c : key) {
+    buffer = (buffer << 8) | c;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out += kBase64Url[(buffer >> bits) & 0x3F];
+    }
+  }
+  if (bits > 0) out += kBase64Url[(buffer << (6 - bits)) & 0x3F];
+  return out;
+}
+
+std::string decode_cursor(std::string_view cursor) {
+  std::string out;
+  std::uint32_t buffer = 0;
+  int bits = 0;
+  for (char c : cursor) {
+    const char* p = std::char_traits<char>::find(kBase64Url, 64, c);
+    if (!p) throw Error::invalid_request("malformed cursor", "cursor");
+    buffer = (buffer << 6) | static_cast<std::uint32_t>(p - kBase64Url);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((buffer >> bits) & 0xFF);
+    }
+  }
+  if (bits >= 6 || (buffer & ((1u << bits) - 1)) != 0) throw Error::invalid_request("malformed cursor", "cursor");
+  return out;
+}
+
+class Engine::Impl {
+ public:
+  explicit Impl(const EngineOptions& options) : options_(options) {}
+
+  // Writers to one shadow hold its stripe; 4096 stripes keep unrelated shadows apart.
+  std::mutex& lock_for(const ShadowKey& key) {
+    std::size_t h = std::hash<std::string>{}(key.thing) * 31 + std::hash<std::string>{}(key.name);
+    return stripes_[h % stripes_.size()];
+  }
+
+  // Server time, strictly increasing within this process so history ids stay ordered.
+  std::int64_t next_timestamp() {
+    std::int64_t now = options_.clock();
+    std::int64_t last = last_timestamp_.load();
+    std::int64_t next;
+    do {
+      next = std::max(now, last + 1);
+    } while (!last_timestamp_.compare_exchange_weak(last, next));
+    return next;
+  }
+
+  void backoff(int attempt) {
+    auto cap = std::min<std::int64_t>(options_.backoff_max.count(), options_.backoff_base.count() << std::min(attempt, 20));
+    std::uniform_int_distribution<std::int64_t> jitter(0, std::max<std::int64_t>(cap, 1));
+    std::this_thread::sleep_for(std::chrono::microseconds(jitter(rng())));
+  }
+
+  // Runs fn (one read-merge-write attempt); retries version conflicts of unpinned writes.
+  template <class F>
+  auto with_retries(bool pinned, F&& fn) {
+    for (int attempt = 1;; ++attempt) {
+      try {
+        return fn();
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::version_conflict || pinned || attempt >= options_.max_attempts) throw;
+      }
+      backoff(attempt);
+    }
+  }
+
+ private:
+  const EngineOptions& options_;
+  std::array<std::mutex, 4096> stripes_;
+  std::atomic<std::int64_t> last_timestamp_{0};
+};
+
+Engine::Engine(Store& store, EngineOptions options) : store_(store), options_(std::move(options)) {
+  if (!options_.clock) {
+    options_.clock = [] { return now().unix_nanos(); };
+  }
+  if (options_.max_attempts < 1) options_.max_attempts = 1;
+  if (options_.batch_parallelism < 1) options_.batch_parallelism = 1;
+  impl_ = std::make_unique<Impl>(options_);
+}
+
+Engine::~Engine() = default;
+
+ShadowView Engine::get(const ShadowKey& key) {
+  validate_key(key);
+  ShadowRecord record = store_.read(key);
+  if (!record.exists()) throw Error::not_found("no shadow " + key.name + " for thing " + key.thing);
+  const DocumentOptions& doc = options_.document;
+  json::object desired = parse_state(record.desired.exists() ? record.desired.state_json : "{}", doc, {});
+  json::object reported = parse_state(record.reported.exists() ? record.reported.state_json : "{}", doc, {});
+  json::object delta = compute_delta(desired, reported, doc.timestamp_keys);
+  return {key, std::move(record), std::move(delta)};
+}
+
+UpdateResult Engine::update(const UpdateRequest& request) {
+  validate_key(request.key);
+  validate_client_token(request.client_token);
+  if (request.tz) validate_tz(*request.tz);
+  const DocumentOptions& doc = options_.document;
+  std::lock_guard guard(impl_->lock_for(request.key));
+  return impl_->with_retries(request.version.has_value(), [&] {
+    ShadowRecord record = store_.read(request.key);
+    const SectionRecord& target = record.section(request.section);
+    if (request.version && *request.version != target.version) throw Error::version_conflict(target.version);
+
+    // One arena per attempt; the values in the result keep it alive.
+    json::storage_ptr arena = json::make_shared_resource<json::monotonic_resource>();
+    auto live_state = [&](const SectionRecord& s) { return parse_state(s.exists() ? s.state_json : "{}", doc, arena); };
+    UpdateOutcome outcome = apply_update(live_state(record.reported), live_state(record.desired), request.state,
+                                         {request.section, request.mode, request.acknowledge}, doc);
+    // Setting the time zone is a change of the section even when the state is unchanged.
+    const bool tz_changed = request.tz && (*request.tz != target.tz || !target.exists());
+
+    UpdateResult result;
+    result.changed = outcome.changed() || tz_changed;
+    if (result.changed) {
+      const std::int64_t ts = impl_->next_timestamp();
+      ShadowWrite write{request.key, {}, std::nullopt};
+      for (Section s : {Section::reported, Section::desired}) {
+        const bool state_changed = s == Section::reported ? outcome.reported_changed : outcome.desired_changed;
+        if (!state_changed && !(s == request.section && tz_changed)) continue;
+        const SectionRecord& old = record.section(s);
+        SectionRecord next;
+        next.version = old.version + 1;
+        next.timestamp_ns = ts;
+        next.client_token = request.client_token;
+        next.tz = s == request.section && request.tz ? *request.tz : (old.exists() ? old.tz : "");
+        std::string& new_json = s == Section::reported ? outcome.reported_json : outcome.desired_json;
+        next.state_json = state_changed ? std::move(new_json) : (old.exists() ? old.state_json : "{}");
+        next.write_id = random_write_id();
+        write.sections.push_back({s, old.version, std::move(next)});
+      }
+      if (options_.history) {
+        std::optional<std::uint64_t> versions[2];
+        for (const SectionPut& put : write.sections) versions[put.section == Section::reported ? 0 : 1] = put.record.version;
+        const char letter = write.sections.size() == 2 ? 'C' : write.sections.front().section == Section::reported ? 'R' : 'D';
+        HistoryEvent event;
+        event.id = event_id(ts, letter, write.sections.front().record.version);
+        event.timestamp_ns = ts;
+        event.expires_ns = ts + std::chrono::nanoseconds(options_.history_retention).count();
+        event.json = render_change_event({&request.key, event.id, request.section == Section::reported ? "report" : "desire",
+                                          ts, request.client_token, versions[0], versions[1], &outcome.changes,
+                                          &outcome.acknowledged});
+        write.event = std::move(event);
+      }
+      store_.write(write);
+      for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
+    }
+    result.shadow = {request.key, std::move(record), compute_delta(outcome.desired, outcome.reported, doc.timestamp_keys)};
+    result.changes = std::move(outcome.changes);
+    result.acknowledged = std::move(outcome.acknowledged);
+    result.stale = std::move(outcome.stale);
+    return result;
+  });
+}
+
+DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section, std::optional<std::uint64_t> version) {
+  validate_key(key);
+  if (version && !section) {
+    throw Error::invalid_request("version applies to a single-section delete: name reported or desired", "version");
+  }
+  const DocumentOptions& doc = options_.document;
+  std::lock_guard guard(impl_->lock_for(key));
+  return impl_->with_retries(version.has_value(), [&] {
+    ShadowRecord record = store_.read(key);
+    if (version && *version != record.section(*section).version) {
+      throw Error::version_conflict(record.section(*section).version);
+    }
+    DeleteResult result{key, {}, record};
+    for (Section s : {Section::reported, Section::desired}) {
+      if ((!section || *section == s) && record.section(s).exists()) result.deleted.push_back(s);
+    }
+    if (result.deleted.empty()) {
+      throw Error::not_found("nothing to delete: " + std::string(section ? to_string(*section) : "shadow " + key.name) +
+                             " of thing " + key.thing + " does not exist");
+    }
+    const std::int64_t ts = impl_->next_timestamp();
+    ShadowWrite write{key, {}, std::nullopt};
+    std::vector<Change> changes;
+    std::optional<std::uint64_t> versions[2];
+    for (Section s : result.deleted) {
+      const SectionRecord& old = record.section(s);
+      SectionRecord tombstone;
+      tombstone.version = old.version + 1;
+      tombstone.deleted = true;
+      tombstone.timestamp_ns = ts;
+      tombstone.write_id = random_write_id();
+      tombstone.expires_ns = ts + std::chrono::nanoseconds(options_.tombstone_retention).count();
+      versions[s == Section::reported ? 0 : 1] = tombstone.version;
+      if (options_.history) {  // every leaf of the deleted state is a remove
+        json::object state = parse_state(old.state_json, doc, {});
+        MergeResult removed = merge_section(state, json::object(), MergeMode::client_is_master, s, doc.timestamp_keys);
+        for (Change& c : removed.changes) changes.push_back(std::move(c));
+      }
+      write.sections.push_back({s, old.version, tombstone});
+      result.record.section(s) = std::move(tombstone);
+    }
+    if (options_.history) {
+      HistoryEvent event;
+      event.id = event_id(ts, 'X', write.sections.front().record.version);
+      event.timestamp_ns = ts;
+      event.expires_ns = ts + std::chrono::nanoseconds(options_.history_retention).count();
+      event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], &changes, nullptr});
+      write.event = std::move(event);
+    }
+    store_.write(write);
+    return result;
+  });
+}
+
+ShadowList Engine::list_shadows(const std::string& thing, std::size_t limit, const std::string& cursor) {
+  validate_thing(thing);
+  ShadowList list;
+  list.shadows = store_.list_shadows(thing, decode_cursor(cursor), checked_limit(limit) + 1);
+  if (list.shadows.size() > limit) {
+    list.shadows.resize(limit);
+    list.cursor = encode_cursor(list.shadows.back().name);
+  }
+  return list;
+}
+
+ThingList Engine::list_things(const std::string& prefix, std::size_t limit, const std::string& cursor) {
+  if (!prefix.empty()) validate_thing(prefix);
+  ThingList list;
+  list.things = store_.list_things(prefix, decode_cursor(cursor), checked_limit(limit) + 1);
+  if (list.things.size() > limit) {
+    list.things.resize(limit);
+    list.cursor = encode_cursor(list.things.back());
+  }
+  return list;
+}
+
+HistoryPage Engine::history(const ShadowKey& key, const HistoryRequest& request) {
+  validate_key(key);
+  HistoryQuery query;
+  query.limit = checked_limit(request.limit) + 1;
+  query.descending = request.descending;
+  if (request.since_ns) query.since_ns = *request.since_ns;
+  if (request.until_ns) query.until_ns = *request.until_ns;
+  query.after_id = decode_cursor(request.cursor);
+  HistoryPage page;
+  page.events = store_.history(key, query);
+  if (page.events.size() > request.limit) {
+    page.events.resize(request.limit);
+    page.cursor = encode_cursor(page.events.back().id);
+  }
+  return page;
+}
+
+namespace {
+
+void check_batch_size(std::size_t n, const Limits& limits) {
+  if (n > limits.max_batch_items) {
+    throw Error::invalid_request("a batch holds at most " + std::to_string(limits.max_batch_items) + " items");
+  }
+}
+
+template <class T>
+Outcome<T> capture(const std::function<T()>& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    return e;
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::internal, e.what());
+  }
+}
+
+}  // namespace
+
+std::vector<Outcome<ShadowView>> Engine::batch_get(const std::vector<ShadowKey>& keys) {
+  check_batch_size(keys.size(), options_.document.limits);
+  std::vector<Outcome<ShadowView>> out;
+  out.reserve(keys.size());
+  for (const ShadowKey& key : keys) out.push_back(capture<ShadowView>([&] { return get(key); }));
+  return out;
+}
+
+std::vector<Outcome<UpdateResult>> Engine::batch_update(const std::vector<UpdateRequest>& requests) {
+  check_batch_size(requests.size(), options_.document.limits);
+  std::vector<std::optional<Outcome<UpdateResult>>> slots(requests.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < requests.size();) {
+      slots[i] = capture<UpdateResult>([&] { return update(requests[i]); });
+    }
+  };
+  std::size_t helpers = std::min(options_.batch_parallelism, requests.size());
+  std::vector<std::jthread> threads;
+  for (std::size_t t = 1; t < helpers; ++t) threads.emplace_back(work);
+  work();
+  threads.clear();  // joins
+  std::vector<Outcome<UpdateResult>> out;
+  out.reserve(requests.size());
+  for (auto& slot : slots) out.push_back(std::move(*slot));
+  return out;
+}
+
+std::size_t Engine::purge() { return store_.purge(options_.clock()); }
+
+}  // namespace deviceshadow

@@ -1,0 +1,112 @@
+#include "deviceshadow/memory_store.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "store/conditions.hpp"
+
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+namespace deviceshadow {
+namespace {
+
+class MemoryStore final : public Store {
+ public:
+  std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override {
+    std::shared_lock lock(mutex_);
+    std::vector<ShadowRecord> out;
+    out.reserve(keys.size());
+    for (const ShadowKey& key : keys) {
+      auto it = shadows_.find(key);
+      out.push_back(it == shadows_.end() ? ShadowRecord{} : it->second);
+    }
+    return out;
+  }
+
+  void write(const ShadowWrite& write) override {
+    std::unique_lock lock(mutex_);
+    auto it = shadows_.find(write.key);
+    const ShadowRecord current = it == shadows_.end() ? ShadowRecord{} : it->second;
+    check_conditions(current, write);
+    ShadowRecord& stored = shadows_[write.key];
+    for (const SectionPut& put : write.sections) stored.section(put.section) = put.record;
+    if (write.event) history_[write.key][write.event->id] = *write.event;
+  }
+
+  std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
+                                          std::size_t limit) override {
+    std::shared_lock lock(mutex_);
+    std::vector<ShadowSummary> out;
+    for (auto it = shadows_.upper_bound(ShadowKey{std::string(thing), std::string(after_name)});
+         it != shadows_.end() && it->first.thing == thing && out.size() < limit; ++it) {
+      if (it->second.exists()) out.push_back(summarize(it->first.name, it->second));
+    }
+    return out;
+  }
+
+  std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
+                                       std::size_t limit) override {
+    std::shared_lock lock(mutex_);
+    std::vector<std::string> out;
+    // Keys sort by thing first, so each thing's shadows are contiguous.
+    ShadowKey start{std::string(std::max(prefix, after_thing)), ""};
+    for (auto it = shadows_.lower_bound(start); it != shadows_.end() && out.size() < limit; ++it) {
+      const std::string& thing = it->first.thing;
+      if (thing.compare(0, prefix.size(), prefix) != 0) break;
+      if (thing <= after_thing || !it->second.exists()) continue;
+      if (out.empty() || out.back() != thing) out.push_back(thing);
+    }
+    return out;
+  }
+
+  std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override {
+    std::shared_lock lock(mutex_);
+    std::vector<HistoryEvent> out;
+    auto h = history_.find(key);
+    if (h == history_.end()) return out;
+    auto accept = [&](const HistoryEvent& e) {
+      if (e.timestamp_ns < query.since_ns || e.timestamp_ns > query.until_ns) return;
+      out.push_back(e);
+    };
+    const auto& events = h->second;
+    if (query.descending) {
+      auto end = query.after_id.empty() ? events.end() : events.lower_bound(query.after_id);
+      for (auto it = std::make_reverse_iterator(end); it != events.rend() && out.size() < query.limit; ++it) accept(it->second);
+    } else {
+      auto begin = query.after_id.empty() ? events.begin() : events.upper_bound(query.after_id);
+      for (auto it = begin; it != events.end() && out.size() < query.limit; ++it) accept(it->second);
+    }
+    return out;
+  }
+
+  std::size_t purge(std::int64_t now_ns) override {
+    std::unique_lock lock(mutex_);
+    std::size_t purged = 0;
+    for (auto it = shadows_.begin(); it != shadows_.end();) {
+      for (SectionRecord* s : {&it->second.reported, &it->second.desired}) {
+        if (s->deleted && s->expires_ns <= now_ns) {
+          *s = SectionRecord{};
+          ++purged;
+        }
+      }
+      it = it->second.reported.version == 0 && it->second.desired.version == 0 ? shadows_.erase(it) : std::next(it);
+    }
+    for (auto& [key, events] : history_) {
+      purged += std::erase_if(events, [&](const auto& e) { return e.second.expires_ns <= now_ns; });
+    }
+    return purged;
+  }
+
+  bool ready() override { return true; }
+
+ private:
+  std::shared_mutex mutex_;
+  std::map<ShadowKey, ShadowRecord> shadows_;
+  std::map<ShadowKey, std::map<std::string, HistoryEvent>> history_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> make_memory_store() { return std::make_unique<MemoryStore>(); }
+
+}  // namespace deviceshadow

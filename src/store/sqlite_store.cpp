@@ -1,0 +1,461 @@
+#include "deviceshadow/sqlite_store.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "store/conditions.hpp"
+
+#include <sqlite3.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+
+namespace deviceshadow {
+namespace {
+
+[[noreturn]] void fail(sqlite3* db, int rc, std::string_view what) {
+  std::string message = "sqlite: " + std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  // Busy, locked, full disk and I/O errors are conditions of the machine: retryable.
+  int primary = rc & 0xFF;
+  bool retryable = primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_FULL ||
+                   primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY;
+  throw Error(retryable ? ErrorCode::unavailable : ErrorCode::internal, std::move(message));
+}
+
+// A prepared statement; reset after each use by Query's destructor.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
+    if (rc != SQLITE_OK) fail(db, rc, "prepare");
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  sqlite3* db() const { return db_; }
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// One execution of a Statement: bind, step, read columns.
+class Query {
+ public:
+  explicit Query(Statement& s) : s_(s) {}
+  ~Query() {
+    sqlite3_reset(s_.get());
+    sqlite3_clear_bindings(s_.get());
+  }
+  Query& bind(int i, std::string_view v) {
+    check(sqlite3_bind_text(s_.get(), i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
+    return *this;
+  }
+  Query& bind(int i, std::int64_t v) {
+    check(sqlite3_bind_int64(s_.get(), i, v));
+    return *this;
+  }
+  // True while there is a row.
+  bool step() {
+    int rc = sqlite3_step(s_.get());
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(s_.db(), rc, "step");
+  }
+  void run() {
+    while (step()) {
+    }
+  }
+  std::int64_t integer(int col) const { return sqlite3_column_int64(s_.get(), col); }
+  std::string text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_.get(), col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s_.get(), col))) : std::string();
+  }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) fail(s_.db(), rc, "bind");
+  }
+  Statement& s_;
+};
+
+// A connection with its prepared statements, cached by SQL text address.
+class Connection {
+ public:
+  Connection(const std::string& path, bool durable) {
+    int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string what = "open " + path;
+      sqlite3_close(db_);
+      db_ = nullptr;
+      fail(nullptr, rc, what);
+    }
+    sqlite3_busy_timeout(db_, 10000);
+    exec("PRAGMA journal_mode=WAL");
+    exec(durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    exec("PRAGMA foreign_keys=OFF");
+  }
+  ~Connection() {
+    statements_.clear();
+    sqlite3_close(db_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void exec(const char* sql) {
+    char* error = nullptr;
+    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &error);
+    if (rc != SQLITE_OK) {
+      std::string message = error ? error : sqlite3_errstr(rc);
+      sqlite3_free(error);
+      throw Error(ErrorCode::internal, std::string("sqlite: ") + sql + ": " + message);
+    }
+  }
+  Statement& statement(const char* sql) {
+    auto it = statements_.find(sql);
+    if (it == statements_.end()) it = statements_.emplace(sql, std::make_unique<Statement>(db_, sql)).first;
+    return *it->second;
+  }
+  sqlite3* db() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::map<const char*, std::unique_ptr<Statement>> statements_;
+};
+
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE sections(
+  thing TEXT NOT NULL, name TEXT NOT NULL, section INTEGER NOT NULL,
+  version INTEGER NOT NULL, deleted INTEGER NOT NULL, timestamp INTEGER NOT NULL,
+  client_token TEXT NOT NULL, tz TEXT NOT NULL, state TEXT NOT NULL,
+  write_id TEXT NOT NULL, expires INTEGER NOT NULL,
+  PRIMARY KEY (thing, name, section)) WITHOUT ROWID;
+CREATE INDEX sections_tombstones ON sections(expires) WHERE deleted = 1;
+CREATE TABLE history(
+  thing TEXT NOT NULL, name TEXT NOT NULL, id TEXT NOT NULL, timestamp INTEGER NOT NULL,
+  expires INTEGER NOT NULL, event TEXT NOT NULL,
+  PRIMARY KEY (thing, name, id)) WITHOUT ROWID;
+CREATE INDEX history_expiry ON history(expires);
+PRAGMA user_version = 1;
+)sql";
+
+constexpr const char* kSelectSections =
+    "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires "
+    "FROM sections WHERE thing = ?1 AND name = ?2";
+constexpr const char* kUpsertSection =
+    "INSERT OR REPLACE INTO sections(thing, name, section, version, deleted, timestamp, client_token, tz, state, "
+    "write_id, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+constexpr const char* kInsertHistory =
+    "INSERT INTO history(thing, name, id, timestamp, expires, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+constexpr const char* kListShadows =
+    "SELECT name, section, version, deleted, timestamp FROM sections WHERE thing = ?1 AND name > ?2 "
+    "ORDER BY name, section";
+constexpr const char* kListThings =
+    "SELECT thing FROM sections WHERE thing >= ?1 AND thing > ?2 AND deleted = 0 GROUP BY thing ORDER BY thing "
+    "LIMIT ?3";
+constexpr const char* kListThingsBounded =
+    "SELECT thing FROM sections WHERE thing >= ?1 AND thing > ?2 AND thing < ?4 AND deleted = 0 GROUP BY thing "
+    "ORDER BY thing LIMIT ?3";
+constexpr const char* kHistoryAsc =
+    "SELECT id, timestamp, expires, event FROM history WHERE thing = ?1 AND name = ?2 AND id > ?3 "
+    "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id ASC LIMIT ?6";
+constexpr const char* kHistoryDesc =
+    "SELECT id, timestamp, expires, event FROM history WHERE thing = ?1 AND name = ?2 AND id < ?3 "
+    "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id DESC LIMIT ?6";
+constexpr const char* kPurgeTombstones = "DELETE FROM sections WHERE deleted = 1 AND expires <= ?1";
+constexpr const char* kPurgeHistory = "DELETE FROM history WHERE expires <= ?1";
+
+ShadowRecord read_record(Connection& c, const ShadowKey& key) {
+  ShadowRecord record;
+  Query q(c.statement(kSelectSections));
+  q.bind(1, key.thing).bind(2, key.name);
+  while (q.step()) {
+    SectionRecord& s = record.section(q.integer(0) == 0 ? Section::reported : Section::desired);
+    s.version = static_cast<std::uint64_t>(q.integer(1));
+    s.deleted = q.integer(2) != 0;
+    s.timestamp_ns = q.integer(3);
+    s.client_token = q.text(4);
+    s.tz = q.text(5);
+    s.state_json = q.text(6);
+    s.write_id = q.text(7);
+    s.expires_ns = q.integer(8);
+  }
+  return record;
+}
+
+void apply_write(Connection& c, const ShadowWrite& write) {
+  check_conditions(read_record(c, write.key), write);
+  for (const SectionPut& put : write.sections) {
+    const SectionRecord& r = put.record;
+    Query q(c.statement(kUpsertSection));
+    q.bind(1, write.key.thing).bind(2, write.key.name).bind(3, std::int64_t{put.section == Section::reported ? 0 : 1});
+    q.bind(4, static_cast<std::int64_t>(r.version)).bind(5, std::int64_t{r.deleted}).bind(6, r.timestamp_ns);
+    q.bind(7, r.client_token).bind(8, r.tz).bind(9, r.state_json).bind(10, r.write_id).bind(11, r.expires_ns);
+    q.run();
+  }
+  if (write.event) {
+    const HistoryEvent& e = *write.event;
+    Query q(c.statement(kInsertHistory));
+    q.bind(1, write.key.thing).bind(2, write.key.name).bind(3, e.id).bind(4, e.timestamp_ns);
+    q.bind(5, e.expires_ns).bind(6, e.json);
+    q.run();
+  }
+}
+
+// The smallest string greater than every string with this prefix ("" if there is none).
+std::string prefix_successor(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xFF) prefix.pop_back();
+  if (!prefix.empty()) prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return prefix;
+}
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(const SqliteOptions& options) : options_(options) {
+    std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    writer_ = std::make_unique<Connection>(options.path, options.durable);
+    migrate(*writer_);
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, options.readers); ++i) {
+      idle_readers_.push_back(std::make_unique<Connection>(options.path, options.durable));
+    }
+    writer_thread_ = std::thread([this] { writer_loop(); });
+  }
+
+  ~SqliteStore() override {
+    {
+      std::lock_guard lock(queue_mutex_);
+      stopping_ = true;
+    }
+    queue_cv_.notify_all();
+    writer_thread_.join();
+  }
+
+  std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override {
+    return with_reader([&](Connection& c) {
+      std::vector<ShadowRecord> out;
+      out.reserve(keys.size());
+      for (const ShadowKey& key : keys) out.push_back(read_record(c, key));
+      return out;
+    });
+  }
+
+  void write(const ShadowWrite& write) override {
+    run_on_writer([&](Connection& c) { apply_write(c, write); });
+  }
+
+  std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
+                                          std::size_t limit) override {
+    return with_reader([&](Connection& c) {
+      std::vector<ShadowSummary> out;
+      Query q(c.statement(kListShadows));
+      q.bind(1, thing).bind(2, after_name);
+      std::string name;
+      ShadowRecord record;
+      auto flush = [&] {
+        if (!name.empty() && record.exists()) out.push_back(summarize(name, record));
+        record = ShadowRecord{};
+      };
+      while (out.size() < limit && q.step()) {
+        std::string row_name = q.text(0);
+        if (row_name != name) {
+          flush();
+          name = std::move(row_name);
+        }
+        SectionRecord& s = record.section(q.integer(1) == 0 ? Section::reported : Section::desired);
+        s.version = static_cast<std::uint64_t>(q.integer(2));
+        s.deleted = q.integer(3) != 0;
+        s.timestamp_ns = q.integer(4);
+      }
+      if (out.size() < limit) flush();
+      return out;
+    });
+  }
+
+  std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
+                                       std::size_t limit) override {
+    return with_reader([&](Connection& c) {
+      std::string upper = prefix_successor(std::string(prefix));
+      Query q(c.statement(upper.empty() ? kListThings : kListThingsBounded));
+      q.bind(1, prefix).bind(2, after_thing).bind(3, static_cast<std::int64_t>(limit));
+      if (!upper.empty()) q.bind(4, upper);
+      std::vector<std::string> out;
+      while (q.step()) out.push_back(q.text(0));
+      return out;
+    });
+  }
+
+  std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override {
+    return with_reader([&](Connection& c) {
+      Query q(c.statement(query.descending ? kHistoryDesc : kHistoryAsc));
+      // Ids are ASCII digits, '#', a letter and digits: "\x7f" sorts after all of them.
+      std::string after = query.after_id.empty() && query.descending ? std::string("\x7f") : query.after_id;
+      q.bind(1, key.thing).bind(2, key.name).bind(3, after).bind(4, query.since_ns).bind(5, query.until_ns);
+      q.bind(6, static_cast<std::int64_t>(query.limit));
+      std::vector<HistoryEvent> out;
+      while (q.step()) out.push_back({q.text(0), q.integer(1), q.integer(2), q.text(3)});
+      return out;
+    });
+  }
+
+  std::size_t purge(std::int64_t now_ns) override {
+    std::size_t purged = 0;
+    run_on_writer([&](Connection& c) {
+      for (const char* sql : {kPurgeTombstones, kPurgeHistory}) {
+        Query(c.statement(sql)).bind(1, now_ns).run();
+        purged += static_cast<std::size_t>(sqlite3_changes(c.db()));
+      }
+    });
+    return purged;
+  }
+
+  bool ready() override {
+    try {
+      return with_reader([](Connection& c) {
+        Query q(c.statement("SELECT 1"));
+        return q.step();
+      });
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
+ private:
+  // A unit of work for the writer thread; `error` is set if it failed.
+  struct Job {
+    std::function<void(Connection&)> run;
+    std::exception_ptr error;
+    bool done = false;
+  };
+
+  static void migrate(Connection& c) {
+    int version = 0;
+    {
+      Query q(c.statement("PRAGMA user_version"));
+      if (q.step()) version = static_cast<int>(q.integer(0));
+    }
+    if (version > kSqliteSchemaVersion) {
+      throw Error(ErrorCode::unavailable, "sqlite: the database schema version " + std::to_string(version) +
+                                              " is newer than this build supports (" +
+                                              std::to_string(kSqliteSchemaVersion) + ")");
+    }
+    if (version < 1) {
+      c.exec("BEGIN IMMEDIATE");
+      c.exec(kSchemaV1);
+      c.exec("COMMIT");
+    }
+  }
+
+  void run_on_writer(std::function<void(Connection&)> work) {
+    Job job{std::move(work)};
+    std::unique_lock lock(queue_mutex_);
+    queue_.push_back(&job);
+    queue_cv_.notify_all();
+    done_cv_.wait(lock, [&] { return job.done; });
+    if (job.error) std::rethrow_exception(job.error);
+  }
+
+  void writer_loop() {
+    std::vector<Job*> group;
+    for (;;) {
+      {
+        std::unique_lock lock(queue_mutex_);
+        queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, nothing left
+        std::size_t n = options_.group_commit ? std::min(queue_.size(), options_.max_group) : 1;
+        group.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+      }
+      commit_group(group);
+      {
+        std::lock_guard lock(queue_mutex_);
+        for (Job* job : group) job->done = true;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  // Runs each job in its own savepoint inside one transaction; a failed job rolls back only
+  // itself. If the commit fails, every job of the group fails.
+  void commit_group(const std::vector<Job*>& group) {
+    Connection& c = *writer_;
+    try {
+      c.exec("BEGIN IMMEDIATE");
+    } catch (...) {
+      for (Job* job : group) job->error = std::current_exception();
+      return;
+    }
+    for (Job* job : group) {
+      c.exec("SAVEPOINT job");
+      try {
+        job->run(c);
+        c.exec("RELEASE job");
+      } catch (...) {
+        job->error = std::current_exception();
+        c.exec("ROLLBACK TO job");
+        c.exec("RELEASE job");
+      }
+    }
+    int rc = sqlite3_exec(c.db(), "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      std::exception_ptr error;
+      try {
+        fail(c.db(), rc, "commit");
+      } catch (...) {
+        error = std::current_exception();
+      }
+      sqlite3_exec(c.db(), "ROLLBACK", nullptr, nullptr, nullptr);
+      for (Job* job : group) job->error = error;
+    }
+  }
+
+  template <class F>
+  std::invoke_result_t<F&, Connection&> with_reader(F&& f) {
+    std::unique_ptr<Connection> c;
+    {
+      std::unique_lock lock(readers_mutex_);
+      readers_cv_.wait(lock, [&] { return !idle_readers_.empty(); });
+      c = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+    }
+    struct Return {
+      SqliteStore* self;
+      std::unique_ptr<Connection>& c;
+      ~Return() {
+        std::lock_guard lock(self->readers_mutex_);
+        self->idle_readers_.push_back(std::move(c));
+        self->readers_cv_.notify_one();
+      }
+    } give_back{this, c};
+    return f(*c);
+  }
+
+  SqliteOptions options_;
+  std::unique_ptr<Connection> writer_;  // used by the writer thread only (and at open)
+  std::thread writer_thread_;
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::condition_variable done_cv_;
+  std::deque<Job*> queue_;
+  bool stopping_ = false;
+
+  std::mutex readers_mutex_;
+  std::condition_variable readers_cv_;
+  std::vector<std::unique_ptr<Connection>> idle_readers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite_store(const SqliteOptions& options) {
+  return std::make_unique<SqliteStore>(options);
+}
+
+}  // namespace deviceshadow

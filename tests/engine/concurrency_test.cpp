@@ -1,0 +1,132 @@
+// Many writers, no lost update; conflicts between processes are retried (SPEC.md §6).
+#include "deviceshadow/error.hpp"
+#include "support/engine_fixture.hpp"
+
+#include <thread>
+
+namespace {
+
+constexpr int kThreads = 16;
+constexpr int kReportsPerThread = 100;
+
+// 16 threads x 100 reports, each with a key of its own, spread over `shadows` shadows.
+void hammer(ds::Engine& engine, int shadows) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&engine, t, shadows] {
+      for (int i = 0; i < kReportsPerThread; ++i) {
+        int n = t * kReportsPerThread + i;
+        ds::UpdateRequest r;
+        r.key = {"thing-" + std::to_string(n % shadows), "main"};
+        r.state["k" + std::to_string(n)] = n;
+        ASSERT_TRUE(engine.update(r).changed);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+using Concurrency = EngineTest;
+
+TEST_P(Concurrency, SixteenWritersOnOneShadowLoseNothing) {
+  hammer(engine(), 1);
+  ds::ShadowView view = engine().get({"thing-0", "main"});
+  constexpr int kTotal = kThreads * kReportsPerThread;
+  EXPECT_EQ(view.record.reported.version, static_cast<std::uint64_t>(kTotal));
+  boost::json::object state = ds::parse_json(view.record.reported.state_json).as_object();
+  for (int n = 0; n < kTotal; ++n) ASSERT_TRUE(state.contains("k" + std::to_string(n))) << n;
+  ds::HistoryRequest all;
+  all.limit = 1000;
+  std::size_t events = 0;
+  for (;;) {
+    ds::HistoryPage page = engine().history({"thing-0", "main"}, all);
+    events += page.events.size();
+    if (page.cursor.empty()) break;
+    all.cursor = page.cursor;
+  }
+  EXPECT_EQ(events, static_cast<std::size_t>(kTotal));
+}
+
+TEST_P(Concurrency, SixteenWritersOnAThousandShadowsLoseNothing) {
+  hammer(engine(), 1000);
+  std::vector<ds::ShadowKey> keys;
+  for (int s = 0; s < 1000; ++s) keys.push_back({"thing-" + std::to_string(s), "main"});
+  std::vector<ds::ShadowRecord> records = store().read(keys);
+  std::uint64_t versions = 0;
+  for (int s = 0; s < 1000; ++s) {
+    boost::json::object state = ds::parse_json(records[s].reported.state_json).as_object();
+    for (int n = s; n < kThreads * kReportsPerThread; n += 1000) ASSERT_TRUE(state.contains("k" + std::to_string(n)));
+    versions += records[s].reported.version;
+    EXPECT_EQ(engine().history(keys[s]).events.size(), records[s].reported.version);
+  }
+  EXPECT_EQ(versions, static_cast<std::uint64_t>(kThreads * kReportsPerThread));
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, Concurrency, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
+
+// A store that makes the first `failures` writes lose a race, as another process would.
+class ConflictingStore final : public ds::Store {
+ public:
+  ConflictingStore(ds::Store& inner, int failures) : inner_(inner), failures_(failures) {}
+  std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override { return inner_.read(keys); }
+  void write(const ds::ShadowWrite& w) override {
+    ++attempts;
+    if (failures_-- > 0) throw ds::Error::version_conflict(99);
+    inner_.write(w);
+  }
+  std::vector<ds::ShadowSummary> list_shadows(std::string_view t, std::string_view a, std::size_t l) override {
+    return inner_.list_shadows(t, a, l);
+  }
+  std::vector<std::string> list_things(std::string_view p, std::string_view a, std::size_t l) override {
+    return inner_.list_things(p, a, l);
+  }
+  std::vector<ds::HistoryEvent> history(const ds::ShadowKey& k, const ds::HistoryQuery& q) override { return inner_.history(k, q); }
+  std::size_t purge(std::int64_t now) override { return inner_.purge(now); }
+  bool ready() override { return inner_.ready(); }
+
+  int attempts = 0;
+
+ private:
+  ds::Store& inner_;
+  int failures_;
+};
+
+ds::UpdateRequest simple_report() {
+  ds::UpdateRequest r;
+  r.key = {"t", "main"};
+  r.state["a"] = 1;
+  return r;
+}
+
+TEST(Retries, UnpinnedWritesRetryConflictsUpToTheLimit) {
+  auto memory = ds::make_memory_store();
+  ds::EngineOptions o;
+  o.backoff_base = std::chrono::microseconds(10);
+  ConflictingStore seven(*memory, 7);
+  ds::Engine engine(seven, o);
+  EXPECT_TRUE(engine.update(simple_report()).changed);
+  EXPECT_EQ(seven.attempts, 8);
+
+  auto other = ds::make_memory_store();
+  ConflictingStore eight(*other, 8);
+  ds::Engine failing(eight, o);
+  try {
+    failing.update(simple_report());
+    FAIL() << "expected a conflict after 8 attempts";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::version_conflict);
+  }
+  EXPECT_EQ(eight.attempts, 8);
+}
+
+TEST(Retries, PinnedWritesNeverRetry) {
+  auto memory = ds::make_memory_store();
+  ConflictingStore once(*memory, 1);
+  ds::Engine engine(once);
+  ds::UpdateRequest r = simple_report();
+  r.version = 0;
+  EXPECT_THROW(engine.update(r), ds::Error);
+  EXPECT_EQ(once.attempts, 1);
+}
+
+}  // namespace

@@ -1,0 +1,223 @@
+// The store conformance suite: what every Store implementation must do (store.hpp).
+#include "deviceshadow/error.hpp"
+#include "support/stores.hpp"
+
+#include <thread>
+
+namespace {
+
+ds::SectionRecord record(std::uint64_t version, std::string state, std::int64_t ts = 1000) {
+  ds::SectionRecord r;
+  r.version = version;
+  r.timestamp_ns = ts;
+  r.client_token = "tok";
+  r.tz = "UTC";
+  r.state_json = std::move(state);
+  r.write_id = "w" + std::to_string(version);
+  return r;
+}
+
+ds::SectionRecord tombstone(std::uint64_t version, std::int64_t expires) {
+  ds::SectionRecord r;
+  r.version = version;
+  r.deleted = true;
+  r.timestamp_ns = 2000;
+  r.expires_ns = expires;
+  return r;
+}
+
+ds::ShadowWrite put(ds::ShadowKey key, ds::Section section, std::uint64_t expected, ds::SectionRecord r) {
+  return {std::move(key), {{section, expected, std::move(r)}}, std::nullopt};
+}
+
+ds::HistoryEvent event(std::string id, std::int64_t ts, std::int64_t expires = INT64_MAX) {
+  return {std::move(id), ts, expires, "{\"id\":\"x\"}"};
+}
+
+std::uint64_t conflict_version(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::version_conflict);
+    return *e.details().current_version;
+  }
+  ADD_FAILURE() << "no conflict";
+  return 0;
+}
+
+using Conformance = StoreTest;
+
+TEST_P(Conformance, AbsentShadowReadsAsVersionZero) {
+  ds::ShadowRecord r = store().read({"t", "main"});
+  EXPECT_EQ(r.reported.version, 0u);
+  EXPECT_EQ(r.desired.version, 0u);
+  EXPECT_FALSE(r.exists());
+}
+
+TEST_P(Conformance, WrittenSectionReadsBackExactly) {
+  store().write(put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"a":1.5})")));
+  ds::ShadowRecord r = store().read({"t", "main"});
+  EXPECT_EQ(r.reported.version, 1u);
+  EXPECT_EQ(r.reported.state_json, R"({"a":1.5})");
+  EXPECT_EQ(r.reported.client_token, "tok");
+  EXPECT_EQ(r.reported.tz, "UTC");
+  EXPECT_EQ(r.reported.timestamp_ns, 1000);
+  EXPECT_EQ(r.reported.write_id, "w1");
+  EXPECT_EQ(r.desired.version, 0u);
+}
+
+TEST_P(Conformance, WrongExpectedVersionConflictsAndStoresNothing) {
+  store().write(put({"t", "main"}, ds::Section::reported, 0, record(1, "{}")));
+  ds::ShadowWrite w = put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"x":1})"));
+  w.event = event("e1", 5);
+  EXPECT_EQ(conflict_version([&] { store().write(w); }), 1u);
+  EXPECT_EQ(store().read({"t", "main"}).reported.state_json, "{}");
+  EXPECT_TRUE(store().history({"t", "main"}, {}).empty());
+}
+
+TEST_P(Conformance, TwoSectionsAreWrittenAtomically) {
+  store().write(put({"t", "main"}, ds::Section::desired, 0, record(1, R"({"d":1})")));
+  ds::ShadowWrite both{{"t", "main"},
+                       {{ds::Section::reported, 0, record(1, R"({"r":1})")}, {ds::Section::desired, 7, record(8, "{}")}},
+                       event("e1", 5)};
+  EXPECT_EQ(conflict_version([&] { store().write(both); }), 1u);
+  ds::ShadowRecord r = store().read({"t", "main"});
+  EXPECT_EQ(r.reported.version, 0u);  // the reported half did not land either
+  EXPECT_EQ(r.desired.state_json, R"({"d":1})");
+  both.sections[1].expected_version = 1;
+  both.sections[1].record.version = 2;
+  store().write(both);
+  r = store().read({"t", "main"});
+  EXPECT_EQ(r.reported.version, 1u);
+  EXPECT_EQ(r.desired.version, 2u);
+  EXPECT_EQ(store().history({"t", "main"}, {}).size(), 1u);
+}
+
+TEST_P(Conformance, TombstonesKeepTheirVersionAndAreNotListed) {
+  store().write(put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"a":1})")));
+  store().write(put({"t", "main"}, ds::Section::reported, 1, tombstone(2, 5000)));
+  ds::ShadowRecord r = store().read({"t", "main"});
+  EXPECT_EQ(r.reported.version, 2u);
+  EXPECT_TRUE(r.reported.deleted);
+  EXPECT_FALSE(r.exists());
+  EXPECT_TRUE(store().list_shadows("t", "", 10).empty());
+  EXPECT_TRUE(store().list_things("", "", 10).empty());
+  EXPECT_EQ(conflict_version([&] { store().write(put({"t", "main"}, ds::Section::reported, 0, record(1, "{}"))); }), 2u);
+  store().write(put({"t", "main"}, ds::Section::reported, 2, record(3, "{}")));  // re-created: numbering goes on
+  EXPECT_EQ(store().read({"t", "main"}).reported.version, 3u);
+}
+
+TEST_P(Conformance, PurgeDropsExpiredTombstonesAndHistoryOnly) {
+  store().write(put({"t", "a"}, ds::Section::reported, 0, tombstone(4, 100)));
+  store().write(put({"t", "b"}, ds::Section::reported, 0, tombstone(4, 300)));
+  ds::ShadowWrite w = put({"t", "c"}, ds::Section::reported, 0, record(1, "{}"));
+  w.event = event("00000000000000000001#R1", 1, 100);
+  store().write(w);
+  w = put({"t", "c"}, ds::Section::reported, 1, record(2, "{}"));
+  w.event = event("00000000000000000002#R2", 2, 300);
+  store().write(w);
+  EXPECT_EQ(store().purge(200), 2u);
+  EXPECT_EQ(store().read({"t", "a"}).reported.version, 0u);
+  EXPECT_EQ(store().read({"t", "b"}).reported.version, 4u);
+  EXPECT_EQ(store().read({"t", "c"}).reported.version, 2u);  // live sections never expire
+  auto h = store().history({"t", "c"}, {});
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].id, "00000000000000000002#R2");
+}
+
+TEST_P(Conformance, BatchReadKeepsRequestOrder) {
+  store().write(put({"a", "x"}, ds::Section::reported, 0, record(1, R"({"k":"a"})")));
+  store().write(put({"b", "x"}, ds::Section::reported, 0, record(1, R"({"k":"b"})")));
+  std::vector<ds::ShadowKey> keys = {{"b", "x"}, {"missing", "x"}, {"a", "x"}};
+  auto records = store().read(keys);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].reported.state_json, R"({"k":"b"})");
+  EXPECT_EQ(records[1].reported.version, 0u);
+  EXPECT_EQ(records[2].reported.state_json, R"({"k":"a"})");
+}
+
+TEST_P(Conformance, ListsShadowsByNameWithPaging) {
+  for (const char* name : {"c", "a", "b", "d"}) store().write(put({"t", name}, ds::Section::reported, 0, record(1, "{}")));
+  store().write(put({"t", "b"}, ds::Section::desired, 0, record(1, "{}", 9000)));
+  store().write(put({"t", "d"}, ds::Section::reported, 1, tombstone(2, INT64_MAX)));
+  store().write(put({"other", "a"}, ds::Section::reported, 0, record(1, "{}")));
+  auto page = store().list_shadows("t", "", 2);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].name, "a");
+  EXPECT_EQ(page[1].name, "b");
+  EXPECT_EQ(page[1].desired_version, 1u);
+  EXPECT_EQ(page[1].timestamp_ns, 9000);
+  page = store().list_shadows("t", "b", 10);
+  ASSERT_EQ(page.size(), 1u);  // d is deleted
+  EXPECT_EQ(page[0].name, "c");
+}
+
+TEST_P(Conformance, ListsThingsBytewiseByPrefix) {
+  std::vector<std::string> things = {"b", "a#1", "a#2", "a 3", "a", "é", "z", "a#1/x"};
+  for (const auto& t : things) store().write(put({t, "main"}, ds::Section::reported, 0, record(1, "{}")));
+  store().write(put({"a#1", "other"}, ds::Section::reported, 0, record(1, "{}")));
+  EXPECT_EQ(store().list_things("", "", 100), (std::vector<std::string>{"a", "a 3", "a#1", "a#1/x", "a#2", "b", "z", "é"}));
+  EXPECT_EQ(store().list_things("a#", "", 100), (std::vector<std::string>{"a#1", "a#1/x", "a#2"}));
+  EXPECT_EQ(store().list_things("a#", "a#1", 1), (std::vector<std::string>{"a#1/x"}));
+  EXPECT_EQ(store().list_things("", "b", 100), (std::vector<std::string>{"z", "é"}));
+  EXPECT_TRUE(store().list_things("q", "", 100).empty());
+  EXPECT_EQ(store().list_things("\xc3", "", 100), (std::vector<std::string>{"é"}));
+}
+
+TEST_P(Conformance, HistoryQueriesByTimeOrderAndCursor) {
+  for (int i = 1; i <= 5; ++i) {
+    char id[32];
+    std::snprintf(id, sizeof id, "%020d#R%d", i * 10, i);
+    ds::ShadowWrite w = put({"t", "main"}, ds::Section::reported, static_cast<std::uint64_t>(i - 1),
+                            record(static_cast<std::uint64_t>(i), "{}"));
+    w.event = event(id, i * 10);
+    store().write(w);
+  }
+  auto ids = [](const std::vector<ds::HistoryEvent>& events) {
+    std::vector<std::int64_t> out;
+    for (const auto& e : events) out.push_back(e.timestamp_ns);
+    return out;
+  };
+  ds::HistoryQuery q;
+  EXPECT_EQ(ids(store().history({"t", "main"}, q)), (std::vector<std::int64_t>{50, 40, 30, 20, 10}));
+  q.descending = false;
+  q.limit = 2;
+  auto page = store().history({"t", "main"}, q);
+  EXPECT_EQ(ids(page), (std::vector<std::int64_t>{10, 20}));
+  q.after_id = page.back().id;
+  EXPECT_EQ(ids(store().history({"t", "main"}, q)), (std::vector<std::int64_t>{30, 40}));
+  q = {};
+  q.since_ns = 20;
+  q.until_ns = 40;
+  EXPECT_EQ(ids(store().history({"t", "main"}, q)), (std::vector<std::int64_t>{40, 30, 20}));
+  q.after_id = store().history({"t", "main"}, q)[0].id;
+  EXPECT_EQ(ids(store().history({"t", "main"}, q)), (std::vector<std::int64_t>{30, 20}));
+  EXPECT_TRUE(store().history({"t", "other"}, {}).empty());
+}
+
+TEST_P(Conformance, ConcurrentConditionalWritesAdmitExactlyOneWinnerPerVersion) {
+  constexpr int kThreads = 8, kRounds = 50;
+  std::atomic<int> wins{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        std::uint64_t v = store().read({"t", "hot"}).reported.version;
+        try {
+          store().write(put({"t", "hot"}, ds::Section::reported, v, record(v + 1, "{}")));
+          ++wins;
+        } catch (const ds::Error& e) {
+          ASSERT_EQ(e.code(), ds::ErrorCode::version_conflict);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(store().read({"t", "hot"}).reported.version, static_cast<std::uint64_t>(wins.load()));
+}
+
+TEST_P(Conformance, ReadyWhenOpen) { EXPECT_TRUE(store().ready()); }
+
+INSTANTIATE_TEST_SUITE_P(Stores, Conformance, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
+
+}  // namespace
