@@ -50,6 +50,8 @@ inline std::vector<StoreKind> all_store_kinds() {
   };
 }
 
+inline void PrintTo(const StoreKind& kind, std::ostream* os) { *os << kind.name; }
+
 inline std::string store_kind_name(const ::testing::TestParamInfo<StoreKind>& info) { return info.param.name; }
 
 // A test fixture owning one store of the parameter's kind.
