@@ -9,6 +9,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/store.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -93,6 +94,16 @@ struct HistoryPage {
 template <class T>
 using Outcome = std::variant<T, Error>;
 
+// Counters since the engine started; read them any time (relaxed atomics).
+struct EngineStats {
+  std::atomic<std::uint64_t> stored_writes{0};     // writes that stored something
+  std::atomic<std::uint64_t> unchanged_writes{0};  // accepted writes that stored nothing
+  std::atomic<std::uint64_t> retries{0};           // read-merge-write attempts repeated after a conflict
+  std::atomic<std::uint64_t> conflicts{0};         // writes that failed with version_conflict
+  std::atomic<std::uint64_t> stale_values{0};      // timestamped values rejected as not newer
+  std::atomic<std::uint64_t> acknowledgements{0};  // desired leaves acknowledged
+};
+
 inline constexpr std::size_t kDefaultPageLimit = 100;
 inline constexpr std::size_t kMaxPageLimit = 1000;
 
@@ -125,12 +136,14 @@ class Engine {
   std::size_t purge();
 
   const EngineOptions& options() const noexcept { return options_; }
+  const EngineStats& stats() const noexcept { return stats_; }
   Store& store() noexcept { return store_; }
 
  private:
   class Impl;
   Store& store_;
   EngineOptions options_;
+  EngineStats stats_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -20,6 +20,7 @@ enum class ErrorCode {
   unauthorized,
   forbidden,
   not_found,
+  method_not_allowed,  // 405; an extension of the SPEC.md §9 table for known paths
   version_conflict,
   document_too_large,
   throttled,

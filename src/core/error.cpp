@@ -12,6 +12,7 @@ std::string_view code_name(ErrorCode code) noexcept {
     case ErrorCode::unauthorized: return "unauthorized";
     case ErrorCode::forbidden: return "forbidden";
     case ErrorCode::not_found: return "not_found";
+    case ErrorCode::method_not_allowed: return "method_not_allowed";
     case ErrorCode::version_conflict: return "version_conflict";
     case ErrorCode::document_too_large: return "document_too_large";
     case ErrorCode::throttled: return "throttled";
@@ -31,6 +32,7 @@ int http_status(ErrorCode code) noexcept {
     case ErrorCode::unauthorized: return 401;
     case ErrorCode::forbidden: return 403;
     case ErrorCode::not_found: return 404;
+    case ErrorCode::method_not_allowed: return 405;
     case ErrorCode::version_conflict: return 409;
     case ErrorCode::document_too_large: return 413;
     case ErrorCode::throttled: return 429;

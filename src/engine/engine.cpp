@@ -94,7 +94,7 @@ std::string decode_cursor(std::string_view cursor) {
 
 class Engine::Impl {
  public:
-  explicit Impl(const EngineOptions& options) : options_(options) {}
+  Impl(const EngineOptions& options, EngineStats& stats) : options_(options), stats_(stats) {}
 
   // Writers to one shadow hold its stripe; 4096 stripes keep unrelated shadows apart.
   std::mutex& lock_for(const ShadowKey& key) {
@@ -126,14 +126,20 @@ class Engine::Impl {
       try {
         return fn();
       } catch (const Error& e) {
-        if (e.code() != ErrorCode::version_conflict || pinned || attempt >= options_.max_attempts) throw;
+        if (e.code() != ErrorCode::version_conflict) throw;
+        if (pinned || attempt >= options_.max_attempts) {
+          ++stats_.conflicts;
+          throw;
+        }
       }
+      ++stats_.retries;
       backoff(attempt);
     }
   }
 
  private:
   const EngineOptions& options_;
+  EngineStats& stats_;
   std::array<std::mutex, 4096> stripes_;
   std::atomic<std::int64_t> last_timestamp_{0};
 };
@@ -144,7 +150,7 @@ Engine::Engine(Store& store, EngineOptions options) : store_(store), options_(st
   }
   if (options_.max_attempts < 1) options_.max_attempts = 1;
   if (options_.batch_parallelism < 1) options_.batch_parallelism = 1;
-  impl_ = std::make_unique<Impl>(options_);
+  impl_ = std::make_unique<Impl>(options_, stats_);
 }
 
 Engine::~Engine() = default;
@@ -214,6 +220,9 @@ UpdateResult Engine::update(const UpdateRequest& request) {
       store_.write(write);
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
     }
+    ++(result.changed ? stats_.stored_writes : stats_.unchanged_writes);
+    stats_.stale_values += outcome.stale.size();
+    stats_.acknowledgements += outcome.acknowledged.size();
     result.shadow = {request.key, std::move(record), compute_delta(outcome.desired, outcome.reported, doc.timestamp_keys)};
     result.changes = std::move(outcome.changes);
     result.acknowledged = std::move(outcome.acknowledged);
@@ -272,6 +281,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       write.event = std::move(event);
     }
     store_.write(write);
+    ++stats_.stored_writes;
     return result;
   });
 }

@@ -1,0 +1,435 @@
+#include "server/api.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/render.hpp"
+#include "deviceshadow/timestamp.hpp"
+#include "deviceshadow/validation.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <map>
+
+namespace deviceshadow::server {
+
+// Everything known about one request while it is being served.
+struct Api::Context {
+  const HttpRequest& request;
+  std::vector<std::string> segments;            // percent-decoded path segments
+  std::map<std::string, std::string> query;     // percent-decoded
+  std::string route = "unmatched";              // the route template, for metrics
+  std::string allow;                            // the methods of the route, for a 405
+  const Token* token = nullptr;
+};
+
+namespace {
+
+HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
+
+HttpResponse error_response(const Error& e) {
+  HttpResponse r = json_response(http_status(e.code()), render_error(e));
+  if (e.code() == ErrorCode::unauthorized) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view s, bool plus_is_space) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%') {
+      int hi = i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
+      int lo = hi >= 0 ? hex_value(s[i + 2]) : -1;
+      if (lo < 0) throw Error::invalid_request("malformed percent-encoding in the URL");
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      out += plus_is_space && s[i] == '+' ? ' ' : s[i];
+    }
+  }
+  return out;
+}
+
+void split_target(std::string_view target, std::vector<std::string>& segments, std::map<std::string, std::string>& query) {
+  std::string_view path = target.substr(0, target.find('?'));
+  if (path.empty() || path.front() != '/') throw Error::invalid_request("the request target must be an absolute path");
+  for (std::size_t start = 1;;) {
+    std::size_t slash = path.find('/', start);
+    segments.push_back(percent_decode(path.substr(start, slash - start), false));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  if (std::size_t q = target.find('?'); q != std::string_view::npos) {
+    std::string_view rest = target.substr(q + 1);
+    while (!rest.empty()) {
+      std::string_view pair = rest.substr(0, rest.find('&'));
+      rest = pair.size() < rest.size() ? rest.substr(pair.size() + 1) : std::string_view();
+      if (pair.empty()) continue;
+      std::size_t eq = pair.find('=');
+      query[percent_decode(pair.substr(0, eq), true)] =
+          eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1), true);
+    }
+  }
+}
+
+void allow_only(const std::map<std::string, std::string>& query, std::initializer_list<std::string_view> names) {
+  for (const auto& [key, value] : query) {
+    if (std::find(names.begin(), names.end(), key) == names.end()) {
+      throw Error::invalid_request("unknown query parameter '" + key + "'", key);
+    }
+  }
+}
+
+std::uint64_t parse_uint(const std::string& text, const char* field) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    throw Error::invalid_request(std::string(field) + " must be a non-negative integer", field);
+  }
+  return v;
+}
+
+std::size_t parse_limit(const std::map<std::string, std::string>& query) {
+  auto it = query.find("limit");
+  if (it == query.end()) return kDefaultPageLimit;
+  std::uint64_t v = parse_uint(it->second, "limit");
+  if (v < 1 || v > kMaxPageLimit) throw Error::invalid_request("limit must be between 1 and 1000", "limit");
+  return static_cast<std::size_t>(v);
+}
+
+// since/until: RFC 3339 or an epoch number (same magnitude rules as timestamped values).
+std::int64_t parse_time(const std::string& text, const char* field) {
+  std::optional<Timestamp> t;
+  if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-') && text.find('T') == std::string::npos) {
+    try {
+      t = parse_timestamp(parse_json(text));
+    } catch (const Error&) {
+    }
+  } else {
+    t = parse_rfc3339(text);
+  }
+  if (!t) throw Error::invalid_request(std::string(field) + " must be an RFC 3339 time or an epoch number", field);
+  return t->unix_nanos();
+}
+
+json::object parse_body_object(const std::string& body, const Limits& limits, std::size_t envelope_depth) {
+  if (body.empty()) throw Error::invalid_request("the request body must be a JSON object");
+  // The parser's guard sits a little above the limit, so that a state slightly too deep
+  // reaches validate_state, which names the path; far deeper input stops in the parser.
+  json::value v = parse_json(body, limits.max_depth + envelope_depth + 8);
+  if (!v.is_object()) throw Error::invalid_request("the request body must be a JSON object");
+  return std::move(v.get_object());
+}
+
+std::string string_member(const json::object& o, std::string_view key, bool required) {
+  const json::value* v = o.if_contains(key);
+  if (!v) {
+    if (required) throw Error::invalid_request(std::string(key) + " is required", std::string(key));
+    return {};
+  }
+  if (!v->is_string()) throw Error::invalid_request(std::string(key) + " must be a string", std::string(key));
+  return std::string(v->get_string());
+}
+
+// Reads the update request fields of §10 from `o` into `r`; `extra` names envelope members
+// (batch operations) that are allowed besides them.
+void read_update_fields(const json::object& o, UpdateRequest& r, std::initializer_list<std::string_view> extra) {
+  for (const auto& m : o) {
+    std::string_view k(m.key().data(), m.key().size());
+    static constexpr std::string_view known[] = {"state", "version", "clientToken", "tz", "mode", "acknowledge"};
+    if (std::find(std::begin(known), std::end(known), k) == std::end(known) &&
+        std::find(extra.begin(), extra.end(), k) == extra.end()) {
+      throw Error::invalid_request("unknown member '" + std::string(k) + "'", std::string(k));
+    }
+  }
+  const json::value* state = o.if_contains("state");
+  if (!state) throw Error::invalid_request("state is required", "state");
+  if (!state->is_object()) throw Error::invalid_request("state must be a JSON object", "state");
+  r.state = state->get_object();
+  if (const json::value* v = o.if_contains("version")) {
+    if (v->is_int64() && v->get_int64() >= 0) {
+      r.version = static_cast<std::uint64_t>(v->get_int64());
+    } else if (v->is_uint64()) {
+      r.version = v->get_uint64();
+    } else {
+      throw Error::invalid_request("version must be a non-negative integer", "version");
+    }
+  }
+  r.client_token = string_member(o, "clientToken", false);
+  if (o.contains("tz")) r.tz = string_member(o, "tz", false);
+  if (o.contains("mode")) {
+    auto mode = parse_merge_mode(string_member(o, "mode", false));
+    if (!mode) throw Error::invalid_request("mode must be server_is_master or client_is_master", "mode");
+    r.mode = *mode;
+  }
+  if (const json::value* v = o.if_contains("acknowledge")) {
+    if (!v->is_bool()) throw Error::invalid_request("acknowledge must be true or false", "acknowledge");
+    r.acknowledge = v->get_bool();
+  }
+}
+
+void append_item_error(std::string& out, const std::string& thing, const std::string& name, const Error& e) {
+  out += "{\"thing\":";
+  append_json_string(out, thing);
+  out += ",\"name\":";
+  append_json_string(out, name);
+  out += ",\"error\":";
+  std::string rendered = render_error(e);  // {"error":{…}}
+  out.append(rendered, 9, rendered.size() - 10);
+  out += '}';
+}
+
+}  // namespace
+
+Api::Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger)
+    : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger) {}
+
+HttpResponse Api::transport_error(int status, const std::string& message) const {
+  ErrorCode code = status == 413 ? ErrorCode::document_too_large : ErrorCode::invalid_request;
+  HttpResponse r = json_response(status, render_error(Error(code, message)));
+  return r;
+}
+
+HttpResponse Api::handle(const HttpRequest& request) {
+  auto start = std::chrono::steady_clock::now();
+  metrics_.request_started();
+  Context ctx{request, {}, {}};
+  HttpResponse response;
+  try {
+    split_target(request.target, ctx.segments, ctx.query);
+    if (auth_) {
+      ctx.token = auth_->authenticate(request.authorization);
+      if (!ctx.token) throw Error(ErrorCode::unauthorized, "a valid Authorization: Bearer token is required");
+    }
+    response = route(ctx);
+  } catch (const Error& e) {
+    response = error_response(e);
+    if (e.code() == ErrorCode::method_not_allowed) response.headers.emplace_back("Allow", ctx.allow);
+    if (response.status >= 500) {
+      logger_.log(LogLevel::error, "request failed", {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
+    }
+  } catch (const std::exception& e) {
+    response = error_response(Error(ErrorCode::internal, "internal error"));
+    logger_.log(LogLevel::error, "unexpected exception", {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics_.request_finished(ctx.route, request.method, response.status, seconds);
+  if (logger_.enabled(LogLevel::debug)) {
+    logger_.log(LogLevel::debug, "request", {{"method", request.method}, {"target", request.target},
+                                             {"status", std::to_string(response.status)}});
+  }
+  return response;
+}
+
+HttpResponse Api::route(Context& ctx) {
+  const std::vector<std::string>& s = ctx.segments;
+  const std::string& m = ctx.request.method;
+  auto only = [&](const char* route, std::initializer_list<const char*> methods) {
+    ctx.route = route;
+    for (const char* method : methods) {
+      if (m == method) return;
+      ctx.allow += ctx.allow.empty() ? method : std::string(", ") + method;
+    }
+    throw Error(ErrorCode::method_not_allowed, "method " + m + " is not allowed here; allowed: " + ctx.allow);
+  };
+  if (s.size() == 1 && (s[0] == "healthz" || s[0] == "readyz")) {
+    only(s[0] == "healthz" ? "/healthz" : "/readyz", {"GET"});
+    if (s[0] == "readyz" && !engine_.store().ready()) throw Error(ErrorCode::unavailable, "the store is not reachable");
+    return json_response(200, R"({"status":"ok"})");
+  }
+  if (s.size() == 1 && s[0] == "metrics") {
+    only("/metrics", {"GET"});
+    if (ctx.token && ctx.token->role != Role::admin) throw Error(ErrorCode::forbidden, "metrics need an admin token");
+    return {200, "text/plain; version=0.0.4", metrics_.render(engine_.stats()), {}};
+  }
+  if (s.size() >= 2 && s[0] == "v1" && s[1] == "things") {
+    if (s.size() == 2) {
+      only("/v1/things", {"GET"});
+      return list_things(ctx);
+    }
+    if (s.size() >= 4 && s[3] == "shadows") {
+      if (s.size() == 4) {
+        only("/v1/things/{thing}/shadows", {"GET"});
+        return list_shadows(ctx);
+      }
+      if (s.size() == 5) {
+        only("/v1/things/{thing}/shadows/{name}", {"GET", "DELETE"});
+        return m == "GET" ? get_shadow(ctx) : remove(ctx, std::nullopt);
+      }
+      if (s.size() == 6 && (s[5] == "reported" || s[5] == "desired")) {
+        only("/v1/things/{thing}/shadows/{name}/{section}", {"POST", "DELETE"});
+        Section section = *parse_section(s[5]);
+        return m == "POST" ? update(ctx, section) : remove(ctx, section);
+      }
+      if (s.size() == 6 && s[5] == "history") {
+        only("/v1/things/{thing}/shadows/{name}/history", {"GET"});
+        return history(ctx);
+      }
+    }
+  }
+  if (s.size() == 3 && s[0] == "v1" && s[1] == "batch" && (s[2] == "get" || s[2] == "update")) {
+    only(s[2] == "get" ? "/v1/batch/get" : "/v1/batch/update", {"POST"});
+    return s[2] == "get" ? batch_get(ctx) : batch_update(ctx);
+  }
+  throw Error::not_found("no such endpoint: " + ctx.request.method + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
+}
+
+void Api::authorize(Context& ctx, Action action, std::string_view thing) const {
+  if (!ctx.token) return;
+  if (!ctx.token->may(action)) throw Error(ErrorCode::forbidden, "this token's role may not do that");
+  if (!thing.empty() && !ctx.token->covers(thing)) {
+    throw Error(ErrorCode::forbidden, "this token does not cover thing " + std::string(thing));
+  }
+}
+
+HttpResponse Api::get_shadow(Context& ctx) {
+  allow_only(ctx.query, {});
+  ShadowKey key{ctx.segments[2], ctx.segments[4]};
+  validate_thing(key.thing);
+  authorize(ctx, Action::read, key.thing);
+  return json_response(200, render_shadow(engine_.get(key)));
+}
+
+HttpResponse Api::update(Context& ctx, Section section) {
+  allow_only(ctx.query, {});
+  UpdateRequest r;
+  r.key = {ctx.segments[2], ctx.segments[4]};
+  r.section = section;
+  validate_thing(r.key.thing);
+  authorize(ctx, section == Section::reported ? Action::write_reported : Action::write_desired, r.key.thing);
+  read_update_fields(parse_body_object(ctx.request.body, engine_.options().document.limits, 2), r, {});
+  return json_response(200, render_update_result(engine_.update(r)));
+}
+
+HttpResponse Api::remove(Context& ctx, std::optional<Section> section) {
+  allow_only(ctx.query, {"version"});
+  ShadowKey key{ctx.segments[2], ctx.segments[4]};
+  validate_thing(key.thing);
+  authorize(ctx, Action::remove, key.thing);
+  std::optional<std::uint64_t> version;
+  if (auto it = ctx.query.find("version"); it != ctx.query.end()) version = parse_uint(it->second, "version");
+  return json_response(200, render_delete_result(engine_.remove(key, section, version)));
+}
+
+HttpResponse Api::list_shadows(Context& ctx) {
+  allow_only(ctx.query, {"limit", "cursor"});
+  const std::string& thing = ctx.segments[2];
+  validate_thing(thing);
+  authorize(ctx, Action::list, thing);
+  return json_response(200, render_shadow_list(thing, engine_.list_shadows(thing, parse_limit(ctx.query), ctx.query["cursor"])));
+}
+
+HttpResponse Api::list_things(Context& ctx) {
+  allow_only(ctx.query, {"prefix", "limit", "cursor"});
+  authorize(ctx, Action::list, "");
+  ThingList list = engine_.list_things(ctx.query["prefix"], parse_limit(ctx.query), ctx.query["cursor"]);
+  if (ctx.token) {  // a token limited to some things sees only those
+    std::erase_if(list.things, [&](const std::string& t) { return !ctx.token->covers(t); });
+  }
+  return json_response(200, render_thing_list(list));
+}
+
+HttpResponse Api::history(Context& ctx) {
+  allow_only(ctx.query, {"limit", "cursor", "order", "since", "until"});
+  ShadowKey key{ctx.segments[2], ctx.segments[4]};
+  validate_thing(key.thing);
+  authorize(ctx, Action::history, key.thing);
+  HistoryRequest q;
+  q.limit = parse_limit(ctx.query);
+  q.cursor = ctx.query["cursor"];
+  if (auto it = ctx.query.find("order"); it != ctx.query.end()) {
+    if (it->second != "asc" && it->second != "desc") throw Error::invalid_request("order must be asc or desc", "order");
+    q.descending = it->second == "desc";
+  }
+  if (auto it = ctx.query.find("since"); it != ctx.query.end()) q.since_ns = parse_time(it->second, "since");
+  if (auto it = ctx.query.find("until"); it != ctx.query.end()) q.until_ns = parse_time(it->second, "until");
+  return json_response(200, render_history_page(engine_.history(key, q)));
+}
+
+HttpResponse Api::batch_get(Context& ctx) {
+  allow_only(ctx.query, {});
+  const Limits& limits = engine_.options().document.limits;
+  json::object body = parse_body_object(ctx.request.body, limits, 3);
+  const json::value* items = body.if_contains("shadows");
+  if (!items || !items->is_array()) throw Error::invalid_request("shadows must be an array of {thing, name}", "shadows");
+  if (items->get_array().size() > limits.max_batch_items) {
+    throw Error::invalid_request("a batch holds at most " + std::to_string(limits.max_batch_items) + " items", "shadows");
+  }
+  std::string out = "{\"shadows\":[";
+  bool first = true;
+  for (const json::value& item : items->get_array()) {
+    if (!first) out += ',';
+    first = false;
+    std::string thing, name = std::string(kDefaultShadowName);
+    try {
+      if (!item.is_object()) throw Error::invalid_request("each item must be an object {thing, name}");
+      thing = string_member(item.get_object(), "thing", true);
+      if (item.get_object().contains("name")) name = string_member(item.get_object(), "name", true);
+      authorize(ctx, Action::read, thing);
+      append_shadow(out, engine_.get({thing, name}));
+    } catch (const Error& e) {
+      append_item_error(out, thing, name, e);
+    }
+  }
+  out += "]}";
+  return json_response(200, std::move(out));
+}
+
+HttpResponse Api::batch_update(Context& ctx) {
+  allow_only(ctx.query, {});
+  const Limits& limits = engine_.options().document.limits;
+  json::object body = parse_body_object(ctx.request.body, limits, 4);
+  const json::value* ops = body.if_contains("operations");
+  if (!ops || !ops->is_array()) throw Error::invalid_request("operations must be an array", "operations");
+  const json::array& list = ops->get_array();
+  if (list.size() > limits.max_batch_items) {
+    throw Error::invalid_request("a batch holds at most " + std::to_string(limits.max_batch_items) + " items", "operations");
+  }
+  // Parse and authorize every operation first; run the valid ones together in parallel.
+  std::vector<std::optional<Error>> early(list.size());
+  std::vector<UpdateRequest> requests;
+  std::vector<std::size_t> slot;  // request index -> operation index
+  std::vector<std::pair<std::string, std::string>> names(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    try {
+      if (!list[i].is_object()) throw Error::invalid_request("each operation must be an object");
+      const json::object& o = list[i].get_object();
+      UpdateRequest r;
+      r.key.thing = names[i].first = string_member(o, "thing", true);
+      r.key.name = names[i].second = o.contains("name") ? string_member(o, "name", true) : std::string(kDefaultShadowName);
+      auto section = parse_section(string_member(o, "section", true));
+      if (!section) throw Error::invalid_request("section must be reported or desired", "section");
+      r.section = *section;
+      read_update_fields(o, r, {"thing", "name", "section"});
+      authorize(ctx, r.section == Section::reported ? Action::write_reported : Action::write_desired, r.key.thing);
+      requests.push_back(std::move(r));
+      slot.push_back(i);
+    } catch (const Error& e) {
+      if (names[i].second.empty()) names[i].second = kDefaultShadowName;
+      early[i] = e;
+    }
+  }
+  std::vector<Outcome<UpdateResult>> results = engine_.batch_update(requests);
+  std::vector<const Outcome<UpdateResult>*> by_operation(list.size(), nullptr);
+  for (std::size_t j = 0; j < results.size(); ++j) by_operation[slot[j]] = &results[j];
+  std::string out = "{\"results\":[";
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (i) out += ',';
+    if (early[i]) {
+      append_item_error(out, names[i].first, names[i].second, *early[i]);
+    } else if (const auto* r = std::get_if<UpdateResult>(by_operation[i])) {
+      append_update_result(out, *r);
+    } else {
+      append_item_error(out, names[i].first, names[i].second, std::get<Error>(*by_operation[i]));
+    }
+  }
+  out += "]}";
+  return json_response(200, std::move(out));
+}
+
+}  // namespace deviceshadow::server

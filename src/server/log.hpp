@@ -1,0 +1,28 @@
+// Structured logging to stderr, one line per event, as JSON or as text. Thread-safe.
+#pragma once
+
+#include <initializer_list>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace deviceshadow::server {
+
+enum class LogLevel { debug, info, warn, error };
+
+class Logger {
+ public:
+  using Field = std::pair<std::string_view, std::string>;
+
+  Logger(LogLevel level = LogLevel::info, bool json = false) : level_(level), json_(json) {}
+  bool enabled(LogLevel level) const { return level >= level_; }
+  void log(LogLevel level, std::string_view message, std::initializer_list<Field> fields = {});
+
+ private:
+  LogLevel level_;
+  bool json_;
+  std::mutex mutex_;
+};
+
+}  // namespace deviceshadow::server

@@ -1,0 +1,134 @@
+#include "server/metrics.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace deviceshadow::server {
+namespace {
+
+std::string format_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void sample(std::string& out, std::string_view name, std::string_view labels, const std::string& value) {
+  out += name;
+  if (!labels.empty()) {
+    out += '{';
+    out += labels;
+    out += '}';
+  }
+  out += ' ';
+  out += value;
+  out += '\n';
+}
+
+}  // namespace
+
+void Histogram::observe(double seconds) {
+  std::size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+  ++counts_[i];
+  sum_ += seconds;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, std::string_view name, std::string_view labels) const {
+  std::uint64_t cumulative = 0;
+  std::string bucket = std::string(name) + "_bucket";
+  std::string prefix = labels.empty() ? "" : std::string(labels) + ",";
+  for (std::size_t i = 0; i <= kBounds.size(); ++i) {
+    cumulative += counts_[i];
+    std::string le = i < kBounds.size() ? format_double(kBounds[i]) : "+Inf";
+    sample(out, bucket, prefix + "le=\"" + le + "\"", std::to_string(cumulative));
+  }
+  sample(out, std::string(name) + "_sum", labels, format_double(sum_));
+  sample(out, std::string(name) + "_count", labels, std::to_string(count_));
+}
+
+void Metrics::request_finished(std::string_view route, std::string_view method, int status, double seconds) {
+  --in_flight_;
+  std::lock_guard lock(mutex_);
+  ++requests_[{std::string(route), std::string(method), status}];
+  request_latency_[std::string(route)].observe(seconds);
+}
+
+void Metrics::store_operation(std::string_view operation, double seconds) {
+  std::lock_guard lock(mutex_);
+  store_latency_[std::string(operation)].observe(seconds);
+}
+
+std::string Metrics::render(const EngineStats& engine) const {
+  std::string out;
+  std::lock_guard lock(mutex_);
+  header(out, "shadowd_http_requests_total", "counter", "HTTP requests by route, method and status.");
+  for (const auto& [key, count] : requests_) {
+    const auto& [route, method, status] = key;
+    sample(out, "shadowd_http_requests_total",
+           "route=\"" + route + "\",method=\"" + method + "\",status=\"" + std::to_string(status) + "\"",
+           std::to_string(count));
+  }
+  header(out, "shadowd_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
+  for (const auto& [route, h] : request_latency_) h.render(out, "shadowd_http_request_duration_seconds", "route=\"" + route + "\"");
+  header(out, "shadowd_store_operation_duration_seconds", "histogram", "Store operation latency.");
+  for (const auto& [op, h] : store_latency_) h.render(out, "shadowd_store_operation_duration_seconds", "operation=\"" + op + "\"");
+  header(out, "shadowd_http_requests_in_flight", "gauge", "HTTP requests being served.");
+  sample(out, "shadowd_http_requests_in_flight", "", std::to_string(in_flight_.load()));
+  auto counter = [&](const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
+    header(out, name, "counter", help);
+    sample(out, name, "", std::to_string(v.load(std::memory_order_relaxed)));
+  };
+  counter("shadowd_writes_stored_total", "Writes that stored something.", engine.stored_writes);
+  counter("shadowd_writes_unchanged_total", "Accepted writes that changed nothing.", engine.unchanged_writes);
+  counter("shadowd_write_retries_total", "Read-merge-write attempts repeated after a version conflict.", engine.retries);
+  counter("shadowd_version_conflicts_total", "Writes answered with version_conflict.", engine.conflicts);
+  counter("shadowd_stale_values_total", "Timestamped values rejected as not newer than stored.", engine.stale_values);
+  counter("shadowd_acknowledgements_total", "Desired leaves acknowledged by reports.", engine.acknowledgements);
+  return out;
+}
+
+template <class F>
+auto MeteredStore::timed(std::string_view operation, F&& f) {
+  auto start = std::chrono::steady_clock::now();
+  struct Record {
+    Metrics& m;
+    std::string_view op;
+    std::chrono::steady_clock::time_point start;
+    ~Record() { m.store_operation(op, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()); }
+  } record{metrics_, operation, start};
+  return f();
+}
+
+std::vector<ShadowRecord> MeteredStore::read(std::span<const ShadowKey> keys) {
+  return timed("read", [&] { return inner_.read(keys); });
+}
+void MeteredStore::write(const ShadowWrite& w) {
+  timed("write", [&] { inner_.write(w); });
+}
+std::vector<ShadowSummary> MeteredStore::list_shadows(std::string_view thing, std::string_view after, std::size_t limit) {
+  return timed("list_shadows", [&] { return inner_.list_shadows(thing, after, limit); });
+}
+std::vector<std::string> MeteredStore::list_things(std::string_view prefix, std::string_view after, std::size_t limit) {
+  return timed("list_things", [&] { return inner_.list_things(prefix, after, limit); });
+}
+std::vector<HistoryEvent> MeteredStore::history(const ShadowKey& key, const HistoryQuery& query) {
+  return timed("history", [&] { return inner_.history(key, query); });
+}
+std::size_t MeteredStore::purge(std::int64_t now_ns) {
+  return timed("purge", [&] { return inner_.purge(now_ns); });
+}
+
+}  // namespace deviceshadow::server

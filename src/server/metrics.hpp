@@ -1,0 +1,65 @@
+// Prometheus metrics of the server: requests by route and status, latency histograms, store
+// operation latency, in-flight requests, and the engine's counters. Thread-safe.
+#pragma once
+
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/store.hpp"
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+namespace deviceshadow::server {
+
+class Histogram {
+ public:
+  static constexpr std::array<double, 13> kBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                      0.1,    0.25,  0.5,    1,     2.5,   5};
+  void observe(double seconds);
+  void render(std::string& out, std::string_view name, std::string_view labels) const;
+
+ private:
+  std::array<std::uint64_t, kBounds.size() + 1> counts_{};  // last: +Inf
+  double sum_ = 0;
+  std::uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  void request_started() { ++in_flight_; }
+  void request_finished(std::string_view route, std::string_view method, int status, double seconds);
+  void store_operation(std::string_view operation, double seconds);
+  std::string render(const EngineStats& engine) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> requests_;
+  std::map<std::string, Histogram> request_latency_;  // by route
+  std::map<std::string, Histogram> store_latency_;    // by operation
+  std::atomic<std::int64_t> in_flight_{0};
+};
+
+// A Store that forwards to another and records each operation's latency.
+class MeteredStore final : public Store {
+ public:
+  MeteredStore(Store& inner, Metrics& metrics) : inner_(inner), metrics_(metrics) {}
+  std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override;
+  void write(const ShadowWrite& write) override;
+  std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after, std::size_t limit) override;
+  std::vector<std::string> list_things(std::string_view prefix, std::string_view after, std::size_t limit) override;
+  std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
+  std::size_t purge(std::int64_t now_ns) override;
+  bool ready() override { return inner_.ready(); }
+
+ private:
+  template <class F>
+  auto timed(std::string_view operation, F&& f);
+  Store& inner_;
+  Metrics& metrics_;
+};
+
+}  // namespace deviceshadow::server

@@ -1,0 +1,192 @@
+// shadowd: the deviceshadow server (SPEC.md §12).
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/memory_store.hpp"
+#include "deviceshadow/sqlite_store.hpp"
+#include "server/api.hpp"
+#include "server/auth.hpp"
+#include "server/http.hpp"
+#include "server/log.hpp"
+#include "server/metrics.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <condition_variable>
+#include <cstdio>
+#include <thread>
+
+namespace ds = deviceshadow;
+namespace srv = deviceshadow::server;
+
+namespace {
+
+// "90s", "15m", "48h", "30d" (or plain seconds).
+std::chrono::seconds parse_duration(const std::string& text) {
+  std::size_t end = 0;
+  long long n = std::stoll(text, &end);
+  std::string unit = text.substr(end);
+  long long scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
+  if (scale == 0 || n < 0) throw std::invalid_argument("a duration looks like 90s, 15m, 48h or 30d: " + text);
+  return std::chrono::seconds(n * scale);
+}
+
+struct Settings {
+  std::string listen = "127.0.0.1:8080";
+  std::string store = "sqlite:./shadowd-data/shadows.db";
+  std::string durability = "full";
+  std::string tokens;
+  std::size_t max_body_bytes = 1 << 20;
+  std::size_t max_state_bytes = 64 << 10;
+  std::size_t max_depth = 32;
+  std::size_t max_batch_items = 100;
+  std::vector<std::string> timestamp_keys = {"ts", "timestamp"};
+  bool history = true;
+  std::string history_retention = "30d";
+  std::string tombstone_retention = "48h";
+  std::string purge_interval = "10m";
+  int max_attempts = 8;
+  std::size_t io_threads = 1;
+  std::size_t workers = 64;
+  long read_timeout_ms = 15000;
+  long idle_timeout_ms = 60000;
+  std::string log_format = "text";
+  std::string log_level = "info";
+};
+
+std::unique_ptr<ds::Store> open_store(const Settings& s) {
+  if (s.store == "memory") return ds::make_memory_store();
+  if (s.store.rfind("sqlite:", 0) == 0) {
+    ds::SqliteOptions o;
+    o.path = s.store.substr(7);
+    o.durable = s.durability == "full";
+    return ds::open_sqlite_store(o);
+  }
+  throw std::invalid_argument("--store must be sqlite:PATH or memory, not " + s.store);
+}
+
+int serve(const Settings& s) {
+  srv::LogLevel level = s.log_level == "debug" ? srv::LogLevel::debug
+                        : s.log_level == "warn" ? srv::LogLevel::warn
+                        : s.log_level == "error" ? srv::LogLevel::error
+                                                 : srv::LogLevel::info;
+  srv::Logger logger(level, s.log_format == "json");
+
+  srv::HttpServerOptions http;
+  std::size_t colon = s.listen.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("--listen must be HOST:PORT");
+  http.host = s.listen.substr(0, colon);
+  http.port = static_cast<unsigned short>(std::stoul(s.listen.substr(colon + 1)));
+  http.io_threads = std::max<std::size_t>(1, s.io_threads);
+  http.workers = std::max<std::size_t>(1, s.workers);
+  http.max_body_bytes = s.max_body_bytes;
+  http.read_timeout = std::chrono::milliseconds(s.read_timeout_ms);
+  http.idle_timeout = std::chrono::milliseconds(s.idle_timeout_ms);
+
+  ds::EngineOptions options;
+  options.document.limits = {s.max_body_bytes, s.max_state_bytes, s.max_depth, s.max_batch_items};
+  options.document.timestamp_keys = ds::TimestampKeys(s.timestamp_keys);
+  options.history = s.history;
+  options.history_retention = parse_duration(s.history_retention);
+  options.tombstone_retention = parse_duration(s.tombstone_retention);
+  options.max_attempts = s.max_attempts;
+  const auto purge_every = parse_duration(s.purge_interval);
+
+  std::optional<srv::Authenticator> auth;
+  if (!s.tokens.empty()) {
+    auth = srv::Authenticator::load(s.tokens);
+    logger.log(srv::LogLevel::info, "authentication on", {{"tokens", std::to_string(auth->size())}});
+  } else {
+    logger.log(srv::LogLevel::warn,
+               "NO TOKEN FILE: the server is OPEN, anyone who can reach it may read and write every shadow. "
+               "Use --tokens FILE in production.");
+  }
+
+  std::unique_ptr<ds::Store> store = open_store(s);
+  srv::Metrics metrics;
+  srv::MeteredStore metered(*store, metrics);
+  ds::Engine engine(metered, options);
+  srv::Api api(engine, auth ? &*auth : nullptr, metrics, logger);
+  srv::HttpServer server(
+      http, [&](const srv::HttpRequest& r) { return api.handle(r); },
+      [&](int status, const std::string& message) { return api.transport_error(status, message); });
+
+  // Expired tombstones and history go periodically, off the request path.
+  std::mutex purge_mutex;
+  std::condition_variable purge_cv;
+  bool stopping = false;
+  std::thread purger([&] {
+    std::unique_lock lock(purge_mutex);
+    while (!purge_cv.wait_for(lock, purge_every, [&] { return stopping; })) {
+      try {
+        std::size_t n = engine.purge();
+        if (n) logger.log(srv::LogLevel::info, "purged", {{"items", std::to_string(n)}});
+      } catch (const std::exception& e) {
+        logger.log(srv::LogLevel::error, "purge failed", {{"error", e.what()}});
+      }
+    }
+  });
+
+  logger.log(srv::LogLevel::info, "listening",
+             {{"address", http.host + ":" + std::to_string(server.port())}, {"store", s.store}});
+  server.run();
+  {
+    std::lock_guard lock(purge_mutex);
+    stopping = true;
+  }
+  purge_cv.notify_all();
+  purger.join();
+  logger.log(srv::LogLevel::info, "stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"shadowd: the deviceshadow server. Every option can also be set as SHADOWD_<OPTION> "
+               "(e.g. SHADOWD_LISTEN) or in a TOML file given with --config (keys are option names)."};
+  app.set_config("--config", "", "TOML configuration file");
+  Settings s;
+  auto env = [](const char* name) { return std::string("SHADOWD_") + name; };
+  app.add_option("--listen", s.listen, "HOST:PORT to listen on (port 0: any free port)")->envname(env("LISTEN"))->capture_default_str();
+  app.add_option("--store", s.store, "sqlite:PATH or memory")->envname(env("STORE"))->capture_default_str();
+  app.add_option("--durability", s.durability, "SQLite commits: full (fsync every commit) or normal")
+      ->envname(env("DURABILITY"))->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
+  app.add_option("--tokens", s.tokens, "token file; without one the server is open to everyone")->envname(env("TOKENS"));
+  app.add_option("--max-body-bytes", s.max_body_bytes, "largest request body")->envname(env("MAX_BODY_BYTES"))->capture_default_str();
+  app.add_option("--max-state-bytes", s.max_state_bytes, "largest section state, as compact JSON")->envname(env("MAX_STATE_BYTES"))->capture_default_str();
+  app.add_option("--max-depth", s.max_depth, "deepest nesting below a state's root")->envname(env("MAX_DEPTH"))->capture_default_str();
+  app.add_option("--max-batch-items", s.max_batch_items, "operations per batch request")->envname(env("MAX_BATCH_ITEMS"))->capture_default_str();
+  app.add_option("--timestamp-keys", s.timestamp_keys, "members that make an object a timestamped value, in priority order")
+      ->envname(env("TIMESTAMP_KEYS"))->delimiter(',')->capture_default_str();
+  app.add_option("--history", s.history, "record the history journal (true/false)")->envname(env("HISTORY"))->capture_default_str();
+  app.add_option("--history-retention", s.history_retention, "how long history events are kept")->envname(env("HISTORY_RETENTION"))->capture_default_str();
+  app.add_option("--tombstone-retention", s.tombstone_retention, "how long deleted sections keep their version")->envname(env("TOMBSTONE_RETENTION"))->capture_default_str();
+  app.add_option("--purge-interval", s.purge_interval, "how often expired tombstones and history are dropped")->envname(env("PURGE_INTERVAL"))->capture_default_str();
+  app.add_option("--max-attempts", s.max_attempts, "read-merge-write attempts of an unpinned write")->envname(env("MAX_ATTEMPTS"))->capture_default_str();
+  app.add_option("--io-threads", s.io_threads, "network I/O threads")->envname(env("IO_THREADS"))->capture_default_str();
+  app.add_option("--workers", s.workers, "request handler threads")->envname(env("WORKERS"))->capture_default_str();
+  app.add_option("--read-timeout-ms", s.read_timeout_ms, "time a client has to send one whole request")
+      ->envname(env("READ_TIMEOUT_MS"))->capture_default_str();
+  app.add_option("--idle-timeout-ms", s.idle_timeout_ms, "time a keep-alive connection may wait for its next request")
+      ->envname(env("IDLE_TIMEOUT_MS"))->capture_default_str();
+  app.add_option("--log-format", s.log_format, "text or json")->envname(env("LOG_FORMAT"))->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  app.add_option("--log-level", s.log_level, "debug, info, warn or error")->envname(env("LOG_LEVEL"))
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
+
+  std::string token;
+  CLI::App* hash = app.add_subcommand("hash-token", "print the SHA-256 of a token, for the token file");
+  hash->add_option("token", token, "the secret token")->required();
+  app.require_subcommand(0, 1);
+  CLI11_PARSE(app, argc, argv);
+
+  if (*hash) {
+    std::printf("%s\n", srv::sha256_hex(token).c_str());
+    return 0;
+  }
+  try {
+    return serve(s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shadowd: %s\n", e.what());
+    return 1;
+  }
+}

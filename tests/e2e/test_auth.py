@@ -1,0 +1,110 @@
+"""Token authentication and role authorization: a case per role and per forbidden action."""
+import hashlib
+import os
+import tempfile
+import unittest
+from urllib.parse import quote
+
+from harness import Server, shadow_path
+
+TOKENS = {"admin": "s3cret-admin", "app": "s3cret-app", "device": "s3cret-device", "house": "s3cret-house",
+          "houseapp": "s3cret-house-app"}
+
+
+class Auth(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        fd, cls.token_file = tempfile.mkstemp()
+        h = lambda t: hashlib.sha256(t.encode()).hexdigest()
+        with os.fdopen(fd, "w") as f:
+            f.write("# sha256 role [patterns]\n")
+            f.write(f"{h(TOKENS['admin'])} admin\n{h(TOKENS['app'])} app\n")
+            f.write(f"{h(TOKENS['device'])} device\n{h(TOKENS['house'])} device house-1 house-2#*  # a comment\n")
+            f.write(f"{h(TOKENS['houseapp'])} app house-*\n")
+        cls.server = Server("--tokens", cls.token_file)
+        cls.server.post(shadow_path("house-1", "main", "reported"), {"state": {"a": 1}}, token=TOKENS["admin"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+        os.unlink(cls.token_file)
+
+    def status(self, token, method, path, body=None):
+        kw = {"json": body} if body is not None else {}
+        r = self.server.request(method, path, token=TOKENS.get(token, token), **kw)
+        if r.status_code in (401, 403):
+            self.assertEqual(r.json()["error"]["code"], "unauthorized" if r.status_code == 401 else "forbidden")
+        return r.status_code
+
+    def test_loud_warning_only_without_token_file(self):
+        self.assertFalse(any("OPEN" in l for l in self.server.log))
+        self.assertTrue(any("authentication on" in l for l in self.server.log))
+
+    def test_missing_or_wrong_token_is_401(self):
+        r = self.server.get(shadow_path("house-1"))
+        self.assertEqual(r.status_code, 401)
+        self.assertEqual(r.headers["WWW-Authenticate"], "Bearer")
+        self.assertEqual(self.status("not-a-token", "GET", shadow_path("house-1")), 401)
+        r = self.server.request("GET", shadow_path("house-1"), headers={"Authorization": "Basic YTpi"})
+        self.assertEqual(r.status_code, 401)
+        self.assertEqual(self.status("wrong", "GET", "/healthz"), 401)
+
+    def test_admin_may_do_everything(self):
+        for method, path, body in [("GET", shadow_path("house-1"), None),
+                                   ("POST", shadow_path("adm", "main", "reported"), {"state": {"a": 1}}),
+                                   ("POST", shadow_path("adm", "main", "desired"), {"state": {"b": 1}}),
+                                   ("GET", "/v1/things", None), ("GET", "/v1/things/adm/shadows", None),
+                                   ("GET", shadow_path("adm", "main", "history"), None), ("GET", "/metrics", None),
+                                   ("DELETE", shadow_path("adm"), None)]:
+            self.assertEqual(self.status("admin", method, path, body), 200, (method, path))
+
+    def test_app_role(self):
+        self.assertEqual(self.status("app", "GET", shadow_path("house-1")), 200)
+        self.assertEqual(self.status("app", "POST", shadow_path("app-t", "main", "desired"), {"state": {"x": 1}}), 200)
+        self.assertEqual(self.status("app", "GET", "/v1/things"), 200)
+        self.assertEqual(self.status("app", "GET", "/v1/things/house-1/shadows"), 200)
+        self.assertEqual(self.status("app", "GET", shadow_path("house-1", "main", "history")), 200)
+        self.assertEqual(self.status("app", "DELETE", shadow_path("app-t")), 200)
+        self.assertEqual(self.status("app", "POST", shadow_path("app-t", "main", "reported"), {"state": {"x": 1}}), 403)
+        self.assertEqual(self.status("app", "GET", "/metrics"), 403)
+
+    def test_device_role(self):
+        self.assertEqual(self.status("device", "GET", shadow_path("house-1")), 200)
+        self.assertEqual(self.status("device", "POST", shadow_path("dev-t", "main", "reported"), {"state": {"x": 1}}), 200)
+        self.assertEqual(self.status("device", "POST", shadow_path("dev-t", "main", "desired"), {"state": {"x": 1}}), 403)
+        self.assertEqual(self.status("device", "DELETE", shadow_path("dev-t")), 403)
+        self.assertEqual(self.status("device", "GET", "/v1/things"), 403)
+        self.assertEqual(self.status("device", "GET", "/v1/things/dev-t/shadows"), 403)
+        self.assertEqual(self.status("device", "GET", shadow_path("dev-t", "main", "history")), 403)
+        self.assertEqual(self.status("device", "GET", "/healthz"), 200)
+
+    def test_thing_patterns_limit_a_token(self):
+        self.assertEqual(self.status("house", "GET", shadow_path("house-1")), 200)
+        self.assertEqual(self.status("house", "POST", shadow_path("house-2#kitchen", "main", "reported"), {"state": {"t": 1}}), 200)
+        self.assertEqual(self.status("house", "POST", shadow_path("house-3", "main", "reported"), {"state": {"t": 1}}), 403)
+        self.assertEqual(self.status("house", "GET", shadow_path("house-10")), 403)  # exact pattern, not a prefix
+        r = self.server.post("/v1/batch/get", {"shadows": [{"thing": "house-1"}, {"thing": "elsewhere"}]}, token=TOKENS["house"])
+        self.assertEqual([x.get("error", {}).get("code") for x in r.json()["shadows"]], [None, "forbidden"])
+        r = self.server.post("/v1/batch/update", {"operations": [
+            {"thing": "house-1", "section": "reported", "state": {"b": 2}},
+            {"thing": "house-1", "section": "desired", "state": {"b": 2}},
+            {"thing": "elsewhere", "section": "reported", "state": {"b": 2}}]}, token=TOKENS["house"])
+        self.assertEqual([x.get("error", {}).get("code") for x in r.json()["results"]], [None, "forbidden", "forbidden"])
+
+    def test_things_listing_is_filtered_by_patterns(self):
+        for thing in ["house-9", "garage-1"]:
+            self.server.post(shadow_path(thing, "main", "reported"), {"state": {"a": 1}}, token=TOKENS["admin"])
+        everything = self.server.get("/v1/things", token=TOKENS["app"]).json()["things"]
+        self.assertIn("garage-1", everything)
+        mine = self.server.get("/v1/things", token=TOKENS["houseapp"]).json()["things"]
+        self.assertIn("house-9", mine)
+        self.assertTrue(all(t.startswith("house-") for t in mine), mine)
+        self.assertEqual(self.status("houseapp", "GET", "/v1/things/garage-1/shadows"), 403)
+
+    def test_nothing_forbidden_was_stored(self):
+        self.assertEqual(self.status("device", "POST", shadow_path("never", "main", "desired"), {"state": {"x": 1}}), 403)
+        self.assertEqual(self.status("admin", "GET", shadow_path("never")), 404)
+
+
+if __name__ == "__main__":
+    unittest.main()
