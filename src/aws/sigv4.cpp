@@ -1,0 +1,180 @@
+#include "aws/sigv4.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+
+namespace deviceshadow::aws {
+namespace {
+
+std::string to_hex(const unsigned char* data, std::size_t n) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(n * 2);
+  for (std::size_t i = 0; i < n; ++i) {
+    out += hex[data[i] >> 4];
+    out += hex[data[i] & 0xF];
+  }
+  return out;
+}
+
+std::string hmac(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), out, &length);
+  return std::string(reinterpret_cast<char*>(out), length);
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Trims the value and folds inner runs of white space into one space.
+std::string trim_all(std::string_view v) {
+  std::string out;
+  bool space = false;
+  for (char c : v) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      space = !out.empty();
+    } else {
+      if (space) out += ' ';
+      space = false;
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Removes "." and ".." segments (RFC 3986 §5.2.4) and keeps a trailing slash.
+std::string normalize_path(std::string_view path) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t slash = path.find('/', start);
+    std::string_view seg = path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (seg == "..") {
+      if (!out.empty()) out.pop_back();
+    } else if (seg != "." && !seg.empty()) {
+      out.push_back(seg);
+    }
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  std::string result;
+  for (std::string_view seg : out) {
+    result += '/';
+    result += seg;
+  }
+  if (!out.empty() && path.back() == '/') result += '/';
+  if (result.empty()) result = "/";
+  return result;
+}
+
+// Sorted lowercase header names with their trimmed values ("name:value" joined by ',').
+std::vector<std::pair<std::string, std::string>> signed_header_list(const SignableRequest& request) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& [name, value] : request.headers) {
+    std::string n = lower(name);
+    auto it = std::find_if(headers.begin(), headers.end(), [&](const auto& h) { return h.first == n; });
+    if (it != headers.end()) {
+      it->second += "," + trim_all(value);
+    } else {
+      headers.emplace_back(std::move(n), trim_all(value));
+    }
+  }
+  std::sort(headers.begin(), headers.end());
+  return headers;
+}
+
+std::string signed_header_names(const std::vector<std::pair<std::string, std::string>>& headers) {
+  std::string out;
+  for (const auto& h : headers) {
+    if (!out.empty()) out += ';';
+    out += h.first;
+  }
+  return out;
+}
+
+std::string credential_scope(const SigningScope& scope) {
+  return scope.amz_date.substr(0, 8) + "/" + scope.region + "/" + scope.service + "/aws4_request";
+}
+
+}  // namespace
+
+std::string hex_sha256(std::string_view data) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  return to_hex(digest, sizeof digest);
+}
+
+std::string uri_encode(std::string_view s, std::string_view keep) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || keep.find(static_cast<char>(c)) != std::string_view::npos) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 0xF];
+    }
+  }
+  return out;
+}
+
+std::string amz_date_now() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[17];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+std::string canonical_request(const SignableRequest& request) {
+  // Path: normalized, then every byte but '/' and unreserved encoded (so "%20" becomes "%2520",
+  // as AWS requires for every service but S3).
+  std::string out = request.method + "\n" + uri_encode(normalize_path(request.path), "/") + "\n";
+  std::vector<std::pair<std::string, std::string>> query;
+  for (const auto& [k, v] : request.query) query.emplace_back(uri_encode(k), uri_encode(v));
+  std::sort(query.begin(), query.end());
+  for (std::size_t i = 0; i < query.size(); ++i) {
+    if (i) out += '&';
+    out += query[i].first + "=" + query[i].second;
+  }
+  out += '\n';
+  auto headers = signed_header_list(request);
+  for (const auto& [name, value] : headers) out += name + ":" + value + "\n";
+  out += "\n" + signed_header_names(headers) + "\n" + hex_sha256(request.body);
+  return out;
+}
+
+std::string string_to_sign(const SignableRequest& request, const SigningScope& scope) {
+  return "AWS4-HMAC-SHA256\n" + scope.amz_date + "\n" + credential_scope(scope) + "\n" +
+         hex_sha256(canonical_request(request));
+}
+
+std::string authorization(const SignableRequest& request, const SigningScope& scope, const Credentials& credentials) {
+  std::string key = hmac("AWS4" + credentials.secret_access_key, scope.amz_date.substr(0, 8));
+  key = hmac(key, scope.region);
+  key = hmac(key, scope.service);
+  key = hmac(key, "aws4_request");
+  std::string signature = hmac(key, string_to_sign(request, scope));
+  return "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + credential_scope(scope) +
+         ", SignedHeaders=" + signed_header_names(signed_header_list(request)) +
+         ", Signature=" + to_hex(reinterpret_cast<const unsigned char*>(signature.data()), signature.size());
+}
+
+void sign(SignableRequest& request, const SigningScope& scope, const Credentials& credentials) {
+  request.headers.emplace_back("X-Amz-Date", scope.amz_date);
+  if (!credentials.session_token.empty()) request.headers.emplace_back("X-Amz-Security-Token", credentials.session_token);
+  request.headers.emplace_back("Authorization", authorization(request, scope, credentials));
+}
+
+}  // namespace deviceshadow::aws
