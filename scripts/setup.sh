@@ -14,6 +14,9 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# DynamoDB Local (tests) needs Java and npm; the machine image usually has both.
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 SUDO=""

@@ -31,7 +31,8 @@ struct SectionRecord {
   std::string client_token;
   std::string tz;
   std::string state_json = "{}";  // compact JSON of the state; "{}" for tombstones
-  std::string write_id;           // unique id of the write that produced this record
+  std::string write_id;           // globally unique id of the write that produced this record
+                                  // (a store may use it as an idempotency token, ≤ 36 chars)
   std::int64_t expires_ns = 0;    // tombstones: when purge may drop the record; else 0
 
   bool exists() const noexcept { return version > 0 && !deleted; }
@@ -59,6 +60,7 @@ struct SectionPut {
   Section section = Section::reported;
   std::uint64_t expected_version = 0;  // the stored version (tombstones included) must equal it
   SectionRecord record;                // the new record; record.version == expected_version + 1
+  bool was_live = false;               // the section existed (not a tombstone) at expected_version
 };
 
 // Everything one write stores, atomically: the sections, the history event, the thing index.
@@ -104,6 +106,10 @@ class Store {
   virtual std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
                                                std::size_t limit) = 0;
   virtual std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) = 0;
+
+  // True when both sections of a shadow share one version (DynamoDB's combined layout): every
+  // write then moves the version of both.
+  virtual bool shares_versions() const { return false; }
 
   // Drops tombstones and history events whose expires_ns <= now_ns. Returns how many.
   virtual std::size_t purge(std::int64_t now_ns) = 0;

@@ -202,7 +202,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
         std::string& new_json = s == Section::reported ? outcome.reported_json : outcome.desired_json;
         next.state_json = state_changed ? std::move(new_json) : (old.exists() ? old.state_json : "{}");
         next.write_id = random_write_id();
-        write.sections.push_back({s, old.version, std::move(next)});
+        write.sections.push_back({s, old.version, std::move(next), old.exists()});
       }
       if (options_.history) {
         std::optional<std::uint64_t> versions[2];
@@ -218,7 +218,9 @@ UpdateResult Engine::update(const UpdateRequest& request) {
         write.event = std::move(event);
       }
       store_.write(write);
+      const std::uint64_t new_version = write.sections.front().record.version;
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
+      if (store_.shares_versions()) record.reported.version = record.desired.version = new_version;
     }
     ++(result.changed ? stats_.stored_writes : stats_.unchanged_writes);
     stats_.stale_values += outcome.stale.size();
@@ -269,7 +271,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
         MergeResult removed = merge_section(state, json::object(), MergeMode::client_is_master, s, doc.timestamp_keys);
         for (Change& c : removed.changes) changes.push_back(std::move(c));
       }
-      write.sections.push_back({s, old.version, tombstone});
+      write.sections.push_back({s, old.version, tombstone, true});
       result.record.section(s) = std::move(tombstone);
     }
     if (options_.history) {
@@ -281,6 +283,9 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       write.event = std::move(event);
     }
     store_.write(write);
+    if (store_.shares_versions()) {
+      result.record.reported.version = result.record.desired.version = write.sections.front().record.version;
+    }
     ++stats_.stored_writes;
     return result;
   });

@@ -54,6 +54,7 @@ class MeteredStore final : public Store {
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
   std::size_t purge(std::int64_t now_ns) override;
   bool ready() override { return inner_.ready(); }
+  bool shares_versions() const override { return inner_.shares_versions(); }
 
  private:
   template <class F>

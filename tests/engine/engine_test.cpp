@@ -306,6 +306,66 @@ TEST_P(EngineTest, TwoEnginesOnOneStoreLoseNoUpdate) {
   EXPECT_EQ(ds::parse_json(view.record.reported.state_json).as_object().size(), 2u * kPerEngine);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, EngineTest, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
+INSTANTIATE_TEST_SUITE_P(Stores, EngineTest, ::testing::ValuesIn(store_kinds_with_section_versions()), store_kind_name);
+
+// The combined DynamoDB layout: the same behaviour, one version shared by both sections.
+class CombinedLayout : public EngineTest {};
+
+TEST_P(CombinedLayout, BothSectionsShowTheOneSharedVersion) {
+  EXPECT_EQ(report("t", R"({"a":1})").shadow.record.reported.version, 1u);
+  ds::UpdateResult d = desire("t", R"({"sp":22})");
+  EXPECT_EQ(d.shadow.record.reported.version, 2u);
+  EXPECT_EQ(d.shadow.record.desired.version, 2u);
+  ds::ShadowView view = engine().get({"t", "main"});
+  EXPECT_EQ(view.record.reported.version, 2u);
+  EXPECT_EQ(view.record.desired.version, 2u);
+  EXPECT_EQ(view.record.reported.state_json, R"({"a":1})");
+  EXPECT_EQ(view.record.desired.state_json, R"({"sp":22})");
+}
+
+TEST_P(CombinedLayout, AcknowledgementIsOneWriteOfOneItem) {
+  desire("t", R"({"sp":22,"mode":"eco"})");
+  ds::UpdateResult r = report("t", R"({"sp":22})");
+  EXPECT_EQ(r.shadow.record.reported.version, 2u);
+  EXPECT_EQ(r.shadow.record.desired.version, 2u);
+  ds::ShadowRecord stored = store().read({"t", "main"});
+  EXPECT_EQ(stored.desired.state_json, R"({"mode":"eco"})");
+  EXPECT_EQ(stored.reported.state_json, R"({"sp":22})");
+  EXPECT_EQ(engine().history({"t", "main"}).events.size(), 2u);
+}
+
+TEST_P(CombinedLayout, PinnedVersionsUseTheSharedVersion) {
+  report("t", R"({"a":1})");
+  desire("t", R"({"b":1})");
+  ds::UpdateRequest r = request("t", ds::Section::reported, R"({"a":2})");
+  r.version = 1;
+  EXPECT_EQ(error_of([&] { engine().update(r); }), "version_conflict");
+  r.version = 2;
+  EXPECT_EQ(engine().update(r).shadow.record.desired.version, 3u);
+}
+
+TEST_P(CombinedLayout, DeletesLeaveTombstonesThatExpire) {
+  report("t", R"({"a":1})");
+  desire("t", R"({"b":1})");
+  ds::DeleteResult d = engine().remove({"t", "main"}, ds::Section::desired);
+  EXPECT_EQ(d.record.desired.version, 3u);
+  EXPECT_EQ(engine().get({"t", "main"}).record.reported.state_json, R"({"a":1})");
+  engine().remove({"t", "main"});
+  EXPECT_EQ(error_of([&] { engine().get({"t", "main"}); }), "not_found");
+  EXPECT_EQ(report("t", R"({"a":2})").shadow.record.reported.version, 5u);  // numbering goes on
+  engine().remove({"t", "main"});
+  clock_ += std::chrono::nanoseconds(std::chrono::hours(49)).count();
+  engine().purge();
+  EXPECT_EQ(store().read({"t", "main"}).reported.version, 0u);
+}
+
+std::vector<StoreKind> combined_kinds() {
+  std::vector<StoreKind> kinds = all_store_kinds();
+  std::erase_if(kinds, [](const StoreKind& k) { return !k.shared_version; });
+  return kinds;
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CombinedLayout);
+INSTANTIATE_TEST_SUITE_P(Stores, CombinedLayout, ::testing::ValuesIn(combined_kinds()), store_kind_name);
 
 }  // namespace

@@ -13,6 +13,10 @@ class EngineTest : public StoreTest {
     StoreTest::SetUp();
     make_engine();
   }
+  void TearDown() override {
+    engine_.reset();
+    StoreTest::TearDown();
+  }
   void make_engine(ds::EngineOptions options = {}) {
     options.clock = [this] { return clock_.load(); };
     options.backoff_base = std::chrono::microseconds(50);

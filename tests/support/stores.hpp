@@ -1,6 +1,8 @@
 // Store factories for parameterized tests: every store must pass the same suites.
 #pragma once
 
+#include "deviceshadow/dynamodb_store.hpp"
+#include "deviceshadow/error.hpp"
 #include "deviceshadow/memory_store.hpp"
 #include "deviceshadow/sqlite_store.hpp"
 
@@ -34,23 +36,69 @@ class TempDir {
 
 struct StoreKind {
   std::string name;
+  bool shared_version = false;  // the combined DynamoDB layout: one version for both sections
+  // Releases what open() created outside `dir` (a DynamoDB table); may be empty.
+  std::function<void(const std::filesystem::path& dir)> destroy;
   // Opens a store; `dir` is where durable stores keep their files.
   std::function<std::unique_ptr<ds::Store>(const std::filesystem::path& dir)> open;
 };
 
+// The DynamoDB Local endpoint the test scripts started (scripts/with-services.sh), or "".
+inline std::string dynamodb_endpoint() {
+  const char* e = std::getenv("DS_DYNAMODB_ENDPOINT");
+  return e ? e : "";
+}
+
+inline ds::DynamoDbOptions dynamodb_test_options(const std::filesystem::path& dir, ds::DynamoDbLayout layout) {
+  ds::DynamoDbOptions o;
+  o.endpoint = dynamodb_endpoint();
+  o.region = "us-east-1";
+  o.layout = layout;
+  o.table = "t" + std::to_string(std::hash<std::string>{}(dir.string()));
+  return o;
+}
+
+// A DynamoDB store on a table of its own, named after `dir`, created on first use. Tests drop
+// the table when done: DynamoDB Local slows down badly as stream-enabled tables pile up.
+inline std::unique_ptr<ds::Store> open_dynamodb_for_test(const std::filesystem::path& dir, ds::DynamoDbLayout layout) {
+  ds::DynamoDbOptions o = dynamodb_test_options(dir, layout);
+  try {
+    ds::create_dynamodb_table(o, /*with_stream=*/false);
+  } catch (const ds::Error& e) {
+    if (std::string(e.what()).find("ResourceInUse") == std::string::npos) throw;
+  }
+  return ds::open_dynamodb_store(o);
+}
+
 inline std::vector<StoreKind> all_store_kinds() {
-  return {
-      {"memory", [](const std::filesystem::path&) { return ds::make_memory_store(); }},
-      {"sqlite",
+  std::vector<StoreKind> kinds = {
+      {"memory", false, {}, [](const std::filesystem::path&) { return ds::make_memory_store(); }},
+      {"sqlite", false, {},
        [](const std::filesystem::path& dir) {
          ds::SqliteOptions o;
          o.path = (dir / "shadows.db").string();
          return ds::open_sqlite_store(o);
        }},
   };
+  if (!dynamodb_endpoint().empty()) {
+    for (auto [name, layout] : {std::pair{"dynamodb", ds::DynamoDbLayout::separate},
+                                std::pair{"dynamodb_combined", ds::DynamoDbLayout::combined}}) {
+      kinds.push_back({name, layout == ds::DynamoDbLayout::combined,
+                       [layout](const std::filesystem::path& dir) { ds::delete_dynamodb_table(dynamodb_test_options(dir, layout)); },
+                       [layout](const std::filesystem::path& dir) { return open_dynamodb_for_test(dir, layout); }});
+    }
+  }
+  return kinds;
 }
 
 inline void PrintTo(const StoreKind& kind, std::ostream* os) { *os << kind.name; }
+
+// The stores whose sections keep versions of their own (all but DynamoDB's combined layout).
+inline std::vector<StoreKind> store_kinds_with_section_versions() {
+  std::vector<StoreKind> kinds = all_store_kinds();
+  std::erase_if(kinds, [](const StoreKind& k) { return k.shared_version; });
+  return kinds;
+}
 
 inline std::string store_kind_name(const ::testing::TestParamInfo<StoreKind>& info) { return info.param.name; }
 
@@ -58,6 +106,10 @@ inline std::string store_kind_name(const ::testing::TestParamInfo<StoreKind>& in
 class StoreTest : public ::testing::TestWithParam<StoreKind> {
  protected:
   void SetUp() override { store_ = GetParam().open(dir_.path()); }
+  void TearDown() override {
+    store_.reset();
+    if (GetParam().destroy) GetParam().destroy(dir_.path());
+  }
   void reopen() {
     store_.reset();
     store_ = GetParam().open(dir_.path());

@@ -1,0 +1,672 @@
+#include "deviceshadow/dynamodb_store.hpp"
+
+#include "aws/client.hpp"
+#include "aws/credentials.hpp"
+#include "deviceshadow/error.hpp"
+#include "store/conditions.hpp"
+
+#include <algorithm>
+#include <future>
+#include <map>
+#include <random>
+#include <thread>
+
+namespace deviceshadow {
+namespace {
+
+using aws::AwsError;
+using aws::JsonClient;
+
+constexpr int kShards = 16;
+constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
+
+// ---- AttributeValue encoding ------------------------------------------------------
+json::object S(std::string_view s) { return {{"S", json::string(s)}}; }
+json::object N(std::int64_t n) { return {{"N", std::to_string(n)}}; }
+json::object N(std::uint64_t n) { return {{"N", std::to_string(n)}}; }
+json::object BOOL(bool b) { return {{"BOOL", b}}; }
+
+// JSON -> DynamoDB native types; numbers keep the API's decimal form.
+json::value to_attribute(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return json::object{{"NULL", true}};
+    case json::kind::bool_: return BOOL(v.get_bool());
+    case json::kind::string: return S(v.get_string());
+    case json::kind::int64:
+    case json::kind::uint64:
+    case json::kind::double_: return json::object{{"N", to_json(v)}};
+    case json::kind::array: {
+      json::array list;
+      for (const json::value& e : v.get_array()) list.push_back(to_attribute(e));
+      return json::object{{"L", std::move(list)}};
+    }
+    case json::kind::object: {
+      json::object map;
+      for (const auto& m : v.get_object()) map.emplace(m.key(), to_attribute(m.value()));
+      return json::object{{"M", std::move(map)}};
+    }
+  }
+  return json::object{{"NULL", true}};
+}
+
+json::value from_attribute(const json::value& av) {
+  const json::object& o = av.as_object();
+  if (o.size() != 1) throw Error(ErrorCode::internal, "dynamodb: malformed attribute value");
+  const auto& [type, value] = *o.begin();
+  if (type == "S") return value;
+  if (type == "N") return parse_json(std::string_view(value.as_string()));
+  if (type == "BOOL") return value;
+  if (type == "NULL") return nullptr;
+  if (type == "L") {
+    json::array out;
+    for (const json::value& e : value.as_array()) out.push_back(from_attribute(e));
+    return out;
+  }
+  if (type == "M") {
+    json::object out;
+    for (const auto& m : value.as_object()) out.emplace(m.key(), from_attribute(m.value()));
+    return out;
+  }
+  throw Error(ErrorCode::internal, "dynamodb: unsupported attribute type " + std::string(type));
+}
+
+// Accessors for items read back (attributes may be absent).
+std::string get_s(const json::object& item, std::string_view name) {
+  const json::value* v = item.if_contains(name);
+  return v ? std::string(v->at("S").as_string()) : std::string();
+}
+std::int64_t get_n(const json::object& item, std::string_view name) {
+  const json::value* v = item.if_contains(name);
+  return v ? std::stoll(std::string(v->at("N").as_string())) : 0;
+}
+bool get_bool(const json::object& item, std::string_view name) {
+  const json::value* v = item.if_contains(name);
+  return v && v->at("BOOL").as_bool();
+}
+
+// ---- keys -------------------------------------------------------------------------
+std::string shadow_pk(std::string_view thing) { return "DS#" + std::string(thing); }
+std::string history_pk(const ShadowKey& key) { return "DH#" + key.thing + "#" + key.name; }
+std::string section_prefix(Section s) { return s == Section::reported ? "DSR#" : "DSD#"; }
+constexpr std::string_view kCombinedPrefix = "DSC#";
+constexpr std::string_view kThingIndexSk = "T#";
+
+// FNV-1a: a stable hash, so a thing always lands on the same GSI shard.
+int shard_of(std::string_view thing) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : thing) h = (h ^ c) * 16777619u;
+  return static_cast<int>(h % kShards);
+}
+
+std::string ts20(std::int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(std::max<std::int64_t>(ns, 0)));
+  return buf;
+}
+
+// The object member `key` of o, created empty if absent.
+json::object& member_object(json::object& o, std::string_view key) {
+  json::value& v = o[key];
+  if (!v.is_object()) v.emplace_object();
+  return v.get_object();
+}
+
+std::int64_t ttl_seconds(std::int64_t expires_ns) { return (expires_ns + kNanosPerSecond - 1) / kNanosPerSecond; }
+
+// Section metadata and state, as attributes: the body of a separate-layout item, or the
+// "{section}Meta" map of a combined item.
+void put_section_attributes(json::object& item, const SectionRecord& r) {
+  item["version"] = N(r.version);
+  item["timestamp"] = N(r.timestamp_ns);
+  item["writeId"] = S(r.write_id);
+  item["deleted"] = BOOL(r.deleted);
+  if (!r.client_token.empty()) item["clientToken"] = S(r.client_token);
+  if (!r.tz.empty()) item["tz"] = S(r.tz);
+  if (r.deleted) {
+    item["expires"] = N(r.expires_ns);
+    item["ttl"] = N(ttl_seconds(r.expires_ns));
+  }
+}
+
+SectionRecord section_from_attributes(const json::object& item, const json::value* state) {
+  SectionRecord r;
+  r.version = static_cast<std::uint64_t>(get_n(item, "version"));
+  r.timestamp_ns = get_n(item, "timestamp");
+  r.write_id = get_s(item, "writeId");
+  r.deleted = get_bool(item, "deleted");
+  r.client_token = get_s(item, "clientToken");
+  r.tz = get_s(item, "tz");
+  r.expires_ns = get_n(item, "expires");
+  r.state_json = state ? to_json(from_attribute(*state)) : "{}";
+  return r;
+}
+
+Error translate(const AwsError& e) {
+  if (e.throttled()) return Error(ErrorCode::throttled, "dynamodb is throttling: " + std::string(e.what()));
+  if (e.status() >= 500 || e.status() == 0) return Error(ErrorCode::unavailable, "dynamodb: " + std::string(e.what()));
+  if (e.type() == "ResourceNotFoundException") return Error(ErrorCode::unavailable, "dynamodb: " + std::string(e.what()));
+  if (e.type() == "ValidationException" && std::string(e.what()).find("size") != std::string::npos) {
+    return Error(ErrorCode::document_too_large, "dynamodb: " + std::string(e.what()));
+  }
+  return Error(ErrorCode::internal, "dynamodb: " + std::string(e.what()));
+}
+
+class DynamoDbStore final : public Store {
+ public:
+  DynamoDbStore(const DynamoDbOptions& options, std::unique_ptr<JsonClient> client)
+      : options_(options), client_(std::move(client)) {}
+
+  using Store::read;
+
+  std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override {
+    // Every item key once (BatchGetItem rejects duplicates), fetched in chunks.
+    std::vector<std::pair<std::string, std::string>> item_keys;
+    for (const ShadowKey& key : keys) {
+      for (const std::string& sk : section_sks(key.name)) item_keys.emplace_back(shadow_pk(key.thing), sk);
+    }
+    std::sort(item_keys.begin(), item_keys.end());
+    item_keys.erase(std::unique(item_keys.begin(), item_keys.end()), item_keys.end());
+    std::map<std::pair<std::string, std::string>, json::object> items;
+    for (std::size_t start = 0; start < item_keys.size(); start += options_.max_read_batch) {
+      json::array request_keys;
+      for (std::size_t i = start; i < std::min(item_keys.size(), start + options_.max_read_batch); ++i) {
+        request_keys.push_back(json::object{{"PK", S(item_keys[i].first)}, {"SK", S(item_keys[i].second)}});
+      }
+      batch_get(std::move(request_keys), items);
+    }
+    std::vector<ShadowRecord> out;
+    out.reserve(keys.size());
+    for (const ShadowKey& key : keys) {
+      ShadowRecord record;
+      if (options_.layout == DynamoDbLayout::combined) {
+        auto it = items.find({shadow_pk(key.thing), std::string(kCombinedPrefix) + key.name});
+        if (it != items.end()) record = combined_record(it->second);
+      } else {
+        for (Section s : {Section::reported, Section::desired}) {
+          auto it = items.find({shadow_pk(key.thing), section_prefix(s) + key.name});
+          if (it != items.end()) record.section(s) = section_from_attributes(it->second, it->second.if_contains("state"));
+        }
+      }
+      out.push_back(std::move(record));
+    }
+    return out;
+  }
+
+  void write(const ShadowWrite& write) override {
+    std::vector<json::object> ops = build_operations(write);  // section items first
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    for (int attempt = 1;; ++attempt) {
+      try {
+        send(ops, write);
+        expire_if_dead(write);
+        return;
+      } catch (const AwsError& e) {
+        if (e.type() == "ConditionalCheckFailedException") {
+          throw Error::version_conflict(version_in(e.body().as_object().if_contains("Item")));
+        }
+        if (e.type() == "TransactionCanceledException") {
+          const json::value* reasons = e.body().as_object().if_contains("CancellationReasons");
+          bool transient = false;
+          if (reasons) {
+            for (const json::value& reason : reasons->as_array()) {
+              std::string code(reason.at("Code").as_string());
+              if (code == "ConditionalCheckFailed") {
+                throw Error::version_conflict(version_in(reason.as_object().if_contains("Item")));
+              }
+              transient = transient || code == "TransactionConflict" || code == "ThrottlingError" ||
+                          code == "ProvisionedThroughputExceeded";
+            }
+          }
+          if (!transient) throw translate(e);
+          if (attempt >= options_.max_attempts) throw Error(ErrorCode::throttled, "dynamodb: " + std::string(e.what()));
+        } else if (e.outcome_unknown()) {
+          // The write may or may not have landed: the writeIds tell.
+          std::this_thread::sleep_for(options_.request_timeout / 4);
+          if (applied(write)) {
+            expire_if_dead(write);
+            return;
+          }
+          if (attempt >= options_.max_attempts) throw translate(e);
+        } else {
+          throw translate(e);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 20 << std::min(attempt, 6))(rng)));
+    }
+  }
+
+  std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
+                                          std::size_t limit) override {
+    std::vector<std::string> prefixes = options_.layout == DynamoDbLayout::combined
+                                            ? std::vector<std::string>{std::string(kCombinedPrefix)}
+                                            : std::vector<std::string>{"DSD#", "DSR#"};
+    std::vector<ShadowSummary> out;
+    std::string after(after_name);
+    while (out.size() < limit) {
+      // One page from each prefix after `after`; names up to the smallest last name seen in a
+      // page that has more are complete.
+      std::map<std::string, ShadowRecord> by_name;
+      std::optional<std::string> horizon;
+      for (const std::string& prefix : prefixes) {
+        json::object q = base_query(shadow_pk(std::string(thing)));
+        q["KeyConditionExpression"] = "PK = :pk AND SK BETWEEN :lo AND :hi";
+        json::object& values = q["ExpressionAttributeValues"].as_object();
+        values[":lo"] = S(prefix + after + "\x01");
+        values[":hi"] = S(prefix.substr(0, 3) + "$");
+        q["Limit"] = static_cast<std::int64_t>(limit + 1);
+        json::value page = call("Query", q, true);
+        const json::array& items = page.at("Items").as_array();
+        for (const json::value& v : items) {
+          const json::object& item = v.as_object();
+          std::string name = get_s(item, "SK").substr(prefix.size());
+          if (options_.layout == DynamoDbLayout::combined) {
+            by_name[name] = combined_record(item);
+          } else {
+            by_name[name].section(prefix == "DSR#" ? Section::reported : Section::desired) =
+                section_from_attributes(item, nullptr);
+          }
+        }
+        if (page.as_object().contains("LastEvaluatedKey") && !items.empty()) {
+          std::string last = get_s(items.back().as_object(), "SK").substr(prefix.size());
+          if (!horizon || last < *horizon) horizon = last;
+        }
+      }
+      for (auto& [name, record] : by_name) {
+        if (horizon && name > *horizon) break;
+        if (record.exists() && out.size() < limit) out.push_back(summarize(name, record));
+      }
+      if (!horizon) break;
+      after = *horizon;
+    }
+    return out;
+  }
+
+  std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
+                                       std::size_t limit) override {
+    std::string start = std::max(std::string(prefix), std::string(after_thing) + "\x01");
+    std::vector<std::future<std::vector<std::string>>> shards;
+    for (int shard = 0; shard < kShards; ++shard) {
+      shards.push_back(std::async(std::launch::async, [&, shard] { return things_in_shard(shard, prefix, start, limit); }));
+    }
+    std::vector<std::string> merged;
+    for (auto& f : shards) {
+      std::vector<std::string> part = f.get();
+      merged.insert(merged.end(), part.begin(), part.end());
+    }
+    std::sort(merged.begin(), merged.end());
+    if (merged.size() > limit) merged.resize(limit);
+    return merged;
+  }
+
+  std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override {
+    std::string lo = ts20(query.since_ns);
+    std::string hi = query.until_ns == INT64_MAX ? std::string("99999999999999999999~") : ts20(query.until_ns) + "~";
+    if (!query.after_id.empty()) {
+      if (query.descending) {
+        hi = std::min(hi, query.after_id);  // inclusive: the cursor item itself is dropped below
+      } else {
+        lo = std::max(lo, query.after_id + "\x01");
+      }
+    }
+    std::vector<HistoryEvent> out;
+    if (lo > hi) return out;
+    json::object q = base_query(history_pk(key));
+    q["KeyConditionExpression"] = "PK = :pk AND SK BETWEEN :lo AND :hi";
+    json::object& values = q["ExpressionAttributeValues"].as_object();
+    values[":lo"] = S(lo);
+    values[":hi"] = S(hi);
+    q["ScanIndexForward"] = !query.descending;
+    for (;;) {
+      q["Limit"] = static_cast<std::int64_t>(query.limit - out.size() + 1);
+      json::value page = call("Query", q, true);
+      for (const json::value& v : page.at("Items").as_array()) {
+        const json::object& item = v.as_object();
+        HistoryEvent e{get_s(item, "SK"), get_n(item, "timestamp"), get_n(item, "expires"), get_s(item, "event")};
+        if (e.id == query.after_id || e.timestamp_ns < query.since_ns || e.timestamp_ns > query.until_ns) continue;
+        if (out.size() < query.limit) out.push_back(std::move(e));
+      }
+      const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+      if (!last || out.size() >= query.limit) break;
+      q["ExclusiveStartKey"] = *last;
+    }
+    return out;
+  }
+
+  // DynamoDB's TTL drops expired items on its own; purge does the same eagerly (a Scan),
+  // for tests and for tables without TTL.
+  std::size_t purge(std::int64_t now_ns) override {
+    json::object scan{{"TableName", options_.table},
+                      {"FilterExpression", "attribute_exists(expires) AND expires <= :now"},
+                      {"ProjectionExpression", "PK, SK, expires"},
+                      {"ConsistentRead", true},
+                      {"ExpressionAttributeValues", json::object{{":now", N(now_ns)}}}};
+    std::size_t purged = 0;
+    for (;;) {
+      json::value page = call("Scan", scan, true);
+      for (const json::value& v : page.at("Items").as_array()) {
+        const json::object& item = v.as_object();
+        json::object del{{"TableName", options_.table},
+                         {"Key", json::object{{"PK", item.at("PK")}, {"SK", item.at("SK")}}},
+                         {"ConditionExpression", "expires = :e"},
+                         {"ExpressionAttributeValues", json::object{{":e", item.at("expires")}}}};
+        try {
+          call("DeleteItem", del, true);
+          ++purged;
+        } catch (const Error&) {
+          // re-created or changed meanwhile: not expired any more
+        }
+      }
+      const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+      if (!last) break;
+      scan["ExclusiveStartKey"] = *last;
+    }
+    return purged;
+  }
+
+  bool shares_versions() const override { return options_.layout == DynamoDbLayout::combined; }
+
+  bool ready() override {
+    try {
+      json::value t = call("DescribeTable", json::object{{"TableName", options_.table}}, true);
+      return t.at("Table").at("TableStatus").as_string() == "ACTIVE";
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
+ private:
+  std::vector<std::string> section_sks(const std::string& name) const {
+    if (options_.layout == DynamoDbLayout::combined) return {std::string(kCombinedPrefix) + name};
+    return {"DSR#" + name, "DSD#" + name};
+  }
+
+  json::value call(std::string_view operation, const json::object& body, bool idempotent) {
+    try {
+      return client_->call(operation, to_json(body), idempotent);
+    } catch (const AwsError& e) {
+      throw translate(e);
+    }
+  }
+
+  json::object base_query(const std::string& pk) const {
+    return {{"TableName", options_.table}, {"ConsistentRead", true},
+            {"ExpressionAttributeValues", json::object{{":pk", S(pk)}}}};
+  }
+
+  void batch_get(json::array keys, std::map<std::pair<std::string, std::string>, json::object>& items) {
+    json::object request{{"RequestItems", json::object{{options_.table, json::object{{"Keys", std::move(keys)},
+                                                                                     {"ConsistentRead", true}}}}}};
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    for (int attempt = 1;; ++attempt) {
+      json::value response = call("BatchGetItem", request, true);
+      for (const json::value& v : response.at("Responses").at(options_.table).as_array()) {
+        const json::object& item = v.as_object();
+        items[{get_s(item, "PK"), get_s(item, "SK")}] = item;
+      }
+      const json::value* unprocessed = response.as_object().if_contains("UnprocessedKeys");
+      if (!unprocessed || unprocessed->as_object().empty()) return;
+      if (attempt >= options_.max_attempts * 2) throw Error(ErrorCode::throttled, "dynamodb: keys left unprocessed");
+      request["RequestItems"] = *unprocessed;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 10 << std::min(attempt, 7))(rng)));
+    }
+  }
+
+  static std::uint64_t version_in(const json::value* item) {
+    return item ? static_cast<std::uint64_t>(get_n(item->as_object(), "version")) : 0;
+  }
+
+  ShadowRecord combined_record(const json::object& item) const {
+    ShadowRecord record;
+    const std::uint64_t version = static_cast<std::uint64_t>(get_n(item, "version"));
+    for (Section s : {Section::reported, Section::desired}) {
+      std::string name(to_string(s));
+      SectionRecord& r = record.section(s);
+      if (const json::value* meta = item.if_contains(name + "Meta")) {
+        r = section_from_attributes(meta->at("M").as_object(), item.if_contains(name));
+      } else {
+        r.deleted = true;  // never written: absent, but the shared version guards it
+      }
+      r.version = version;
+    }
+    return record;
+  }
+
+  // The items of a write: sections first (cancellation reasons are matched by index), then the
+  // history event and the thing index.
+  std::vector<json::object> build_operations(const ShadowWrite& w) const {
+    std::vector<json::object> ops;
+    const std::string pk = shadow_pk(w.key.thing);
+    auto condition = [](json::object& op, std::uint64_t expected) {
+      if (expected == 0) {
+        op["ConditionExpression"] = "attribute_not_exists(PK)";
+      } else {
+        op["ConditionExpression"] = "version = :expected";
+        member_object(op, "ExpressionAttributeValues")[":expected"] = N(expected);
+      }
+      op["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD";
+    };
+    int live_delta = 0;
+    for (const SectionPut& put : w.sections) live_delta += (put.record.exists() ? 1 : 0) - (put.was_live ? 1 : 0);
+    if (options_.layout == DynamoDbLayout::separate) {
+      for (const SectionPut& put : w.sections) {
+        json::object item{{"PK", S(pk)}, {"SK", S(section_prefix(put.section) + w.key.name)}};
+        put_section_attributes(item, put.record);
+        item["state"] = to_attribute(parse_json(put.record.state_json, 512));
+        check_size(item);
+        json::object op{{"TableName", options_.table}, {"Item", std::move(item)}};
+        condition(op, put.expected_version);
+        ops.push_back(json::object{{"Put", std::move(op)}});
+      }
+    } else {
+      // One item for both sections: update the written sections, keep the other.
+      // Both sections carry the one shared version: differing expectations cannot both hold.
+      const std::uint64_t expected = w.sections.front().expected_version;
+      for (const SectionPut& put : w.sections) {
+        if (put.expected_version != expected) {
+          throw Error::version_conflict(const_cast<DynamoDbStore*>(this)->read(w.key).reported.version);
+        }
+      }
+      const SectionPut& latest = w.sections.front();
+      std::string set = "SET version = :version, #ts = :ts, writeId = :writeId";
+      std::string remove = " REMOVE expires, #ttl";  // a dead item's expiry; set again if still dead
+      json::object values{{":version", N(expected + 1)}, {":ts", N(latest.record.timestamp_ns)},
+                          {":writeId", S(latest.record.write_id)}};
+      if (!latest.record.client_token.empty()) {
+        set += ", clientToken = :clientToken";
+        values[":clientToken"] = S(latest.record.client_token);
+      }
+      for (const SectionPut& put : w.sections) {
+        std::string name(to_string(put.section));
+        json::object meta;
+        put_section_attributes(meta, put.record);
+        meta.erase("version");
+        set += ", " + name + " = :" + name + ", " + name + "Meta = :" + name + "Meta";
+        values[":" + name] = to_attribute(parse_json(put.record.state_json, 512));
+        values[":" + name + "Meta"] = json::object{{"M", std::move(meta)}};
+      }
+      json::object op{{"TableName", options_.table},
+                      {"Key", json::object{{"PK", S(pk)}, {"SK", S(std::string(kCombinedPrefix) + w.key.name)}}},
+                      {"UpdateExpression", set + remove},
+                      {"ExpressionAttributeNames", json::object{{"#ts", "timestamp"}, {"#ttl", "ttl"}}}};
+      condition(op, expected);
+      for (auto& [k, v] : values) member_object(op, "ExpressionAttributeValues")[k] = std::move(v);
+      check_size(op);
+      ops.push_back(json::object{{"Update", std::move(op)}});
+    }
+    if (w.event) {
+      json::object item{{"PK", S(history_pk(w.key))},
+                        {"SK", S(w.event->id)},
+                        {"timestamp", N(w.event->timestamp_ns)},
+                        {"expires", N(w.event->expires_ns)},
+                        {"ttl", N(ttl_seconds(w.event->expires_ns))},
+                        {"event", S(w.event->json)}};
+      ops.push_back(json::object{{"Put", json::object{{"TableName", options_.table}, {"Item", std::move(item)}}}});
+    }
+    if (live_delta != 0) {
+      json::object op{{"TableName", options_.table},
+                      {"Key", json::object{{"PK", S(pk)}, {"SK", S(kThingIndexSk)}}},
+                      {"UpdateExpression", "SET GSI1PK = :shard, GSI1SK = :thing ADD liveCount :delta"},
+                      {"ExpressionAttributeValues",
+                       json::object{{":shard", S("THINGS#" + std::to_string(shard_of(w.key.thing)))},
+                                    {":thing", S(w.key.thing)},
+                                    {":delta", N(std::int64_t{live_delta})}}}};
+      ops.push_back(json::object{{"Update", std::move(op)}});
+    }
+    return ops;
+  }
+
+  static void check_size(const json::object& item) {
+    std::size_t size = to_json(item).size();
+    if (size > kDynamoDbMaxItemBytes) throw Error::too_large("the DynamoDB item", size, kDynamoDbMaxItemBytes);
+  }
+
+  // One request: a single Put or Update as itself, more as one transaction.
+  void send(const std::vector<json::object>& ops, const ShadowWrite& w) {
+    if (ops.size() == 1) {
+      const auto& [kind, op] = *ops.front().begin();
+      client_->call(kind == "Put" ? "PutItem" : "UpdateItem", to_json(op), false);
+      return;
+    }
+    json::array items(ops.begin(), ops.end());
+    json::object request{{"TransactItems", std::move(items)},
+                         {"ClientRequestToken", json::string(w.sections.front().record.write_id)}};
+    client_->call("TransactWriteItems", to_json(request), false);
+  }
+
+  // A combined item whose sections are all tombstones gets an item-level expiry, so TTL and
+  // purge can drop it; only a write that leaves tombstones can make that so.
+  void expire_if_dead(const ShadowWrite& w) {
+    if (options_.layout != DynamoDbLayout::combined) return;
+    std::int64_t expires = 0;
+    for (const SectionPut& put : w.sections) {
+      if (!put.record.deleted) return;
+      expires = std::max(expires, put.record.expires_ns);
+    }
+    ShadowRecord now = read(w.key);
+    if (now.exists()) return;
+    json::object op{{"TableName", options_.table},
+                    {"Key", json::object{{"PK", S(shadow_pk(w.key.thing))}, {"SK", S(std::string(kCombinedPrefix) + w.key.name)}}},
+                    {"UpdateExpression", "SET expires = :e, #ttl = :t"},
+                    {"ConditionExpression", "version = :v"},
+                    {"ExpressionAttributeNames", json::object{{"#ttl", "ttl"}}},
+                    {"ExpressionAttributeValues", json::object{{":e", N(expires)}, {":t", N(ttl_seconds(expires))},
+                                                               {":v", N(now.reported.version)}}}};
+    try {
+      call("UpdateItem", op, true);
+    } catch (const Error&) {
+      // written again meanwhile: alive, or a later delete sets the expiry
+    }
+  }
+
+  // After an unknown outcome: did this write land? (Its records carry its writeId.)
+  bool applied(const ShadowWrite& w) {
+    ShadowRecord now = read(w.key);
+    for (const SectionPut& put : w.sections) {
+      const SectionRecord& s = now.section(put.section);
+      if (s.write_id != put.record.write_id) return false;
+    }
+    return true;
+  }
+
+  std::vector<std::string> things_in_shard(int shard, std::string_view prefix, const std::string& start, std::size_t limit) {
+    json::object q{{"TableName", options_.table},
+                   {"IndexName", "GSI1"},
+                   {"KeyConditionExpression", "GSI1PK = :shard AND GSI1SK >= :start"},
+                   {"FilterExpression", "liveCount > :zero"},
+                   {"ExpressionAttributeValues", json::object{{":shard", S("THINGS#" + std::to_string(shard))},
+                                                              {":start", S(start)},
+                                                              {":zero", N(std::int64_t{0})}}}};
+    std::vector<std::string> out;
+    for (;;) {
+      q["Limit"] = static_cast<std::int64_t>(limit + 1);
+      json::value page = call("Query", q, true);
+      for (const json::value& v : page.at("Items").as_array()) {
+        std::string thing = get_s(v.as_object(), "GSI1SK");
+        if (thing.compare(0, prefix.size(), prefix) != 0) return out;  // sorted: past the prefix
+        out.push_back(std::move(thing));
+        if (out.size() >= limit) return out;
+      }
+      const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+      if (!last) return out;
+      q["ExclusiveStartKey"] = *last;
+    }
+  }
+
+  DynamoDbOptions options_;
+  std::unique_ptr<JsonClient> client_;
+};
+
+aws::ClientOptions client_options(DynamoDbOptions& options) {
+  if (options.region.empty()) options.region = aws::load_region(options.profile).value_or("us-east-1");
+  if (options.endpoint.empty()) options.endpoint = "https://dynamodb." + options.region + ".amazonaws.com";
+  aws::ClientOptions c;
+  c.endpoint = options.endpoint;
+  c.region = options.region;
+  c.request_timeout = options.request_timeout;
+  c.max_attempts = options.max_attempts;
+  return c;
+}
+
+std::unique_ptr<JsonClient> make_client(DynamoDbOptions& options) {
+  aws::ClientOptions c = client_options(options);
+  try {
+    return std::make_unique<JsonClient>(c, aws::load_credentials(options.profile));
+  } catch (const std::runtime_error& e) {
+    throw Error(ErrorCode::unavailable, e.what());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Store> open_dynamodb_store(const DynamoDbOptions& given) {
+  DynamoDbOptions options = given;
+  if (options.table.empty()) throw Error::invalid_request("a DynamoDB table name is required");
+  auto client = make_client(options);
+  return std::make_unique<DynamoDbStore>(options, std::move(client));
+}
+
+void delete_dynamodb_table(const DynamoDbOptions& given) {
+  DynamoDbOptions options = given;
+  auto client = make_client(options);
+  try {
+    client->call("DeleteTable", to_json(json::object{{"TableName", options.table}}), true);
+  } catch (const AwsError& e) {
+    throw translate(e);
+  }
+}
+
+void create_dynamodb_table(const DynamoDbOptions& given, bool with_stream) {
+  DynamoDbOptions options = given;
+  auto client = make_client(options);
+  auto call = [&](std::string_view op, const json::object& body) {
+    try {
+      return client->call(op, to_json(body), true);
+    } catch (const AwsError& e) {
+      throw translate(e);
+    }
+  };
+  auto attr = [](const char* name) { return json::object{{"AttributeName", name}, {"AttributeType", "S"}}; };
+  auto key = [](const char* name, const char* type) { return json::object{{"AttributeName", name}, {"KeyType", type}}; };
+  json::object create{
+      {"TableName", options.table},
+      {"BillingMode", "PAY_PER_REQUEST"},
+      {"AttributeDefinitions", json::array{attr("PK"), attr("SK"), attr("GSI1PK"), attr("GSI1SK")}},
+      {"KeySchema", json::array{key("PK", "HASH"), key("SK", "RANGE")}},
+      {"GlobalSecondaryIndexes",
+       json::array{json::object{{"IndexName", "GSI1"},
+                                {"KeySchema", json::array{key("GSI1PK", "HASH"), key("GSI1SK", "RANGE")}},
+                                {"Projection", json::object{{"ProjectionType", "INCLUDE"},
+                                                            {"NonKeyAttributes", json::array{"liveCount"}}}}}}},
+      {"StreamSpecification", json::object{{"StreamEnabled", true}, {"StreamViewType", "NEW_AND_OLD_IMAGES"}}}};
+  if (!with_stream) create.erase("StreamSpecification");
+  call("CreateTable", create);
+  for (int i = 0; i < 600; ++i) {
+    json::value t = call("DescribeTable", json::object{{"TableName", options.table}});
+    if (t.at("Table").at("TableStatus").as_string() == "ACTIVE") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  call("UpdateTimeToLive", json::object{{"TableName", options.table},
+                                        {"TimeToLiveSpecification", json::object{{"Enabled", true}, {"AttributeName", "ttl"}}}});
+}
+
+}  // namespace deviceshadow
