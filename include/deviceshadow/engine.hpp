@@ -30,6 +30,10 @@ struct EngineOptions {
   std::chrono::seconds history_retention{30 * 24 * 3600};
   std::chrono::seconds tombstone_retention{48 * 3600};
   std::size_t batch_parallelism = 8;                     // batch operations run at most this many at once
+  // Shadows whose last known records are kept, so that a write needs no read: it merges against
+  // the cached copy and writes conditionally on the cached versions of both sections. A decision
+  // not to write (no change, stale) is only taken on a fresh read. 0 turns the cache off.
+  std::size_t cache_entries = 10000;
   // The server clock; replaceable in tests. Returns Unix nanoseconds.
   std::function<std::int64_t()> clock;
 };

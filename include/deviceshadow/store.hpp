@@ -63,11 +63,18 @@ struct SectionPut {
   bool was_live = false;               // the section existed (not a tombstone) at expected_version
 };
 
+// A section a write does not store but whose version must still be `expected_version`.
+struct SectionCheck {
+  Section section = Section::reported;
+  std::uint64_t expected_version = 0;
+};
+
 // Everything one write stores, atomically: the sections, the history event, the thing index.
 struct ShadowWrite {
   ShadowKey key;
   std::vector<SectionPut> sections;  // one or two, distinct sections
   std::optional<HistoryEvent> event;
+  std::vector<SectionCheck> checks;  // conditions only, on sections not in `sections`
 };
 
 struct ShadowSummary {

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <atomic>
+#include <list>
+#include <unordered_map>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -92,9 +94,60 @@ std::string decode_cursor(std::string_view cursor) {
   return out;
 }
 
+struct ShadowKeyHash {
+  std::size_t operator()(const ShadowKey& k) const noexcept {
+    return std::hash<std::string>{}(k.thing) * 31 + std::hash<std::string>{}(k.name);
+  }
+};
+
+// A bounded LRU map of the last known record of each shadow. Thread-safe.
+class RecordCache {
+ public:
+  explicit RecordCache(std::size_t capacity) : capacity_(capacity) {}
+
+  std::optional<ShadowRecord> get(const ShadowKey& key) {
+    std::lock_guard lock(mutex_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return std::nullopt;
+    entries_.splice(entries_.begin(), entries_, it->second);
+    return it->second->second;
+  }
+  void put(const ShadowKey& key, const ShadowRecord& record) {
+    if (capacity_ == 0) return;
+    std::lock_guard lock(mutex_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      it->second->second = record;
+      entries_.splice(entries_.begin(), entries_, it->second);
+      return;
+    }
+    entries_.emplace_front(key, record);
+    index_[key] = entries_.begin();
+    if (entries_.size() > capacity_) {
+      index_.erase(entries_.back().first);
+      entries_.pop_back();
+    }
+  }
+  void erase(const ShadowKey& key) {
+    std::lock_guard lock(mutex_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      entries_.erase(it->second);
+      index_.erase(it);
+    }
+  }
+
+ private:
+  std::size_t capacity_;
+  std::mutex mutex_;
+  std::list<std::pair<ShadowKey, ShadowRecord>> entries_;  // most recently used first
+  std::unordered_map<ShadowKey, std::list<std::pair<ShadowKey, ShadowRecord>>::iterator, ShadowKeyHash> index_;
+};
+
 class Engine::Impl {
  public:
-  Impl(const EngineOptions& options, EngineStats& stats) : options_(options), stats_(stats) {}
+  RecordCache cache;
+
+  Impl(const EngineOptions& options, EngineStats& stats)
+      : cache(options.cache_entries), options_(options), stats_(stats) {}
 
   // Writers to one shadow hold its stripe; 4096 stripes keep unrelated shadows apart.
   std::mutex& lock_for(const ShadowKey& key) {
@@ -158,6 +211,7 @@ Engine::~Engine() = default;
 ShadowView Engine::get(const ShadowKey& key) {
   validate_key(key);
   ShadowRecord record = store_.read(key);
+  impl_->cache.put(key, record);
   if (!record.exists()) throw Error::not_found("no shadow " + key.name + " for thing " + key.thing);
   const DocumentOptions& doc = options_.document;
   json::object desired = parse_state(record.desired.exists() ? record.desired.state_json : "{}", doc, {});
@@ -172,11 +226,15 @@ UpdateResult Engine::update(const UpdateRequest& request) {
   if (request.tz) validate_tz(*request.tz);
   const DocumentOptions& doc = options_.document;
   std::lock_guard guard(impl_->lock_for(request.key));
-  return impl_->with_retries(request.version.has_value(), [&] {
-    ShadowRecord record = store_.read(request.key);
-    const SectionRecord& target = record.section(request.section);
-    if (request.version && *request.version != target.version) throw Error::version_conflict(target.version);
 
+  // One read-merge-write on `record`; nullopt when a cached record cannot decide (a pinned
+  // version differs, or nothing would be written) and a fresh read must.
+  auto attempt_on = [&](ShadowRecord record, bool fresh) -> std::optional<UpdateResult> {
+    const SectionRecord& target = record.section(request.section);
+    if (request.version && *request.version != target.version) {
+      if (!fresh) return std::nullopt;
+      throw Error::version_conflict(target.version);
+    }
     // One arena per attempt; the values in the result keep it alive.
     json::storage_ptr arena = json::make_shared_resource<json::monotonic_resource>();
     auto live_state = [&](const SectionRecord& s) { return parse_state(s.exists() ? s.state_json : "{}", doc, arena); };
@@ -187,13 +245,18 @@ UpdateResult Engine::update(const UpdateRequest& request) {
 
     UpdateResult result;
     result.changed = outcome.changed() || tz_changed;
+    if (!result.changed && !fresh) return std::nullopt;
     if (result.changed) {
       const std::int64_t ts = impl_->next_timestamp();
-      ShadowWrite write{request.key, {}, std::nullopt};
+      ShadowWrite write{request.key, {}, std::nullopt, {}};
       for (Section s : {Section::reported, Section::desired}) {
         const bool state_changed = s == Section::reported ? outcome.reported_changed : outcome.desired_changed;
-        if (!state_changed && !(s == request.section && tz_changed)) continue;
         const SectionRecord& old = record.section(s);
+        if (!state_changed && !(s == request.section && tz_changed)) {
+          // A cached record may be stale: the section it does not write must still be as cached.
+          if (!fresh) write.checks.push_back({s, old.version});
+          continue;
+        }
         SectionRecord next;
         next.version = old.version + 1;
         next.timestamp_ns = ts;
@@ -222,6 +285,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
       if (store_.shares_versions()) record.reported.version = record.desired.version = new_version;
     }
+    impl_->cache.put(request.key, record);
     ++(result.changed ? stats_.stored_writes : stats_.unchanged_writes);
     stats_.stale_values += outcome.stale.size();
     stats_.acknowledgements += outcome.acknowledged.size();
@@ -230,6 +294,22 @@ UpdateResult Engine::update(const UpdateRequest& request) {
     result.acknowledged = std::move(outcome.acknowledged);
     result.stale = std::move(outcome.stale);
     return result;
+  };
+
+  return impl_->with_retries(request.version.has_value(), [&] {
+    if (std::optional<ShadowRecord> cached = impl_->cache.get(request.key)) {
+      try {
+        if (auto result = attempt_on(std::move(*cached), false)) return std::move(*result);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::version_conflict) throw;  // stale cache: decide on a fresh read
+      }
+    }
+    try {
+      return std::move(*attempt_on(store_.read(request.key), true));
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::version_conflict) impl_->cache.erase(request.key);
+      throw;
+    }
   });
 }
 
@@ -254,7 +334,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
                              " of thing " + key.thing + " does not exist");
     }
     const std::int64_t ts = impl_->next_timestamp();
-    ShadowWrite write{key, {}, std::nullopt};
+    ShadowWrite write{key, {}, std::nullopt, {}};
     std::vector<Change> changes;
     std::optional<std::uint64_t> versions[2];
     for (Section s : result.deleted) {
@@ -282,10 +362,12 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], &changes, nullptr});
       write.event = std::move(event);
     }
+    impl_->cache.erase(key);
     store_.write(write);
     if (store_.shares_versions()) {
       result.record.reported.version = result.record.desired.version = write.sections.front().record.version;
     }
+    impl_->cache.put(key, result.record);
     ++stats_.stored_writes;
     return result;
   });

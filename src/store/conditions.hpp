@@ -12,6 +12,10 @@ inline void check_conditions(const ShadowRecord& current, const ShadowWrite& wri
     const std::uint64_t stored = current.section(put.section).version;
     if (stored != put.expected_version) throw Error::version_conflict(stored);
   }
+  for (const SectionCheck& check : write.checks) {
+    const std::uint64_t stored = current.section(check.section).version;
+    if (stored != check.expected_version) throw Error::version_conflict(stored);
+  }
 }
 
 inline ShadowSummary summarize(std::string name, const ShadowRecord& r) {

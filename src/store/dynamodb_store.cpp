@@ -431,8 +431,8 @@ class DynamoDbStore final : public Store {
     return record;
   }
 
-  // The items of a write: sections first (cancellation reasons are matched by index), then the
-  // history event and the thing index.
+  // The items of a write: condition checks and sections first, then the history event and the
+  // thing index. (In the combined layout the one item's condition covers both sections.)
   std::vector<json::object> build_operations(const ShadowWrite& w) const {
     std::vector<json::object> ops;
     const std::string pk = shadow_pk(w.key.thing);
@@ -448,6 +448,12 @@ class DynamoDbStore final : public Store {
     int live_delta = 0;
     for (const SectionPut& put : w.sections) live_delta += (put.record.exists() ? 1 : 0) - (put.was_live ? 1 : 0);
     if (options_.layout == DynamoDbLayout::separate) {
+      for (const SectionCheck& check : w.checks) {
+        json::object op{{"TableName", options_.table},
+                        {"Key", json::object{{"PK", S(pk)}, {"SK", S(section_prefix(check.section) + w.key.name)}}}};
+        condition(op, check.expected_version);
+        ops.push_back(json::object{{"ConditionCheck", std::move(op)}});
+      }
       for (const SectionPut& put : w.sections) {
         json::object item{{"PK", S(pk)}, {"SK", S(section_prefix(put.section) + w.key.name)}};
         put_section_attributes(item, put.record);
@@ -461,10 +467,10 @@ class DynamoDbStore final : public Store {
       // One item for both sections: update the written sections, keep the other.
       // Both sections carry the one shared version: differing expectations cannot both hold.
       const std::uint64_t expected = w.sections.front().expected_version;
-      for (const SectionPut& put : w.sections) {
-        if (put.expected_version != expected) {
-          throw Error::version_conflict(const_cast<DynamoDbStore*>(this)->read(w.key).reported.version);
-        }
+      auto differs = [&](std::uint64_t v) { return v != expected; };
+      if (std::any_of(w.sections.begin(), w.sections.end(), [&](const SectionPut& p) { return differs(p.expected_version); }) ||
+          std::any_of(w.checks.begin(), w.checks.end(), [&](const SectionCheck& c) { return differs(c.expected_version); })) {
+        throw Error::version_conflict(const_cast<DynamoDbStore*>(this)->read(w.key).reported.version);
       }
       const SectionPut& latest = w.sections.front();
       std::string set = "SET version = :version, #ts = :ts, writeId = :writeId";
