@@ -1,4 +1,5 @@
 // shadowd: the deviceshadow server (SPEC.md §12).
+#include "deviceshadow/dynamodb_store.hpp"
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/memory_store.hpp"
@@ -33,6 +34,11 @@ std::chrono::seconds parse_duration(const std::string& text) {
 struct Settings {
   std::string listen = "127.0.0.1:8080";
   std::string store = "sqlite:./shadowd-data/shadows.db";
+  std::string dynamodb_endpoint;
+  std::string region;
+  std::string layout = "separate";
+  long dynamodb_timeout_ms = 5000;
+  std::size_t cache_entries = 10000;
   std::string durability = "full";
   std::string tokens;
   std::size_t max_body_bytes = 1 << 20;
@@ -53,15 +59,26 @@ struct Settings {
   std::string log_level = "info";
 };
 
+ds::DynamoDbOptions dynamodb_options(const Settings& s, std::string table) {
+  ds::DynamoDbOptions o;
+  o.table = std::move(table);
+  o.endpoint = s.dynamodb_endpoint;
+  o.region = s.region;
+  o.layout = s.layout == "combined" ? ds::DynamoDbLayout::combined : ds::DynamoDbLayout::separate;
+  o.request_timeout = std::chrono::milliseconds(s.dynamodb_timeout_ms);
+  return o;
+}
+
 std::unique_ptr<ds::Store> open_store(const Settings& s) {
   if (s.store == "memory") return ds::make_memory_store();
+  if (s.store.rfind("dynamodb:", 0) == 0) return ds::open_dynamodb_store(dynamodb_options(s, s.store.substr(9)));
   if (s.store.rfind("sqlite:", 0) == 0) {
     ds::SqliteOptions o;
     o.path = s.store.substr(7);
     o.durable = s.durability == "full";
     return ds::open_sqlite_store(o);
   }
-  throw std::invalid_argument("--store must be sqlite:PATH or memory, not " + s.store);
+  throw std::invalid_argument("--store must be sqlite:PATH, memory or dynamodb:TABLE, not " + s.store);
 }
 
 int serve(const Settings& s) {
@@ -89,6 +106,9 @@ int serve(const Settings& s) {
   options.history_retention = parse_duration(s.history_retention);
   options.tombstone_retention = parse_duration(s.tombstone_retention);
   options.max_attempts = s.max_attempts;
+  options.cache_entries = s.cache_entries;
+  // DynamoDB's own TTL drops expired items; a periodic purge would scan the whole table.
+  const bool periodic_purge = s.store.rfind("dynamodb:", 0) != 0;
   const auto purge_every = parse_duration(s.purge_interval);
 
   std::optional<srv::Authenticator> auth;
@@ -116,7 +136,7 @@ int serve(const Settings& s) {
   bool stopping = false;
   std::thread purger([&] {
     std::unique_lock lock(purge_mutex);
-    while (!purge_cv.wait_for(lock, purge_every, [&] { return stopping; })) {
+    while (periodic_purge && !purge_cv.wait_for(lock, purge_every, [&] { return stopping; })) {
       try {
         std::size_t n = engine.purge();
         if (n) logger.log(srv::LogLevel::info, "purged", {{"items", std::to_string(n)}});
@@ -148,7 +168,20 @@ int main(int argc, char** argv) {
   Settings s;
   auto env = [](const char* name) { return std::string("SHADOWD_") + name; };
   app.add_option("--listen", s.listen, "HOST:PORT to listen on (port 0: any free port)")->envname(env("LISTEN"))->capture_default_str();
-  app.add_option("--store", s.store, "sqlite:PATH or memory")->envname(env("STORE"))->capture_default_str();
+  app.add_option("--store", s.store, "sqlite:PATH, memory or dynamodb:TABLE")->envname(env("STORE"))->capture_default_str();
+  auto dynamodb_flags = [&](CLI::App* a) {
+    a->add_option("--dynamodb-endpoint", s.dynamodb_endpoint, "DynamoDB endpoint URL (default: the region's)")
+        ->envname(env("DYNAMODB_ENDPOINT"));
+    a->add_option("--region", s.region, "AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1)")
+        ->envname(env("REGION"));
+  };
+  dynamodb_flags(&app);
+  app.add_option("--dynamodb-timeout-ms", s.dynamodb_timeout_ms, "time one DynamoDB request may take")
+      ->envname(env("DYNAMODB_TIMEOUT_MS"))->capture_default_str();
+  app.add_option("--layout", s.layout, "DynamoDB item layout: separate (one item per section) or combined")
+      ->envname(env("LAYOUT"))->check(CLI::IsMember({"separate", "combined"}))->capture_default_str();
+  app.add_option("--cache-entries", s.cache_entries, "shadows whose records are cached so writes need no read (0: off)")
+      ->envname(env("CACHE_ENTRIES"))->capture_default_str();
   app.add_option("--durability", s.durability, "SQLite commits: full (fsync every commit) or normal")
       ->envname(env("DURABILITY"))->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
   app.add_option("--tokens", s.tokens, "token file; without one the server is open to everyone")->envname(env("TOKENS"));
@@ -176,12 +209,29 @@ int main(int argc, char** argv) {
   std::string token;
   CLI::App* hash = app.add_subcommand("hash-token", "print the SHA-256 of a token, for the token file");
   hash->add_option("token", token, "the secret token")->required();
+  CLI::App* dynamodb = app.add_subcommand("dynamodb", "DynamoDB administration");
+  dynamodb->require_subcommand(1);
+  CLI::App* create_table = dynamodb->add_subcommand(
+      "create-table", "create a table in the layout shadowd uses (on-demand, GSI1, TTL on ttl, stream NEW_AND_OLD_IMAGES)");
+  std::string table;
+  create_table->add_option("--table", table, "table name")->required();
+  dynamodb_flags(create_table);
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
 
   if (*hash) {
     std::printf("%s\n", srv::sha256_hex(token).c_str());
     return 0;
+  }
+  if (*create_table) {
+    try {
+      ds::create_dynamodb_table(dynamodb_options(s, table));
+      std::printf("created table %s\n", table.c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "shadowd: %s\n", e.what());
+      return 1;
+    }
   }
   try {
     return serve(s);

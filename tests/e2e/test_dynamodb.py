@@ -1,0 +1,296 @@
+"""shadowd on AWS's DynamoDB Local: create-table and the item layout checked with boto3 (both
+ways, both layouts), two servers on one table, and faults injected by a proxy."""
+import http.client
+import http.server
+import json
+import os
+import random
+import re
+import subprocess
+import threading
+import time
+import unittest
+import uuid
+
+import boto3
+import requests
+
+from harness import SHADOWD, Server, shadow_path
+
+ENDPOINT = os.environ.get("DS_DYNAMODB_ENDPOINT", "")
+if not ENDPOINT and os.environ.get("DS_REQUIRE_DYNAMODB"):
+    raise RuntimeError("DS_REQUIRE_DYNAMODB is set but DS_DYNAMODB_ENDPOINT is not")
+
+
+def ddb():
+    return boto3.client("dynamodb", endpoint_url=ENDPOINT, region_name="us-east-1",
+                        aws_access_key_id="local", aws_secret_access_key="local")
+
+
+def new_table(stream=False):
+    """A table in shadowd's layout, made with boto3 (streams off: DynamoDB Local decays with them)."""
+    name = "e2e-" + uuid.uuid4().hex[:12]
+    kw = dict(TableName=name, BillingMode="PAY_PER_REQUEST",
+              AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("PK", "SK", "GSI1PK", "GSI1SK")],
+              KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+              GlobalSecondaryIndexes=[{"IndexName": "GSI1", "KeySchema": [{"AttributeName": "GSI1PK", "KeyType": "HASH"},
+                                                                         {"AttributeName": "GSI1SK", "KeyType": "RANGE"}],
+                                       "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["liveCount"]}}])
+    ddb().create_table(**kw)
+    return name
+
+
+def dynamo_server(table, *args, endpoint=None):
+    return Server("--store", f"dynamodb:{table}", "--dynamodb-endpoint", endpoint or ENDPOINT, *args)
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class CreateTable(unittest.TestCase):
+    def test_create_table_makes_the_documented_table(self):
+        name = "ct-" + uuid.uuid4().hex[:12]
+        r = subprocess.run([SHADOWD, "dynamodb", "create-table", "--table", name, "--dynamodb-endpoint", ENDPOINT],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t = ddb().describe_table(TableName=name)["Table"]
+        self.assertEqual(t["BillingModeSummary"]["BillingMode"], "PAY_PER_REQUEST")
+        self.assertEqual([(k["AttributeName"], k["KeyType"]) for k in t["KeySchema"]], [("PK", "HASH"), ("SK", "RANGE")])
+        gsi = t["GlobalSecondaryIndexes"][0]
+        self.assertEqual(gsi["IndexName"], "GSI1")
+        self.assertEqual([k["AttributeName"] for k in gsi["KeySchema"]], ["GSI1PK", "GSI1SK"])
+        self.assertEqual(t["StreamSpecification"], {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+        ttl = ddb().describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        self.assertEqual(ttl["AttributeName"], "ttl")
+        again = subprocess.run([SHADOWD, "dynamodb", "create-table", "--table", name, "--dynamodb-endpoint", ENDPOINT],
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(again.returncode, 1)
+        self.assertIn("ResourceInUse", again.stderr)
+        ddb().delete_table(TableName=name)
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+class Layout(unittest.TestCase):
+    def setUp(self):
+        self.table = new_table()
+
+    def tearDown(self):
+        ddb().delete_table(TableName=self.table)
+
+    def test_separate_items_read_by_boto3(self):
+        server = dynamo_server(self.table)
+        try:
+            thing = "My House#Basement"
+            server.post(shadow_path(thing, "main", "desired"), {"state": {"sp": 22}})
+            server.post(shadow_path(thing, "main", "reported"),
+                        {"state": {"temp": {"value": 21.5, "ts": "2025-01-22T13:22:26.5+01:00"}, "big": 18446744073709551615,
+                                   "list": [1, "two", None, True], "nested": {"e": {}}}, "clientToken": "dev-1", "tz": "UTC"})
+            item = ddb().get_item(TableName=self.table, Key={"PK": {"S": "DS#" + thing}, "SK": {"S": "DSR#main"}},
+                                  ConsistentRead=True)["Item"]
+            self.assertEqual(item["version"], {"N": "1"})
+            self.assertEqual(item["clientToken"], {"S": "dev-1"})
+            self.assertEqual(item["deleted"], {"BOOL": False})
+            self.assertRegex(item["writeId"]["S"], r"^[0-9a-f]{32}$")
+            self.assertGreater(int(item["timestamp"]["N"]), 1_700_000_000 * 10**9)
+            state = item["state"]["M"]
+            self.assertEqual(state["temp"], {"M": {"value": {"N": "21.5"}, "ts": {"S": "2025-01-22T13:22:26.5+01:00"}}})
+            self.assertEqual(state["big"], {"N": "18446744073709551615"})
+            self.assertEqual(state["list"], {"L": [{"N": "1"}, {"S": "two"}, {"NULL": True}, {"BOOL": True}]})
+            self.assertEqual(state["nested"], {"M": {"e": {"M": {}}}})
+            desired = ddb().get_item(TableName=self.table, Key={"PK": {"S": "DS#" + thing}, "SK": {"S": "DSD#main"}},
+                                     ConsistentRead=True)["Item"]
+            self.assertEqual(desired["state"], {"M": {"sp": {"N": "22"}}})
+            index = ddb().get_item(TableName=self.table, Key={"PK": {"S": "DS#" + thing}, "SK": {"S": "T#"}})["Item"]
+            self.assertRegex(index["GSI1PK"]["S"], r"^THINGS#([0-9]|1[0-5])$")
+            self.assertEqual(index["GSI1SK"], {"S": thing})
+            history = ddb().query(TableName=self.table, KeyConditionExpression="PK = :pk",
+                                  ExpressionAttributeValues={":pk": {"S": f"DH#{thing}#main"}})["Items"]
+            self.assertEqual(len(history), 2)
+            for h in history:
+                self.assertRegex(h["SK"]["S"], r"^\d{20}#[RDCX]\d+$")
+                self.assertEqual(json.loads(h["event"]["S"])["thing"], thing)
+        finally:
+            server.close()
+
+    def test_items_written_by_boto3_are_read_by_shadowd(self):
+        client = ddb()
+        client.put_item(TableName=self.table, Item={
+            "PK": {"S": "DS#boto"}, "SK": {"S": "DSR#main"}, "version": {"N": "3"}, "timestamp": {"N": "1737548546000000000"},
+            "clientToken": {"S": "from-boto3"}, "writeId": {"S": "w"}, "deleted": {"BOOL": False},
+            "state": {"M": {"temp": {"M": {"value": {"N": "21.25"}, "ts": {"N": "1737548546"}}}, "mode": {"S": "eco"},
+                            "flags": {"L": [{"BOOL": False}]}}}})
+        client.put_item(TableName=self.table, Item={
+            "PK": {"S": "DS#boto"}, "SK": {"S": "T#"}, "GSI1PK": {"S": "THINGS#0"}, "GSI1SK": {"S": "boto"},
+            "liveCount": {"N": "1"}})
+        server = dynamo_server(self.table)
+        try:
+            body = server.get(shadow_path("boto")).json()
+            self.assertEqual(body["reported"]["version"], 3)
+            self.assertEqual(body["reported"]["clientToken"], "from-boto3")
+            self.assertEqual(body["reported"]["timestamp"], "2025-01-22T12:22:26.000000000Z")
+            self.assertEqual(body["reported"]["state"], {"temp": {"value": 21.25, "ts": 1737548546}, "mode": "eco",
+                                                         "flags": [False]})
+            r = server.post(shadow_path("boto", "main", "reported"), {"state": {"temp": {"value": 22, "ts": 1737548547}}})
+            self.assertEqual(r.json()["reported"]["version"], 4)
+            self.assertIn("boto", server.get("/v1/things").json()["things"])
+        finally:
+            server.close()
+
+    def test_combined_item_holds_both_sections_under_one_version(self):
+        server = dynamo_server(self.table, "--layout", "combined")
+        try:
+            server.post(shadow_path("comb", "main", "reported"), {"state": {"a": 1}})
+            r = server.post(shadow_path("comb", "main", "desired"), {"state": {"b": 2}}).json()
+            self.assertEqual((r["reported"]["version"], r["desired"]["version"]), (2, 2))
+            item = ddb().get_item(TableName=self.table, Key={"PK": {"S": "DS#comb"}, "SK": {"S": "DSC#main"}},
+                                  ConsistentRead=True)["Item"]
+            self.assertEqual(item["version"], {"N": "2"})
+            self.assertEqual(item["reported"], {"M": {"a": {"N": "1"}}})
+            self.assertEqual(item["desired"], {"M": {"b": {"N": "2"}}})
+            for attribute in ("timestamp", "writeId"):
+                self.assertIn(attribute, item)
+        finally:
+            server.close()
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+class TwoServers(unittest.TestCase):
+    def test_two_servers_on_one_table_lose_no_update(self):
+        table = new_table()
+        servers = [dynamo_server(table), dynamo_server(table)]
+        try:
+            acknowledged = {f"shared-{i}": [] for i in range(3)}
+            lock = threading.Lock()
+
+            def writer(w):
+                session = requests.Session()
+                for i in range(25):
+                    thing = f"shared-{i % 3}"
+                    key = f"w{w}-{i}"
+                    r = session.post(servers[(w + i) % 2].url + shadow_path(thing, "main", "reported"),
+                                     json={"state": {key: i}}, timeout=60)
+                    self.assertEqual(r.status_code, 200, r.text)
+                    with lock:
+                        acknowledged[thing].append(key)
+
+            threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for thing, keys in acknowledged.items():
+                body = servers[0].get(shadow_path(thing)).json()
+                self.assertEqual(sorted(body["reported"]["state"]), sorted(keys))
+                self.assertEqual(body["reported"]["version"], len(keys))
+        finally:
+            for s in servers:
+                s.close()
+            ddb().delete_table(TableName=table)
+
+
+class FaultyProxy(http.server.ThreadingHTTPServer):
+    """Forwards to DynamoDB Local, injecting faults at random (seeded): throttling answers,
+    500s, connections dropped before or after forwarding, answers delayed past the timeout."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream, seed, delay):
+        self.upstream = upstream.replace("http://", "")
+        self.rng = random.Random(seed)
+        self.delay = delay
+        self.faults = {}
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), FaultyHandler)
+
+    def pick(self):
+        with self.lock:
+            roll = self.rng.random()
+            fault = ("throttle" if roll < 0.08 else "500" if roll < 0.14 else "drop-before" if roll < 0.18
+                     else "drop-after" if roll < 0.22 else "late" if roll < 0.25 else None)
+            if fault:
+                self.faults[fault] = self.faults.get(fault, 0) + 1
+            return fault
+
+
+class FaultyHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        fault = self.server.pick()
+        if fault == "drop-before":
+            self.close_connection = True
+            return
+        if fault in ("throttle", "500"):
+            payload = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "slow down"}
+                                 if fault == "throttle" else {"__type": "InternalServerError", "message": "boom"}).encode()
+            self.send_response(400 if fault == "throttle" else 500)
+            self.send_header("Content-Type", "application/x-amz-json-1.0")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        conn = http.client.HTTPConnection(self.server.upstream, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        conn.request("POST", self.path, body=body, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        conn.close()
+        if fault == "drop-after":  # applied, but the client never learns
+            self.close_connection = True
+            return
+        if fault == "late":
+            time.sleep(self.server.delay)
+        try:
+            self.send_response(response.status)
+            for k, v in response.getheaders():
+                if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # a late answer: the client has given up
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+class Faults(unittest.TestCase):
+    def test_no_lost_or_duplicated_write_and_versions_stay_sequential(self):
+        table = new_table()
+        proxy = FaultyProxy(ENDPOINT, seed=7, delay=1.5)
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        server = dynamo_server(table, "--dynamodb-timeout-ms", "1000", "--max-attempts", "20",
+                               endpoint=f"http://127.0.0.1:{proxy.server_address[1]}")
+        try:
+            acknowledged, failed = [], []
+            for i in range(120):
+                r = server.post(shadow_path(f"faulty-{i % 4}", "main", "reported"), {"state": {f"k{i}": i}})
+                (acknowledged if r.status_code == 200 else failed).append((i, r.status_code))
+            self.assertGreater(len(acknowledged), 100, failed)
+            self.assertGreaterEqual(sum(proxy.faults.values()), 20, proxy.faults)
+            for fault in ("throttle", "500", "drop-before", "drop-after", "late"):
+                self.assertIn(fault, proxy.faults)
+            # Read straight from DynamoDB Local, past the proxy.
+            client = ddb()
+            for t in range(4):
+                item = client.get_item(TableName=table, Key={"PK": {"S": f"DS#faulty-{t}"}, "SK": {"S": "DSR#main"}},
+                                       ConsistentRead=True)["Item"]
+                keys = set(item["state"]["M"])
+                mine = {f"k{i}" for i, _ in acknowledged if i % 4 == t}
+                self.assertTrue(mine <= keys, f"lost: {mine - keys}")
+                events = client.query(TableName=table, KeyConditionExpression="PK = :pk",
+                                      ExpressionAttributeValues={":pk": {"S": f"DH#faulty-{t}#main"}}, ConsistentRead=True)["Items"]
+                versions = sorted(int(re.search(r"#R(\d+)$", e["SK"]["S"]).group(1)) for e in events)
+                self.assertEqual(versions, list(range(1, int(item["version"]["N"]) + 1)), "versions are not sequential")
+                added = [c["path"] for e in events for c in json.loads(e["event"]["S"])["reported"]["changes"]]
+                self.assertEqual(len(added), len(set(added)), "a write was applied twice")
+                self.assertEqual(set(p[1:] for p in added), keys)
+        finally:
+            server.close()
+            proxy.shutdown()
+            ddb().delete_table(TableName=table)
+
+
+if __name__ == "__main__":
+    unittest.main()
