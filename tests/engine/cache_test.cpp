@@ -1,15 +1,16 @@
 // The engine's read cache: steady-state writes cost one store request, and a stale cache
 // (another process wrote meanwhile) never loses or misjudges a write.
 #include "support/engine_fixture.hpp"
+#include "support/forwarding_store.hpp"
 
 namespace {
 
 namespace json = boost::json;
 
 // Counts the store requests an engine makes.
-class CountingStore final : public ds::Store {
+class CountingStore final : public ForwardingStore {
  public:
-  explicit CountingStore(ds::Store& inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
   std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
     ++reads;
     return inner_.read(keys);
@@ -18,22 +19,9 @@ class CountingStore final : public ds::Store {
     ++writes;
     inner_.write(w);
   }
-  std::vector<ds::ShadowSummary> list_shadows(std::string_view t, std::string_view a, std::size_t l) override {
-    return inner_.list_shadows(t, a, l);
-  }
-  std::vector<std::string> list_things(std::string_view p, std::string_view a, std::size_t l) override {
-    return inner_.list_things(p, a, l);
-  }
-  std::vector<ds::HistoryEvent> history(const ds::ShadowKey& k, const ds::HistoryQuery& q) override { return inner_.history(k, q); }
-  std::size_t purge(std::int64_t now) override { return inner_.purge(now); }
-  bool ready() override { return inner_.ready(); }
-  bool shares_versions() const override { return inner_.shares_versions(); }
 
   int reads = 0;
   int writes = 0;
-
- private:
-  ds::Store& inner_;
 };
 
 class ReadCache : public EngineTest {

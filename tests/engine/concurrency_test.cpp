@@ -1,6 +1,7 @@
 // Many writers, no lost update; conflicts between processes are retried (SPEC.md §6).
 #include "deviceshadow/error.hpp"
 #include "support/engine_fixture.hpp"
+#include "support/forwarding_store.hpp"
 
 #include <thread>
 
@@ -65,29 +66,18 @@ TEST_P(Concurrency, SixteenWritersOnAThousandShadowsLoseNothing) {
 INSTANTIATE_TEST_SUITE_P(Stores, Concurrency, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
 
 // A store that makes the first `failures` writes lose a race, as another process would.
-class ConflictingStore final : public ds::Store {
+class ConflictingStore final : public ForwardingStore {
  public:
-  ConflictingStore(ds::Store& inner, int failures) : inner_(inner), failures_(failures) {}
-  std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override { return inner_.read(keys); }
+  ConflictingStore(ds::Store& inner, int failures) : ForwardingStore(inner), failures_(failures) {}
   void write(const ds::ShadowWrite& w) override {
     ++attempts;
     if (failures_-- > 0) throw ds::Error::version_conflict(99);
     inner_.write(w);
   }
-  std::vector<ds::ShadowSummary> list_shadows(std::string_view t, std::string_view a, std::size_t l) override {
-    return inner_.list_shadows(t, a, l);
-  }
-  std::vector<std::string> list_things(std::string_view p, std::string_view a, std::size_t l) override {
-    return inner_.list_things(p, a, l);
-  }
-  std::vector<ds::HistoryEvent> history(const ds::ShadowKey& k, const ds::HistoryQuery& q) override { return inner_.history(k, q); }
-  std::size_t purge(std::int64_t now) override { return inner_.purge(now); }
-  bool ready() override { return inner_.ready(); }
 
   int attempts = 0;
 
  private:
-  ds::Store& inner_;
   int failures_;
 };
 

@@ -1,0 +1,31 @@
+// A Store that forwards every call to another; test decorators override what they observe.
+#pragma once
+
+#include "deviceshadow/store.hpp"
+
+class ForwardingStore : public deviceshadow::Store {
+ public:
+  explicit ForwardingStore(deviceshadow::Store& inner) : inner_(inner) {}
+
+  std::vector<deviceshadow::ShadowRecord> read(std::span<const deviceshadow::ShadowKey> keys) override {
+    return inner_.read(keys);
+  }
+  void write(const deviceshadow::ShadowWrite& w) override { inner_.write(w); }
+  std::vector<deviceshadow::ShadowSummary> list_shadows(std::string_view thing, std::string_view after,
+                                                        std::size_t limit) override {
+    return inner_.list_shadows(thing, after, limit);
+  }
+  std::vector<std::string> list_things(std::string_view prefix, std::string_view after, std::size_t limit) override {
+    return inner_.list_things(prefix, after, limit);
+  }
+  std::vector<deviceshadow::HistoryEvent> history(const deviceshadow::ShadowKey& key,
+                                                  const deviceshadow::HistoryQuery& query) override {
+    return inner_.history(key, query);
+  }
+  std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
+  bool ready() override { return inner_.ready(); }
+  bool shares_versions() const override { return inner_.shares_versions(); }
+
+ protected:
+  deviceshadow::Store& inner_;
+};
