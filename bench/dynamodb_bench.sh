@@ -22,7 +22,7 @@ table=bench-http-$$
 python3 - "$endpoint" "$table" <<'PY'
 import sys, boto3
 endpoint, table = sys.argv[1:3]
-c = boto3.client("dynamodb", endpoint_url=endpoint)
+c = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
 c.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
                AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("PK", "SK", "GSI1PK", "GSI1SK")],
                KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
