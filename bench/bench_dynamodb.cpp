@@ -35,6 +35,12 @@ double per_second(int threads, double seconds, F&& op) {
   return static_cast<double>(done) / seconds;
 }
 
+// The condition members of a conditional write at version v (0: the item must not exist).
+std::string condition_json(long v) {
+  return v == 0 ? R"x("ConditionExpression":"attribute_not_exists(PK)")x"
+                : R"("ConditionExpression":"version = :v","ExpressionAttributeValues":{":v":{"N":")" + std::to_string(v) + "\"}}";
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   ds::DynamoDbOptions o;
@@ -54,8 +60,7 @@ int main(int argc, char** argv) {
   double raw = per_second(threads, seconds, [&](int t, long i) {
     long& v = versions[static_cast<std::size_t>(t * 64 + i % 64)];
     std::string key = "raw-" + std::to_string(t) + "-" + std::to_string(i % 64);
-    std::string condition = v == 0 ? R"x("ConditionExpression":"attribute_not_exists(PK)")x"
-                                   : R"("ConditionExpression":"version = :v","ExpressionAttributeValues":{":v":{"N":")" + std::to_string(v) + "\"}}";
+    std::string condition = condition_json(v);
     std::string body = R"({"TableName":")" + o.table + R"(","Item":{"PK":{"S":")" + key + R"("},"SK":{"S":"DSR#main"},"version":{"N":")" +
                        std::to_string(v + 1) + R"("},"state":{"M":{"temp":{"M":{"value":{"N":"21.5"},"ts":{"N":")" + std::to_string(i) +
                        R"("}}}}}},)" + condition + "}";
@@ -68,8 +73,7 @@ int main(int argc, char** argv) {
   double raw_tx = per_second(threads, seconds, [&](int t, long i) {
     long& v = tx_versions[static_cast<std::size_t>(t * 64 + i % 64)];
     std::string key = "tx-" + std::to_string(t) + "-" + std::to_string(i % 64);
-    std::string condition = v == 0 ? R"x("ConditionExpression":"attribute_not_exists(PK)")x"
-                                   : R"("ConditionExpression":"version = :v","ExpressionAttributeValues":{":v":{"N":")" + std::to_string(v) + "\"}}";
+    std::string condition = condition_json(v);
     std::string body = R"({"TransactItems":[{"Put":{"TableName":")" + o.table + R"(","Item":{"PK":{"S":")" + key +
                        R"("},"SK":{"S":"DSR#main"},"version":{"N":")" + std::to_string(v + 1) + R"("},"state":{"M":{"temp":{"M":{"value":{"N":"21.5"}}}}}},)" +
                        condition + R"(}},{"Put":{"TableName":")" + o.table + R"(","Item":{"PK":{"S":"DH#)" + key + R"("},"SK":{"S":")" +

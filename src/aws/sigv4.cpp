@@ -1,5 +1,7 @@
 #include "aws/sigv4.hpp"
 
+#include "deviceshadow/uri.hpp"
+
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
@@ -113,21 +115,6 @@ std::string hex_sha256(std::string_view data) {
   return to_hex(digest, sizeof digest);
 }
 
-std::string uri_encode(std::string_view s, std::string_view keep) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || keep.find(static_cast<char>(c)) != std::string_view::npos) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 0xF];
-    }
-  }
-  return out;
-}
-
 std::string amz_date_now() {
   std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -140,9 +127,9 @@ std::string amz_date_now() {
 std::string canonical_request(const SignableRequest& request) {
   // Path: normalized, then every byte but '/' and unreserved encoded (so "%20" becomes "%2520",
   // as AWS requires for every service but S3).
-  std::string out = request.method + "\n" + uri_encode(normalize_path(request.path), "/") + "\n";
+  std::string out = request.method + "\n" + percent_encode(normalize_path(request.path), "/") + "\n";
   std::vector<std::pair<std::string, std::string>> query;
-  for (const auto& [k, v] : request.query) query.emplace_back(uri_encode(k), uri_encode(v));
+  for (const auto& [k, v] : request.query) query.emplace_back(percent_encode(k), percent_encode(v));
   std::sort(query.begin(), query.end());
   for (std::size_t i = 0; i < query.size(); ++i) {
     if (i) out += '&';

@@ -34,8 +34,6 @@ struct SigningScope {
 };
 
 std::string hex_sha256(std::string_view data);
-// "%XX"-encodes every byte except the RFC 3986 unreserved characters (and those in `keep`).
-std::string uri_encode(std::string_view s, std::string_view keep = "");
 // The current time as YYYYMMDDTHHMMSSZ.
 std::string amz_date_now();
 

@@ -1,6 +1,7 @@
 // shadowctl: command-line client of shadowd (SPEC.md §12).
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
+#include "deviceshadow/uri.hpp"
 
 #include <CLI/CLI.hpp>
 #include <curl/curl.h>
@@ -26,20 +27,7 @@ struct Reply {
   std::string body;
 };
 
-std::string encode(std::string_view s) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 0xF];
-    }
-  }
-  return out;
-}
+std::string encode(std::string_view s) { return ds::percent_encode(s); }
 
 Reply call(const Client& client, const char* method, const std::string& path, const std::string* body = nullptr) {
   CURL* curl = curl_easy_init();

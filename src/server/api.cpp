@@ -3,6 +3,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/render.hpp"
 #include "deviceshadow/timestamp.hpp"
+#include "deviceshadow/uri.hpp"
 #include "deviceshadow/validation.hpp"
 
 #include <charconv>
@@ -29,30 +30,6 @@ HttpResponse error_response(const Error& e) {
   HttpResponse r = json_response(http_status(e.code()), render_error(e));
   if (e.code() == ErrorCode::unauthorized) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string percent_decode(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%') {
-      int hi = i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
-      int lo = hi >= 0 ? hex_value(s[i + 2]) : -1;
-      if (lo < 0) throw Error::invalid_request("malformed percent-encoding in the URL");
-      out += static_cast<char>(hi * 16 + lo);
-      i += 2;
-    } else {
-      out += plus_is_space && s[i] == '+' ? ' ' : s[i];
-    }
-  }
-  return out;
 }
 
 void split_target(std::string_view target, std::vector<std::string>& segments, std::map<std::string, std::string>& query) {

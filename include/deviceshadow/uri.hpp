@@ -1,0 +1,16 @@
+// Percent-encoding of URI components (RFC 3986 §2.1).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace deviceshadow {
+
+// "%XX"-encodes every byte except the unreserved characters (A-Z a-z 0-9 - _ . ~) and those in
+// `keep`.
+std::string percent_encode(std::string_view s, std::string_view keep = "");
+// Decodes "%XX" (and '+' as a space when plus_is_space, as in query strings). Throws
+// Error(invalid_request) for a malformed escape.
+std::string percent_decode(std::string_view s, bool plus_is_space);
+
+}  // namespace deviceshadow
