@@ -186,28 +186,45 @@ class TwoServers(unittest.TestCase):
             ddb().delete_table(TableName=table)
 
 
+WRITE_FAULTS = {"throttle": 0.08, "500": 0.06, "drop-before": 0.04, "drop-after": 0.04, "late": 0.03}
+
+
 class FaultyProxy(http.server.ThreadingHTTPServer):
-    """Forwards to DynamoDB Local, injecting faults at random (seeded): throttling answers,
-    500s, connections dropped before or after forwarding, answers delayed past the timeout."""
+    """Forwards to DynamoDB Local, injecting faults at random (seeded) with the given rates:
+    throttling answers, 500s, connections dropped before or after forwarding, answers delayed
+    past the timeout, and BatchGetItem answers that leave keys unprocessed."""
 
     daemon_threads = True
 
-    def __init__(self, upstream, seed, delay):
+    def __init__(self, upstream, seed, delay=1.5, rates=None):
         self.upstream = upstream.replace("http://", "")
         self.rng = random.Random(seed)
         self.delay = delay
+        self.rates = rates or WRITE_FAULTS
         self.faults = {}
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), FaultyHandler)
 
-    def pick(self):
+    def pick(self, target):
         with self.lock:
-            roll = self.rng.random()
-            fault = ("throttle" if roll < 0.08 else "500" if roll < 0.14 else "drop-before" if roll < 0.18
-                     else "drop-after" if roll < 0.22 else "late" if roll < 0.25 else None)
-            if fault:
-                self.faults[fault] = self.faults.get(fault, 0) + 1
-            return fault
+            roll, total = self.rng.random(), 0.0
+            for fault, rate in self.rates.items():
+                total += rate
+                if roll < total and (fault != "unprocessed" or target.endswith("BatchGetItem")):
+                    self.faults[fault] = self.faults.get(fault, 0) + 1
+                    return fault
+            return None
+
+    def leave_unprocessed(self, data):
+        """Moves part of a BatchGetItem answer into UnprocessedKeys, as DynamoDB may."""
+        answer = json.loads(data)
+        for table, items in answer.get("Responses", {}).items():
+            keep = [item for item in items if self.rng.random() < 0.5]
+            dropped = [{"PK": item["PK"], "SK": item["SK"]} for item in items if item not in keep]
+            answer["Responses"][table] = keep
+            if dropped:
+                answer.setdefault("UnprocessedKeys", {})[table] = {"Keys": dropped, "ConsistentRead": True}
+        return json.dumps(answer).encode()
 
 
 class FaultyHandler(http.server.BaseHTTPRequestHandler):
@@ -218,7 +235,7 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        fault = self.server.pick()
+        fault = self.server.pick(self.headers.get("X-Amz-Target", ""))
         if fault == "drop-before":
             self.close_connection = True
             return
@@ -242,6 +259,8 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
             return
         if fault == "late":
             time.sleep(self.server.delay)
+        if fault == "unprocessed" and response.status == 200:
+            data = self.server.leave_unprocessed(data)
         try:
             self.send_response(response.status)
             for k, v in response.getheaders():
@@ -258,7 +277,7 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
 class Faults(unittest.TestCase):
     def test_no_lost_or_duplicated_write_and_versions_stay_sequential(self):
         table = new_table()
-        proxy = FaultyProxy(ENDPOINT, seed=7, delay=1.5)
+        proxy = FaultyProxy(ENDPOINT, seed=7)
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         server = dynamo_server(table, "--dynamodb-timeout-ms", "1000", "--max-attempts", "20",
                                endpoint=f"http://127.0.0.1:{proxy.server_address[1]}")
@@ -288,6 +307,34 @@ class Faults(unittest.TestCase):
                 self.assertEqual(set(p[1:] for p in added), keys)
         finally:
             server.close()
+            proxy.shutdown()
+            ddb().delete_table(TableName=table)
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+class UnprocessedKeys(unittest.TestCase):
+    def test_batch_reads_retry_the_keys_left_unprocessed(self):
+        table = new_table()
+        direct = dynamo_server(table)
+        proxy = FaultyProxy(ENDPOINT, seed=3, rates={"unprocessed": 0.7})
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        through_proxy = dynamo_server(table, "--cache-entries", "0",
+                                      endpoint=f"http://127.0.0.1:{proxy.server_address[1]}")
+        try:
+            things = [f"unprocessed-{i}" for i in range(30)]
+            for i, thing in enumerate(things):
+                direct.post(shadow_path(thing, "main", "reported"), {"state": {"i": i}})
+                direct.post(shadow_path(thing, "main", "desired"), {"state": {"want": i}})
+            for _ in range(3):
+                batch = through_proxy.post("/v1/batch/get", {"shadows": [{"thing": t} for t in things]}).json()["shadows"]
+                self.assertEqual([s["reported"]["state"]["i"] for s in batch], list(range(30)))
+                self.assertEqual([s["desired"]["state"]["want"] for s in batch], list(range(30)))
+            for i, thing in enumerate(things[:10]):
+                self.assertEqual(through_proxy.get(shadow_path(thing)).json()["delta"], {"want": i})
+            self.assertGreater(proxy.faults.get("unprocessed", 0), 10, proxy.faults)
+        finally:
+            through_proxy.close()
+            direct.close()
             proxy.shutdown()
             ddb().delete_table(TableName=table)
 
