@@ -32,8 +32,6 @@ enum class ErrorCode {
 std::string_view code_name(ErrorCode code) noexcept;
 // The HTTP status a code maps to (SPEC.md §9).
 int http_status(ErrorCode code) noexcept;
-// True for codes a client may retry unchanged (throttled, unavailable).
-bool is_retryable(ErrorCode code) noexcept;
 
 // Machine-readable details rendered beside "code" and "message"; only the set ones appear.
 struct ErrorDetails {

@@ -50,8 +50,6 @@ class TimestampKeys {
   // Name of the timestamp member find() would return (empty if none).
   std::string_view key_in(const json::object& o) const noexcept;
 
-  const std::vector<std::string>& keys() const noexcept { return keys_; }
-
  private:
   std::vector<std::string> keys_;
 };

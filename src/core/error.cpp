@@ -42,10 +42,6 @@ int http_status(ErrorCode code) noexcept {
   return 500;
 }
 
-bool is_retryable(ErrorCode code) noexcept {
-  return code == ErrorCode::throttled || code == ErrorCode::unavailable;
-}
-
 Error::Error(ErrorCode code, std::string message, ErrorDetails details)
     : std::runtime_error(std::move(message)), code_(code), details_(std::move(details)) {}
 

@@ -151,8 +151,7 @@ class Engine::Impl {
 
   // Writers to one shadow hold its stripe; 4096 stripes keep unrelated shadows apart.
   std::mutex& lock_for(const ShadowKey& key) {
-    std::size_t h = std::hash<std::string>{}(key.thing) * 31 + std::hash<std::string>{}(key.name);
-    return stripes_[h % stripes_.size()];
+    return stripes_[ShadowKeyHash{}(key) % stripes_.size()];
   }
 
   // Server time, strictly increasing within this process so history ids stay ordered.

@@ -168,8 +168,7 @@ Api::Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& lo
 
 HttpResponse Api::transport_error(int status, const std::string& message) const {
   ErrorCode code = status == 413 ? ErrorCode::document_too_large : ErrorCode::invalid_request;
-  HttpResponse r = json_response(status, render_error(Error(code, message)));
-  return r;
+  return json_response(status, render_error(Error(code, message)));
 }
 
 HttpResponse Api::handle(const HttpRequest& request) {

@@ -433,7 +433,7 @@ class DynamoDbStore final : public Store {
 
   // The items of a write: condition checks and sections first, then the history event and the
   // thing index. (In the combined layout the one item's condition covers both sections.)
-  std::vector<json::object> build_operations(const ShadowWrite& w) const {
+  std::vector<json::object> build_operations(const ShadowWrite& w) {
     std::vector<json::object> ops;
     const std::string pk = shadow_pk(w.key.thing);
     auto condition = [](json::object& op, std::uint64_t expected) {
@@ -470,7 +470,7 @@ class DynamoDbStore final : public Store {
       auto differs = [&](std::uint64_t v) { return v != expected; };
       if (std::any_of(w.sections.begin(), w.sections.end(), [&](const SectionPut& p) { return differs(p.expected_version); }) ||
           std::any_of(w.checks.begin(), w.checks.end(), [&](const SectionCheck& c) { return differs(c.expected_version); })) {
-        throw Error::version_conflict(const_cast<DynamoDbStore*>(this)->read(w.key).reported.version);
+        throw Error::version_conflict(read(w.key).reported.version);
       }
       const SectionPut& latest = w.sections.front();
       std::string set = "SET version = :version, #ts = :ts, writeId = :writeId";
