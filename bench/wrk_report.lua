@@ -1,18 +1,25 @@
--- Reports a timestamped sensor value to distinct shadows: each wrk thread cycles over its
--- own 10,000 things, so consecutive requests hit different shadows.
+-- Reports a timestamped sensor value to distinct shadows: each wrk thread cycles over its own
+-- things (10,000 unless given: wrk ... -s wrk_report.lua URL -- THINGS), so consecutive
+-- requests hit different shadows.
 local counter = 0
-local thread_id = 0
+thread_id = 0  -- a global: setup() sets it per thread
 local ids = 0
+local things = 10000
+local epoch_us = os.time() * 1000000  -- timestamps (µs) newer than any earlier run's
 
 function setup(thread)
   ids = ids + 1
   thread:set("thread_id", ids)
 end
 
+function init(args)
+  if args[1] then things = tonumber(args[1]) end
+end
+
 function request()
   counter = counter + 1
-  local thing = "dev-" .. thread_id .. "-" .. (counter % 10000)
-  local body = string.format('{"state":{"temp":{"value":%d.5,"ts":%d}}}', counter % 40, counter)
+  local thing = "dev-" .. thread_id .. "-" .. (counter % things)
+  local body = string.format('{"state":{"temp":{"value":%d.5,"ts":%d}}}', counter % 40, epoch_us + counter)
   return wrk.format("POST", "/v1/things/" .. thing .. "/shadows/main/reported",
                     {["Content-Type"] = "application/json"}, body)
 end
