@@ -3,10 +3,10 @@
 #include "deviceshadow/uri.hpp"
 
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/sha.h>
 
 #include <algorithm>
+#include <array>
+#include <memory>
 #include <chrono>
 #include <ctime>
 
@@ -24,12 +24,62 @@ std::string to_hex(const unsigned char* data, std::size_t n) {
   return out;
 }
 
-std::string hmac(std::string_view key, std::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-       data.size(), out, &length);
-  return std::string(reinterpret_cast<char*>(out), length);
+// SHA-256 through one EVP_MD fetched once: OpenSSL 3's one-shot helpers (SHA256(), HMAC())
+// look the algorithm up again on every call, which costs more than hashing a request.
+const EVP_MD* sha256_md() {
+  static EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  return md;
+}
+
+using Digest = std::array<unsigned char, 32>;
+
+Digest sha256(std::initializer_list<std::string_view> parts) {
+  thread_local std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  Digest out{};
+  EVP_DigestInit_ex(ctx.get(), sha256_md(), nullptr);
+  for (std::string_view p : parts) EVP_DigestUpdate(ctx.get(), p.data(), p.size());
+  EVP_DigestFinal_ex(ctx.get(), out.data(), nullptr);
+  return out;
+}
+
+std::string_view view(const Digest& d) { return {reinterpret_cast<const char*>(d.data()), d.size()}; }
+
+// HMAC-SHA256 (RFC 2104).
+Digest hmac(std::string_view key, std::string_view data) {
+  constexpr std::size_t kBlock = 64;
+  Digest hashed_key;
+  if (key.size() > kBlock) {
+    hashed_key = sha256({key});
+    key = view(hashed_key);
+  }
+  std::array<char, kBlock> inner{}, outer{};
+  for (std::size_t i = 0; i < kBlock; ++i) {
+    const char k = i < key.size() ? key[i] : 0;
+    inner[i] = static_cast<char>(k ^ 0x36);
+    outer[i] = static_cast<char>(k ^ 0x5c);
+  }
+  const Digest inner_hash = sha256({{inner.data(), kBlock}, data});
+  return sha256({{outer.data(), kBlock}, view(inner_hash)});
+}
+
+// The signing key of a day, region and service; derived once and kept per thread, since the
+// derivation takes four HMACs and changes once a day.
+Digest signing_key(const Credentials& credentials, const SigningScope& scope) {
+  struct Cached {
+    std::string secret, date, region, service;
+    Digest key{};
+  };
+  thread_local Cached cached;
+  const std::string_view date = std::string_view(scope.amz_date).substr(0, 8);
+  if (cached.secret != credentials.secret_access_key || cached.date != date || cached.region != scope.region ||
+      cached.service != scope.service) {
+    Digest key = hmac("AWS4" + credentials.secret_access_key, date);
+    key = hmac(view(key), scope.region);
+    key = hmac(view(key), scope.service);
+    key = hmac(view(key), "aws4_request");
+    cached = {credentials.secret_access_key, std::string(date), scope.region, scope.service, key};
+  }
+  return cached.key;
 }
 
 std::string lower(std::string s) {
@@ -110,9 +160,8 @@ std::string credential_scope(const SigningScope& scope) {
 }  // namespace
 
 std::string hex_sha256(std::string_view data) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-  return to_hex(digest, sizeof digest);
+  const Digest digest = sha256({data});
+  return to_hex(digest.data(), digest.size());
 }
 
 std::string amz_date_now() {
@@ -148,14 +197,10 @@ std::string string_to_sign(const SignableRequest& request, const SigningScope& s
 }
 
 std::string authorization(const SignableRequest& request, const SigningScope& scope, const Credentials& credentials) {
-  std::string key = hmac("AWS4" + credentials.secret_access_key, scope.amz_date.substr(0, 8));
-  key = hmac(key, scope.region);
-  key = hmac(key, scope.service);
-  key = hmac(key, "aws4_request");
-  std::string signature = hmac(key, string_to_sign(request, scope));
+  const Digest signature = hmac(view(signing_key(credentials, scope)), string_to_sign(request, scope));
   return "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + credential_scope(scope) +
          ", SignedHeaders=" + signed_header_names(signed_header_list(request)) +
-         ", Signature=" + to_hex(reinterpret_cast<const unsigned char*>(signature.data()), signature.size());
+         ", Signature=" + to_hex(signature.data(), signature.size());
 }
 
 void sign(SignableRequest& request, const SigningScope& scope, const Credentials& credentials) {

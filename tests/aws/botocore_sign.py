@@ -32,9 +32,14 @@ for i in range(count):
     region = rng.choice(["us-east-1", "eu-north-1", "local"])
     service = rng.choice(["dynamodb", "sqs", "iam"])
     token = text(20, "abcdefXYZ0123456789/+=") if rng.random() < 0.5 else ""
-    timestamp = "2026%02d%02dT%02d%02d%02dZ" % (rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23),
-                                                rng.randint(0, 59), rng.randint(0, 59))
-    creds = Credentials("AKID" + str(i), text(30, "abcdefXYZ0123456789/+") or "s", token or None)
+    # Half the requests keep the previous day or secret, so the signer's key cache both hits and
+    # misses; some secrets are longer than the HMAC block (64 bytes).
+    if i == 0 or rng.random() < 0.5:
+        timestamp = "2026%02d%02dT%02d%02d%02dZ" % (rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23),
+                                                    rng.randint(0, 59), rng.randint(0, 59))
+    if i == 0 or rng.random() < 0.5:
+        secret = text(rng.choice([30, 90]), "abcdefXYZ0123456789/+") or "s"
+    creds = Credentials("AKID" + str(i), secret, token or None)
     signed_headers = dict(headers)
     signed_headers["X-Amz-Date"] = timestamp
     if token:
