@@ -365,7 +365,6 @@ std::vector<StoreKind> combined_kinds() {
   return kinds;
 }
 
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CombinedLayout);
 INSTANTIATE_TEST_SUITE_P(Stores, CombinedLayout, ::testing::ValuesIn(combined_kinds()), store_kind_name);
 
 }  // namespace

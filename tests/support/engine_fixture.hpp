@@ -11,7 +11,7 @@ class EngineTest : public StoreTest {
  protected:
   void SetUp() override {
     StoreTest::SetUp();
-    make_engine();
+    if (!IsSkipped() && !HasFailure()) make_engine();
   }
   void TearDown() override {
     engine_.reset();
