@@ -72,7 +72,8 @@ struct JsonClient::Impl {
   std::vector<CURL*> idle;  // keep-alive handles, reused
   Credentials credentials;
 
-  CURL* acquire() {
+  // A handle with every option that does not change between requests already set.
+  CURL* acquire(const ClientOptions& options) {
     {
       std::lock_guard lock(mutex);
       if (!idle.empty()) {
@@ -81,7 +82,16 @@ struct JsonClient::Impl {
         return h;
       }
     }
-    return curl_easy_init();
+    CURL* h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, options.endpoint.c_str());
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout.count()));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options.request_timeout.count()));
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    return h;
   }
   void release(CURL* h) {
     std::lock_guard lock(mutex);
@@ -112,28 +122,20 @@ json::value JsonClient::call(std::string_view operation, const std::string& body
     sign(request, {options_.region, options_.service, amz_date_now()}, impl_->credentials);
 
     Response response;
-    CURL* h = impl_->acquire();
-    curl_easy_reset(h);
+    CURL* h = impl_->acquire(options_);
     curl_slist* headers = nullptr;
     for (const auto& [name, value] : request.headers) {
       if (name != "Host") headers = curl_slist_append(headers, (name + ": " + value).c_str());
     }
     headers = curl_slist_append(headers, "Expect:");
-    curl_easy_setopt(h, CURLOPT_URL, options_.endpoint.c_str());
-    curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(request.body.size()));
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &response.body);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &response);
     CURLcode rc = curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &response.status);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);  // the list is freed now; the handle is reused
     curl_slist_free_all(headers);
 
     std::optional<AwsError> failure;

@@ -5,6 +5,8 @@
 #include "deviceshadow/error.hpp"
 #include "store/conditions.hpp"
 
+#include <boost/json/monotonic_resource.hpp>
+
 #include <algorithm>
 #include <future>
 #include <map>
@@ -24,29 +26,104 @@ constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
 json::object S(std::string_view s) { return {{"S", json::string(s)}}; }
 json::object N(std::int64_t n) { return {{"N", std::to_string(n)}}; }
 json::object N(std::uint64_t n) { return {{"N", std::to_string(n)}}; }
-json::object BOOL(bool b) { return {{"BOOL", b}}; }
 
-// JSON -> DynamoDB native types; numbers keep the API's decimal form.
-json::value to_attribute(const json::value& v) {
+// ---- request bodies, written straight to text ---------------------------------------
+// Writes build their DynamoDB JSON in one pass. Every member is followed by a comma; close()
+// turns the last one into the closing bracket.
+void open(std::string& out, std::string_view name, char bracket) {
+  append_json_string(out, name);
+  out += ':';
+  out += bracket;
+}
+void close(std::string& out, char bracket) {
+  if (out.back() == ',') {
+    out.back() = bracket;
+  } else {
+    out += bracket;
+  }
+  out += ',';
+}
+void member(std::string& out, std::string_view name, std::string_view value) {  // "name":"value"
+  append_json_string(out, name);
+  out += ':';
+  append_json_string(out, value);
+  out += ',';
+}
+void member_s(std::string& out, std::string_view name, std::string_view value) {
+  open(out, name, '{');
+  member(out, "S", value);
+  close(out, '}');
+}
+template <class Integer>
+void member_n(std::string& out, std::string_view name, Integer value) {
+  open(out, name, '{');
+  member(out, "N", std::to_string(value));
+  close(out, '}');
+}
+void member_bool(std::string& out, std::string_view name, bool value) {
+  append_json_string(out, name);
+  out += value ? R"(:{"BOOL":true},)" : R"(:{"BOOL":false},)";
+}
+void member_key(std::string& out, std::string_view pk, std::string_view sk) {
+  open(out, "Key", '{');
+  member_s(out, "PK", pk);
+  member_s(out, "SK", sk);
+  close(out, '}');
+}
+// Closes a body opened with '{'.
+std::string finish(std::string out) {
+  close(out, '}');
+  out.pop_back();
+  return out;
+}
+
+// The AttributeValue of a JSON value; numbers keep the API's decimal form.
+void append_attribute(std::string& out, const json::value& v) {
   switch (v.kind()) {
-    case json::kind::null: return json::object{{"NULL", true}};
-    case json::kind::bool_: return BOOL(v.get_bool());
-    case json::kind::string: return S(v.get_string());
+    case json::kind::null: out += R"({"NULL":true})"; return;
+    case json::kind::bool_: out += v.get_bool() ? R"({"BOOL":true})" : R"({"BOOL":false})"; return;
+    case json::kind::string:
+      out += R"({"S":)";
+      append_json_string(out, v.get_string());
+      out += '}';
+      return;
     case json::kind::int64:
     case json::kind::uint64:
-    case json::kind::double_: return json::object{{"N", to_json(v)}};
-    case json::kind::array: {
-      json::array list;
-      for (const json::value& e : v.get_array()) list.push_back(to_attribute(e));
-      return json::object{{"L", std::move(list)}};
-    }
-    case json::kind::object: {
-      json::object map;
-      for (const auto& m : v.get_object()) map.emplace(m.key(), to_attribute(m.value()));
-      return json::object{{"M", std::move(map)}};
-    }
+    case json::kind::double_:
+      out += R"({"N":")";
+      append_json(out, v);
+      out += "\"}";
+      return;
+    case json::kind::array:
+      out += R"({"L":[)";
+      for (const json::value& e : v.get_array()) {
+        append_attribute(out, e);
+        out += ',';
+      }
+      if (out.back() == ',') out.pop_back();
+      out += "]}";
+      return;
+    case json::kind::object:
+      out += R"({"M":{)";
+      for (const auto& m : v.get_object()) {
+        append_json_string(out, m.key());
+        out += ':';
+        append_attribute(out, m.value());
+        out += ',';
+      }
+      if (out.back() == ',') out.pop_back();
+      out += "}}";
+      return;
   }
-  return json::object{{"NULL", true}};
+}
+
+// A section's state (compact JSON text) as the attribute `name`.
+void member_state(std::string& out, std::string_view name, const std::string& state_json) {
+  json::monotonic_resource arena;
+  append_json_string(out, name);
+  out += ':';
+  append_attribute(out, parse_json(state_json, 512, &arena));
+  out += ',';
 }
 
 json::value from_attribute(const json::value& av) {
@@ -104,27 +181,20 @@ std::string ts20(std::int64_t ns) {
   return buf;
 }
 
-// The object member `key` of o, created empty if absent.
-json::object& member_object(json::object& o, std::string_view key) {
-  json::value& v = o[key];
-  if (!v.is_object()) v.emplace_object();
-  return v.get_object();
-}
-
 std::int64_t ttl_seconds(std::int64_t expires_ns) { return (expires_ns + kNanosPerSecond - 1) / kNanosPerSecond; }
 
-// Section metadata and state, as attributes: the body of a separate-layout item, or the
-// "{section}Meta" map of a combined item.
-void put_section_attributes(json::object& item, const SectionRecord& r) {
-  item["version"] = N(r.version);
-  item["timestamp"] = N(r.timestamp_ns);
-  item["writeId"] = S(r.write_id);
-  item["deleted"] = BOOL(r.deleted);
-  if (!r.client_token.empty()) item["clientToken"] = S(r.client_token);
-  if (!r.tz.empty()) item["tz"] = S(r.tz);
+// Section metadata as attributes: of a separate-layout item, or of the "{section}Meta" map
+// of a combined item (whose version is the item's).
+void member_section_attributes(std::string& out, const SectionRecord& r, bool with_version) {
+  if (with_version) member_n(out, "version", r.version);
+  member_n(out, "timestamp", r.timestamp_ns);
+  member_s(out, "writeId", r.write_id);
+  member_bool(out, "deleted", r.deleted);
+  if (!r.client_token.empty()) member_s(out, "clientToken", r.client_token);
+  if (!r.tz.empty()) member_s(out, "tz", r.tz);
   if (r.deleted) {
-    item["expires"] = N(r.expires_ns);
-    item["ttl"] = N(ttl_seconds(r.expires_ns));
+    member_n(out, "expires", r.expires_ns);
+    member_n(out, "ttl", ttl_seconds(r.expires_ns));
   }
 }
 
@@ -193,7 +263,7 @@ class DynamoDbStore final : public Store {
   }
 
   void write(const ShadowWrite& write) override {
-    std::vector<json::object> ops = build_operations(write);  // section items first
+    const std::vector<Operation> ops = build_operations(write);
     thread_local std::mt19937_64 rng{std::random_device{}()};
     for (int attempt = 1;; ++attempt) {
       try {
@@ -431,37 +501,62 @@ class DynamoDbStore final : public Store {
     return record;
   }
 
-  // The items of a write: condition checks and sections first, then the history event and the
-  // thing index. (In the combined layout the one item's condition covers both sections.)
-  std::vector<json::object> build_operations(const ShadowWrite& w) {
-    std::vector<json::object> ops;
+  // One item operation of a write: its kind in a transaction ("ConditionCheck", "Put",
+  // "Update") and its body, which alone is also a PutItem/UpdateItem request.
+  struct Operation {
+    std::string_view kind;
+    std::string body;
+  };
+
+  // A body opened with the table name.
+  std::string begin_body() const {
+    std::string out = "{";
+    member(out, "TableName", options_.table);
+    return out;
+  }
+
+  // Ends an operation conditional on the item's version being `expected` (0: no such item);
+  // `values` holds the operation's other ExpressionAttributeValues members.
+  static std::string conditional(std::string out, std::uint64_t expected, std::string values = {}) {
+    if (expected == 0) {
+      member(out, "ConditionExpression", "attribute_not_exists(PK)");
+    } else {
+      member(out, "ConditionExpression", "version = :expected");
+      member_n(values, ":expected", expected);
+    }
+    if (!values.empty()) {
+      open(out, "ExpressionAttributeValues", '{');
+      out += values;
+      close(out, '}');
+    }
+    member(out, "ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+    return finish(std::move(out));
+  }
+
+  // The operations of a write: condition checks and sections first, then the history event
+  // and the thing index. (In the combined layout the one item's condition covers both sections.)
+  std::vector<Operation> build_operations(const ShadowWrite& w) {
+    std::vector<Operation> ops;
     const std::string pk = shadow_pk(w.key.thing);
-    auto condition = [](json::object& op, std::uint64_t expected) {
-      if (expected == 0) {
-        op["ConditionExpression"] = "attribute_not_exists(PK)";
-      } else {
-        op["ConditionExpression"] = "version = :expected";
-        member_object(op, "ExpressionAttributeValues")[":expected"] = N(expected);
-      }
-      op["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD";
-    };
     int live_delta = 0;
     for (const SectionPut& put : w.sections) live_delta += (put.record.exists() ? 1 : 0) - (put.was_live ? 1 : 0);
     if (options_.layout == DynamoDbLayout::separate) {
       for (const SectionCheck& check : w.checks) {
-        json::object op{{"TableName", options_.table},
-                        {"Key", json::object{{"PK", S(pk)}, {"SK", S(section_prefix(check.section) + w.key.name)}}}};
-        condition(op, check.expected_version);
-        ops.push_back(json::object{{"ConditionCheck", std::move(op)}});
+        std::string op = begin_body();
+        member_key(op, pk, section_prefix(check.section) + w.key.name);
+        ops.push_back({"ConditionCheck", conditional(std::move(op), check.expected_version)});
       }
       for (const SectionPut& put : w.sections) {
-        json::object item{{"PK", S(pk)}, {"SK", S(section_prefix(put.section) + w.key.name)}};
-        put_section_attributes(item, put.record);
-        item["state"] = to_attribute(parse_json(put.record.state_json, 512));
-        check_size(item);
-        json::object op{{"TableName", options_.table}, {"Item", std::move(item)}};
-        condition(op, put.expected_version);
-        ops.push_back(json::object{{"Put", std::move(op)}});
+        std::string op = begin_body();
+        open(op, "Item", '{');
+        const std::size_t item_start = op.size() - 1;
+        member_s(op, "PK", pk);
+        member_s(op, "SK", section_prefix(put.section) + w.key.name);
+        member_section_attributes(op, put.record, true);
+        member_state(op, "state", put.record.state_json);
+        close(op, '}');
+        check_size(op.size() - 1 - item_start);
+        ops.push_back({"Put", conditional(std::move(op), put.expected_version)});
       }
     } else {
       // One item for both sections: update the written sections, keep the other.
@@ -474,69 +569,86 @@ class DynamoDbStore final : public Store {
       }
       const SectionPut& latest = w.sections.front();
       std::string set = "SET version = :version, #ts = :ts, writeId = :writeId";
-      std::string remove = " REMOVE expires, #ttl";  // a dead item's expiry; set again if still dead
-      json::object values{{":version", N(expected + 1)}, {":ts", N(latest.record.timestamp_ns)},
-                          {":writeId", S(latest.record.write_id)}};
+      std::string values;
+      member_n(values, ":version", expected + 1);
+      member_n(values, ":ts", latest.record.timestamp_ns);
+      member_s(values, ":writeId", latest.record.write_id);
       if (!latest.record.client_token.empty()) {
         set += ", clientToken = :clientToken";
-        values[":clientToken"] = S(latest.record.client_token);
+        member_s(values, ":clientToken", latest.record.client_token);
       }
       for (const SectionPut& put : w.sections) {
-        std::string name(to_string(put.section));
-        json::object meta;
-        put_section_attributes(meta, put.record);
-        meta.erase("version");
+        const std::string name(to_string(put.section));
         set += ", " + name + " = :" + name + ", " + name + "Meta = :" + name + "Meta";
-        values[":" + name] = to_attribute(parse_json(put.record.state_json, 512));
-        values[":" + name + "Meta"] = json::object{{"M", std::move(meta)}};
+        member_state(values, ":" + name, put.record.state_json);
+        open(values, ":" + name + "Meta", '{');
+        open(values, "M", '{');
+        member_section_attributes(values, put.record, false);
+        close(values, '}');
+        close(values, '}');
       }
-      json::object op{{"TableName", options_.table},
-                      {"Key", json::object{{"PK", S(pk)}, {"SK", S(std::string(kCombinedPrefix) + w.key.name)}}},
-                      {"UpdateExpression", set + remove},
-                      {"ExpressionAttributeNames", json::object{{"#ts", "timestamp"}, {"#ttl", "ttl"}}}};
-      condition(op, expected);
-      for (auto& [k, v] : values) member_object(op, "ExpressionAttributeValues")[k] = std::move(v);
-      check_size(op);
-      ops.push_back(json::object{{"Update", std::move(op)}});
+      // Only an item without a live section can carry an item-level expiry (expire_if_dead).
+      const bool may_be_dead = std::none_of(w.sections.begin(), w.sections.end(), [](const SectionPut& p) { return p.was_live; });
+      std::string op = begin_body();
+      member_key(op, pk, std::string(kCombinedPrefix) + w.key.name);
+      member(op, "UpdateExpression", may_be_dead ? set + " REMOVE expires, #ttl" : set);
+      open(op, "ExpressionAttributeNames", '{');
+      member(op, "#ts", "timestamp");
+      if (may_be_dead) member(op, "#ttl", "ttl");
+      close(op, '}');
+      op = conditional(std::move(op), expected, std::move(values));
+      check_size(op.size());
+      ops.push_back({"Update", std::move(op)});
     }
     if (w.event) {
-      json::object item{{"PK", S(history_pk(w.key))},
-                        {"SK", S(w.event->id)},
-                        {"timestamp", N(w.event->timestamp_ns)},
-                        {"expires", N(w.event->expires_ns)},
-                        {"ttl", N(ttl_seconds(w.event->expires_ns))},
-                        {"event", S(w.event->json)}};
-      ops.push_back(json::object{{"Put", json::object{{"TableName", options_.table}, {"Item", std::move(item)}}}});
+      std::string op = begin_body();
+      open(op, "Item", '{');
+      member_s(op, "PK", history_pk(w.key));
+      member_s(op, "SK", w.event->id);
+      member_n(op, "timestamp", w.event->timestamp_ns);
+      member_n(op, "expires", w.event->expires_ns);
+      member_n(op, "ttl", ttl_seconds(w.event->expires_ns));
+      member_s(op, "event", w.event->json);
+      close(op, '}');
+      ops.push_back({"Put", finish(std::move(op))});
     }
     if (live_delta != 0) {
-      json::object op{{"TableName", options_.table},
-                      {"Key", json::object{{"PK", S(pk)}, {"SK", S(kThingIndexSk)}}},
-                      {"UpdateExpression", "SET GSI1PK = :shard, GSI1SK = :thing ADD liveCount :delta"},
-                      {"ExpressionAttributeValues",
-                       json::object{{":shard", S("THINGS#" + std::to_string(shard_of(w.key.thing)))},
-                                    {":thing", S(w.key.thing)},
-                                    {":delta", N(std::int64_t{live_delta})}}}};
-      ops.push_back(json::object{{"Update", std::move(op)}});
+      std::string op = begin_body();
+      member_key(op, pk, kThingIndexSk);
+      member(op, "UpdateExpression", "SET GSI1PK = :shard, GSI1SK = :thing ADD liveCount :delta");
+      open(op, "ExpressionAttributeValues", '{');
+      member_s(op, ":shard", "THINGS#" + std::to_string(shard_of(w.key.thing)));
+      member_s(op, ":thing", w.key.thing);
+      member_n(op, ":delta", live_delta);
+      close(op, '}');
+      ops.push_back({"Update", finish(std::move(op))});
     }
     return ops;
   }
 
-  static void check_size(const json::object& item) {
-    std::size_t size = to_json(item).size();
+  // `size`: an item's length as DynamoDB JSON text, which is never less than DynamoDB counts.
+  static void check_size(std::size_t size) {
     if (size > kDynamoDbMaxItemBytes) throw Error::too_large("the DynamoDB item", size, kDynamoDbMaxItemBytes);
   }
 
   // One request: a single Put or Update as itself, more as one transaction.
-  void send(const std::vector<json::object>& ops, const ShadowWrite& w) {
+  void send(const std::vector<Operation>& ops, const ShadowWrite& w) {
     if (ops.size() == 1) {
-      const auto& [kind, op] = *ops.front().begin();
-      client_->call(kind == "Put" ? "PutItem" : "UpdateItem", to_json(op), false);
+      client_->call(ops.front().kind == "Put" ? "PutItem" : "UpdateItem", ops.front().body, false);
       return;
     }
-    json::array items(ops.begin(), ops.end());
-    json::object request{{"TransactItems", std::move(items)},
-                         {"ClientRequestToken", json::string(w.sections.front().record.write_id)}};
-    client_->call("TransactWriteItems", to_json(request), false);
+    std::string request = "{";
+    open(request, "TransactItems", '[');
+    for (const Operation& op : ops) {
+      request += '{';
+      append_json_string(request, op.kind);
+      request += ':';
+      request += op.body;
+      request += "},";
+    }
+    close(request, ']');
+    member(request, "ClientRequestToken", w.sections.front().record.write_id);
+    client_->call("TransactWriteItems", finish(std::move(request)), false);
   }
 
   // A combined item whose sections are all tombstones gets an item-level expiry, so TTL and
