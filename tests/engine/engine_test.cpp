@@ -353,6 +353,9 @@ TEST_P(CombinedLayout, DeletesLeaveTombstonesThatExpire) {
   engine().remove({"t", "main"});
   EXPECT_EQ(error_of([&] { engine().get({"t", "main"}); }), "not_found");
   EXPECT_EQ(report("t", R"({"a":2})").shadow.record.reported.version, 5u);  // numbering goes on
+  clock_ += std::chrono::nanoseconds(std::chrono::hours(49)).count();
+  engine().purge();  // revived: the dead item's expiry is gone
+  EXPECT_EQ(engine().get({"t", "main"}).record.reported.state_json, R"({"a":2})");
   engine().remove({"t", "main"});
   clock_ += std::chrono::nanoseconds(std::chrono::hours(49)).count();
   engine().purge();
