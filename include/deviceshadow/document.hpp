@@ -14,6 +14,7 @@
 namespace deviceshadow {
 
 enum class Section { reported, desired };
+constexpr Section other(Section s) noexcept { return s == Section::reported ? Section::desired : Section::reported; }
 enum class MergeMode { server_is_master, client_is_master };
 enum class ChangeOp { add, update, remove };
 

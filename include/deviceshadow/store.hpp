@@ -75,6 +75,10 @@ struct ShadowWrite {
   std::vector<SectionPut> sections;  // one or two, distinct sections
   std::optional<HistoryEvent> event;
   std::vector<SectionCheck> checks;  // conditions only, on sections not in `sections`
+  // The section not in `sections` as the writer read it, or null. A store keeping both sections
+  // in one item rewrites the item whole from it (reading the item when it is null); the
+  // conditions still decide whether the write lands.
+  const SectionRecord* unchanged = nullptr;
 };
 
 struct ShadowSummary {

@@ -279,6 +279,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
                                           &outcome.acknowledged});
         write.event = std::move(event);
       }
+      if (write.sections.size() == 1) write.unchanged = &record.section(other(write.sections.front().section));
       store_.write(write);
       const std::uint64_t new_version = write.sections.front().record.version;
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
@@ -361,6 +362,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], &changes, nullptr});
       write.event = std::move(event);
     }
+    if (write.sections.size() == 1) write.unchanged = &record.section(other(write.sections.front().section));
     impl_->cache.erase(key);
     store_.write(write);
     if (store_.shares_versions()) {

@@ -25,7 +25,6 @@ constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
 // ---- AttributeValue encoding ------------------------------------------------------
 json::object S(std::string_view s) { return {{"S", json::string(s)}}; }
 json::object N(std::int64_t n) { return {{"N", std::to_string(n)}}; }
-json::object N(std::uint64_t n) { return {{"N", std::to_string(n)}}; }
 
 // ---- request bodies, written straight to text ---------------------------------------
 // Writes build their DynamoDB JSON in one pass. Every member is followed by a comma; close()
@@ -268,7 +267,6 @@ class DynamoDbStore final : public Store {
     for (int attempt = 1;; ++attempt) {
       try {
         send(ops, write);
-        expire_if_dead(write);
         return;
       } catch (const AwsError& e) {
         if (e.type() == "ConditionalCheckFailedException") {
@@ -292,10 +290,7 @@ class DynamoDbStore final : public Store {
         } else if (e.outcome_unknown()) {
           // The write may or may not have landed: the writeIds tell.
           std::this_thread::sleep_for(options_.request_timeout / 4);
-          if (applied(write)) {
-            expire_if_dead(write);
-            return;
-          }
+          if (applied(write)) return;
           if (attempt >= options_.max_attempts) throw translate(e);
         } else {
           throw translate(e);
@@ -559,46 +554,56 @@ class DynamoDbStore final : public Store {
         ops.push_back({"Put", conditional(std::move(op), put.expected_version)});
       }
     } else {
-      // One item for both sections: update the written sections, keep the other.
-      // Both sections carry the one shared version: differing expectations cannot both hold.
+      // One item holds both sections and their one shared version: differing expectations
+      // cannot both hold. The item is put whole (a PutItem costs DynamoDB less than an
+      // UpdateItem with a long expression); the condition makes the unchanged section current.
       const std::uint64_t expected = w.sections.front().expected_version;
       auto differs = [&](std::uint64_t v) { return v != expected; };
       if (std::any_of(w.sections.begin(), w.sections.end(), [&](const SectionPut& p) { return differs(p.expected_version); }) ||
           std::any_of(w.checks.begin(), w.checks.end(), [&](const SectionCheck& c) { return differs(c.expected_version); })) {
         throw Error::version_conflict(read(w.key).reported.version);
       }
-      const SectionPut& latest = w.sections.front();
-      std::string set = "SET version = :version, #ts = :ts, writeId = :writeId";
-      std::string values;
-      member_n(values, ":version", expected + 1);
-      member_n(values, ":ts", latest.record.timestamp_ns);
-      member_s(values, ":writeId", latest.record.write_id);
-      if (!latest.record.client_token.empty()) {
-        set += ", clientToken = :clientToken";
-        member_s(values, ":clientToken", latest.record.client_token);
+      ShadowRecord item;
+      if (w.sections.size() == 1) {
+        const Section kept = other(w.sections.front().section);
+        if (w.unchanged) {
+          item.section(kept) = *w.unchanged;
+        } else {
+          item = read(w.key);
+          if (item.reported.version != expected) throw Error::version_conflict(item.reported.version);
+        }
       }
-      for (const SectionPut& put : w.sections) {
-        const std::string name(to_string(put.section));
-        set += ", " + name + " = :" + name + ", " + name + "Meta = :" + name + "Meta";
-        member_state(values, ":" + name, put.record.state_json);
-        open(values, ":" + name + "Meta", '{');
-        open(values, "M", '{');
-        member_section_attributes(values, put.record, false);
-        close(values, '}');
-        close(values, '}');
-      }
-      // Only an item without a live section can carry an item-level expiry (expire_if_dead).
-      const bool may_be_dead = std::none_of(w.sections.begin(), w.sections.end(), [](const SectionPut& p) { return p.was_live; });
+      for (const SectionPut& put : w.sections) item.section(put.section) = put.record;
+      const SectionRecord& latest = w.sections.front().record;
       std::string op = begin_body();
-      member_key(op, pk, std::string(kCombinedPrefix) + w.key.name);
-      member(op, "UpdateExpression", may_be_dead ? set + " REMOVE expires, #ttl" : set);
-      open(op, "ExpressionAttributeNames", '{');
-      member(op, "#ts", "timestamp");
-      if (may_be_dead) member(op, "#ttl", "ttl");
+      open(op, "Item", '{');
+      const std::size_t item_start = op.size() - 1;
+      member_s(op, "PK", pk);
+      member_s(op, "SK", std::string(kCombinedPrefix) + w.key.name);
+      member_n(op, "version", expected + 1);
+      member_n(op, "timestamp", latest.timestamp_ns);
+      member_s(op, "writeId", latest.write_id);
+      if (!latest.client_token.empty()) member_s(op, "clientToken", latest.client_token);
+      std::int64_t expires = 0;
+      for (Section s : {Section::reported, Section::desired}) {
+        const SectionRecord& r = item.section(s);
+        expires = std::max(expires, r.expires_ns);
+        if (r.version == 0 || (r.deleted && r.write_id.empty() && r.timestamp_ns == 0)) continue;  // never written
+        const std::string name(to_string(s));
+        member_state(op, name, r.state_json);
+        open(op, name + "Meta", '{');
+        open(op, "M", '{');
+        member_section_attributes(op, r, false);
+        close(op, '}');
+        close(op, '}');
+      }
+      if (!item.exists() && expires > 0) {  // only tombstones: the item expires with the last of them
+        member_n(op, "expires", expires);
+        member_n(op, "ttl", ttl_seconds(expires));
+      }
       close(op, '}');
-      op = conditional(std::move(op), expected, std::move(values));
-      check_size(op.size());
-      ops.push_back({"Update", std::move(op)});
+      check_size(op.size() - 1 - item_start);
+      ops.push_back({"Put", conditional(std::move(op), expected)});
     }
     if (w.event) {
       std::string op = begin_body();
@@ -649,31 +654,6 @@ class DynamoDbStore final : public Store {
     close(request, ']');
     member(request, "ClientRequestToken", w.sections.front().record.write_id);
     client_->call("TransactWriteItems", finish(std::move(request)), false);
-  }
-
-  // A combined item whose sections are all tombstones gets an item-level expiry, so TTL and
-  // purge can drop it; only a write that leaves tombstones can make that so.
-  void expire_if_dead(const ShadowWrite& w) {
-    if (options_.layout != DynamoDbLayout::combined) return;
-    std::int64_t expires = 0;
-    for (const SectionPut& put : w.sections) {
-      if (!put.record.deleted) return;
-      expires = std::max(expires, put.record.expires_ns);
-    }
-    ShadowRecord now = read(w.key);
-    if (now.exists()) return;
-    json::object op{{"TableName", options_.table},
-                    {"Key", json::object{{"PK", S(shadow_pk(w.key.thing))}, {"SK", S(std::string(kCombinedPrefix) + w.key.name)}}},
-                    {"UpdateExpression", "SET expires = :e, #ttl = :t"},
-                    {"ConditionExpression", "version = :v"},
-                    {"ExpressionAttributeNames", json::object{{"#ttl", "ttl"}}},
-                    {"ExpressionAttributeValues", json::object{{":e", N(expires)}, {":t", N(ttl_seconds(expires))},
-                                                               {":v", N(now.reported.version)}}}};
-    try {
-      call("UpdateItem", op, true);
-    } catch (const Error&) {
-      // written again meanwhile: alive, or a later delete sets the expiry
-    }
   }
 
   // After an unknown outcome: did this write land? (Its records carry its writeId.)

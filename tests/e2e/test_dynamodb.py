@@ -150,6 +150,34 @@ class Layout(unittest.TestCase):
         finally:
             server.close()
 
+    def test_combined_items_written_by_boto3_keep_the_section_a_write_leaves_alone(self):
+        ddb().put_item(TableName=self.table, Item={
+            "PK": {"S": "DS#cboto"}, "SK": {"S": "DSC#main"}, "version": {"N": "5"},
+            "timestamp": {"N": "1737548546000000000"}, "writeId": {"S": "w5"},
+            "reported": {"M": {"temp": {"N": "21.5"}}},
+            "reportedMeta": {"M": {"timestamp": {"N": "1737548546000000000"}, "deleted": {"BOOL": False}}},
+            "desired": {"M": {"mode": {"S": "eco"}, "fan": {"L": [{"N": "1"}, {"BOOL": True}]}}},
+            "desiredMeta": {"M": {"timestamp": {"N": "1737548500000000000"}, "clientToken": {"S": "app-1"},
+                                  "tz": {"S": "Europe/Oslo"}, "deleted": {"BOOL": False}}}})
+        server = dynamo_server(self.table, "--layout", "combined")
+        try:
+            r = server.post(shadow_path("cboto", "main", "reported"), {"state": {"temp": 22}})
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual((r.json()["reported"]["version"], r.json()["desired"]["version"]), (6, 6))
+            body = server.get(shadow_path("cboto")).json()
+            self.assertEqual(body["reported"]["state"], {"temp": 22})
+            self.assertEqual(body["desired"]["state"], {"mode": "eco", "fan": [1, True]})
+            self.assertEqual(body["desired"]["clientToken"], "app-1")
+            self.assertEqual(body["desired"]["timestamp"], "2025-01-22T12:21:40.000000000Z")
+            item = ddb().get_item(TableName=self.table, Key={"PK": {"S": "DS#cboto"}, "SK": {"S": "DSC#main"}},
+                                  ConsistentRead=True)["Item"]
+            self.assertEqual(item["version"], {"N": "6"})
+            self.assertEqual(item["desired"], {"M": {"mode": {"S": "eco"}, "fan": {"L": [{"N": "1"}, {"BOOL": True}]}}})
+            self.assertEqual(item["desiredMeta"]["M"]["tz"], {"S": "Europe/Oslo"})
+            self.assertEqual(item["reported"], {"M": {"temp": {"N": "22"}}})
+        finally:
+            server.close()
+
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
 class TwoServers(unittest.TestCase):

@@ -23,12 +23,14 @@ std::unique_ptr<ds::Store> unreachable_store(ds::DynamoDbLayout layout) {
   return ds::open_dynamodb_store(o);
 }
 
+// A first write of a shadow, as the engine makes it (the unwritten section as read: absent).
 ds::ShadowWrite big_write(std::size_t bytes) {
+  static const ds::SectionRecord absent;
   ds::SectionRecord r;
   r.version = 1;
   r.write_id = "w-big";
   r.state_json = R"({"blob":")" + std::string(bytes, 'x') + R"("})";
-  return {{"t", "main"}, {{ds::Section::reported, 0, r, false}}, std::nullopt, {}};
+  return {{"t", "main"}, {{ds::Section::reported, 0, r, false}}, std::nullopt, {}, &absent};
 }
 
 ds::ErrorCode code_of(ds::Store& store, const ds::ShadowWrite& w) {
