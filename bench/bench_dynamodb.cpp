@@ -1,7 +1,10 @@
-// DynamoDB throughput in one run against the same endpoint (DynamoDB Local in this repo):
-// raw conditional PutItem/s from a minimal keep-alive client (the baseline), then engine
-// reports/s through the DynamoDB store, each with N threads on distinct items/shadows.
-//   bench_dynamodb ENDPOINT [seconds] [threads] [history on|off]
+// DynamoDB write throughput against one endpoint (DynamoDB Local in this repo), N client
+// threads on distinct items, 64 per thread. Prints "WORKLOAD WRITES_PER_SECOND" per workload:
+//   put                    raw conditional PutItem from a minimal keep-alive client (the baseline)
+//   transact               raw TransactWriteItems: the conditional Put plus a history Put
+//   engine:LAYOUT:HISTORY  engine reports through the DynamoDB store, e.g. engine:combined:off,
+//                          on shadows created (and cached) before the timed run
+//   bench_dynamodb ENDPOINT SECONDS THREADS WORKLOAD...
 #include "aws/client.hpp"
 #include "deviceshadow/dynamodb_store.hpp"
 #include "deviceshadow/engine.hpp"
@@ -15,6 +18,10 @@
 #include <vector>
 
 namespace ds = deviceshadow;
+
+namespace {
+
+constexpr int kItemsPerThread = 64;
 
 template <class F>
 double per_second(int threads, double seconds, F&& op) {
@@ -35,66 +42,95 @@ double per_second(int threads, double seconds, F&& op) {
   return static_cast<double>(done) / seconds;
 }
 
+// Runs op once on every item (threads in parallel): creates them, so timing sees steady state.
+template <class F>
+void each_item_once(int threads, F&& op) {
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (long i = 0; i < kItemsPerThread; ++i) op(t, i);
+    });
+  }
+  for (auto& w : workers) w.join();
+}
+
 // The condition members of a conditional write at version v (0: the item must not exist).
 std::string condition_json(long v) {
   return v == 0 ? R"x("ConditionExpression":"attribute_not_exists(PK)")x"
                 : R"("ConditionExpression":"version = :v","ExpressionAttributeValues":{":v":{"N":")" + std::to_string(v) + "\"}}";
 }
 
+// Raw writes of `body(key, version, i)` to distinct items, each conditional on its version.
+template <class Body>
+double raw(ds::aws::JsonClient& client, const char* operation, int threads, double seconds, Body body) {
+  const std::string run = std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::vector<long> versions(static_cast<std::size_t>(threads) * kItemsPerThread, 0);
+  return per_second(threads, seconds, [&](int t, long i) {
+    long& v = versions[static_cast<std::size_t>(t * kItemsPerThread + i % kItemsPerThread)];
+    client.call(operation, body(run + "-" + std::to_string(t) + "-" + std::to_string(i % kItemsPerThread), v, i), false);
+    ++v;
+  });
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc < 2) return 2;
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: bench_dynamodb ENDPOINT SECONDS THREADS WORKLOAD...\n");
+    return 2;
+  }
   ds::DynamoDbOptions o;
   o.endpoint = argv[1];
   o.region = "us-east-1";
   o.table = "bench" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-  double seconds = argc > 2 ? std::stod(argv[2]) : 5;
-  int threads = argc > 3 ? std::stoi(argv[3]) : 8;
-  bool history = argc > 4 ? std::string(argv[4]) != "off" : true;
+  const double seconds = std::stod(argv[2]);
+  const int threads = std::stoi(argv[3]);
   ds::create_dynamodb_table(o, /*with_stream=*/false);  // streams make DynamoDB Local decay over time
 
   ds::aws::ClientOptions c;
   c.endpoint = o.endpoint;
   c.region = o.region;
   ds::aws::JsonClient client(c, {"local", "local", ""});
-  std::vector<long> versions(static_cast<std::size_t>(threads) * 64, 0);
-  double raw = per_second(threads, seconds, [&](int t, long i) {
-    long& v = versions[static_cast<std::size_t>(t * 64 + i % 64)];
-    std::string key = "raw-" + std::to_string(t) + "-" + std::to_string(i % 64);
-    std::string condition = condition_json(v);
-    std::string body = R"({"TableName":")" + o.table + R"(","Item":{"PK":{"S":")" + key + R"("},"SK":{"S":"DSR#main"},"version":{"N":")" +
-                       std::to_string(v + 1) + R"("},"state":{"M":{"temp":{"M":{"value":{"N":"21.5"},"ts":{"N":")" + std::to_string(i) +
-                       R"("}}}}}},)" + condition + "}";
-    client.call("PutItem", body, false);
-    ++v;
-  });
-
-  // The same write plus a history item in one transaction, raw: what the design costs at least.
-  std::vector<long> tx_versions(static_cast<std::size_t>(threads) * 64, 0);
-  double raw_tx = per_second(threads, seconds, [&](int t, long i) {
-    long& v = tx_versions[static_cast<std::size_t>(t * 64 + i % 64)];
-    std::string key = "tx-" + std::to_string(t) + "-" + std::to_string(i % 64);
-    std::string condition = condition_json(v);
-    std::string body = R"({"TransactItems":[{"Put":{"TableName":")" + o.table + R"(","Item":{"PK":{"S":")" + key +
-                       R"("},"SK":{"S":"DSR#main"},"version":{"N":")" + std::to_string(v + 1) + R"("},"state":{"M":{"temp":{"M":{"value":{"N":"21.5"}}}}}},)" +
-                       condition + R"(}},{"Put":{"TableName":")" + o.table + R"(","Item":{"PK":{"S":"DH#)" + key + R"("},"SK":{"S":")" +
-                       std::to_string(v) + R"("},"event":{"S":"{}"}}}}]})";
-    client.call("TransactWriteItems", body, false);
-    ++v;
-  });
-
-  auto store = ds::open_dynamodb_store(o);
-  ds::EngineOptions options;
-  options.history = history;
-  ds::Engine engine(*store, options);
-  double reports = per_second(threads, seconds, [&](int t, long i) {
-    ds::UpdateRequest r;
-    r.key = {"dev-" + std::to_string(t) + "-" + std::to_string(i % 64), "main"};
-    r.state["temp"] = boost::json::object{{"value", 21.5}, {"ts", i}};
-    engine.update(r);
-  });
+  const std::string table = o.table;
+  for (int a = 4; a < argc; ++a) {
+    const std::string workload = argv[a];
+    double rate = 0;
+    if (workload == "put") {
+      rate = raw(client, "PutItem", threads, seconds, [&](const std::string& key, long v, long i) {
+        return R"({"TableName":")" + table + R"(","Item":{"PK":{"S":"raw-)" + key + R"("},"SK":{"S":"DSR#main"},"version":{"N":")" +
+               std::to_string(v + 1) + R"("},"state":{"M":{"temp":{"M":{"value":{"N":"21.5"},"ts":{"N":")" + std::to_string(i) +
+               R"("}}}}}},)" + condition_json(v) + "}";
+      });
+    } else if (workload == "transact") {
+      rate = raw(client, "TransactWriteItems", threads, seconds, [&](const std::string& key, long v, long i) {
+        return R"({"TransactItems":[{"Put":{"TableName":")" + table + R"(","Item":{"PK":{"S":"tx-)" + key +
+               R"("},"SK":{"S":"DSR#main"},"version":{"N":")" + std::to_string(v + 1) +
+               R"("},"state":{"M":{"temp":{"M":{"value":{"N":"21.5"},"ts":{"N":")" + std::to_string(i) + R"("}}}}}},)" +
+               condition_json(v) + R"(}},{"Put":{"TableName":")" + table + R"(","Item":{"PK":{"S":"DH#tx-)" + key +
+               R"("},"SK":{"S":")" + std::to_string(v) + R"("},"event":{"S":"{}"}}}}]})";
+      });
+    } else if (workload.rfind("engine:", 0) == 0) {
+      ds::DynamoDbOptions eo = o;
+      eo.layout = workload.find(":combined:") != std::string::npos ? ds::DynamoDbLayout::combined : ds::DynamoDbLayout::separate;
+      auto store = ds::open_dynamodb_store(eo);
+      ds::EngineOptions options;
+      options.history = workload.substr(workload.rfind(':') + 1) != "off";
+      ds::Engine engine(*store, options);
+      const std::string run = std::to_string(a);
+      auto report = [&](int t, long i, long ts) {
+        ds::UpdateRequest r;
+        r.key = {"dev-" + run + "-" + std::to_string(t) + "-" + std::to_string(i % kItemsPerThread), "main"};
+        r.state["temp"] = boost::json::object{{"value", 21.5}, {"ts", ts}};
+        engine.update(r);
+      };
+      each_item_once(threads, [&](int t, long i) { report(t, i, 0); });
+      rate = per_second(threads, seconds, [&](int t, long i) { report(t, i, i + 1); });
+    } else {
+      std::fprintf(stderr, "unknown workload %s\n", workload.c_str());
+      return 2;
+    }
+    std::printf("%s %.0f\n", workload.c_str(), rate);
+    std::fflush(stdout);
+  }
   ds::delete_dynamodb_table(o);
-  std::printf("| raw conditional PutItem (baseline) | %.0f/s | 1.00 |\n", raw);
-  std::printf("| raw TransactWriteItems: conditional Put + history Put | %.0f/s | %.2f |\n", raw_tx, raw_tx / raw);
-  std::printf("| engine reports through the DynamoDB store, history %s | %.0f/s | %.2f |\n", history ? "on" : "off", reports,
-              reports / raw);
 }

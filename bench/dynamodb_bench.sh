@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# DynamoDB throughput on one fresh DynamoDB Local: raw PutItem and raw transactions (the
-# baselines) and engine reports (bench_dynamodb), then shadowd end-to-end with wrk.
+# DynamoDB write throughput on one fresh DynamoDB Local, 32 concurrent writers throughout:
+# raw conditional PutItem (the baseline, measured first and last), a raw two-item transaction,
+# engine reports in-process, and shadowd end-to-end (wrk -t2 -c32) in both layouts with history
+# on and off. Every workload writes 2,048 distinct items, created before it is timed.
+# Prints a Markdown table with ratios to the mean of the two baseline runs.
 # Usage: bench/dynamodb_bench.sh [seconds per run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,30 +14,69 @@ trap 'kill $(jobs -p) 2>/dev/null || true; scripts/dynamodb-local.sh stop "$dir"
 scripts/dynamodb-local.sh start "$dir"
 endpoint=$(cat "$dir/endpoint")
 export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1
-
-"$build/bench/bench_dynamodb" "$endpoint" 3 8 on >/dev/null  # warm the JVM up first
-echo "| workload (8 threads) | writes/s | ratio to PutItem |"
-echo "|---|---|---|"
-"$build/bench/bench_dynamodb" "$endpoint" "$seconds" 8 on
-"$build/bench/bench_dynamodb" "$endpoint" "$seconds" 8 off | tail -1
-
-table=bench-http-$$
-python3 - "$endpoint" "$table" <<'PY'
+results="$dir/results"
+bench() { "$build/bench/bench_dynamodb" "$endpoint" "$@"; }
+table() {  # create|delete NAME: a table in the documented layout, without a stream
+  python3 - "$endpoint" "$@" <<'PY'
 import sys, boto3
-endpoint, table = sys.argv[1:3]
+endpoint, action, name = sys.argv[1:4]
 c = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
-c.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-               AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("PK", "SK", "GSI1PK", "GSI1SK")],
-               KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-               GlobalSecondaryIndexes=[{"IndexName": "GSI1", "KeySchema": [{"AttributeName": "GSI1PK", "KeyType": "HASH"},
-                                        {"AttributeName": "GSI1SK", "KeyType": "RANGE"}], "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+if action == "delete":
+    c.delete_table(TableName=name)
+else:
+    c.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                   AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("PK", "SK", "GSI1PK", "GSI1SK")],
+                   KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+                   GlobalSecondaryIndexes=[{"IndexName": "GSI1", "KeySchema": [{"AttributeName": "GSI1PK", "KeyType": "HASH"},
+                                            {"AttributeName": "GSI1SK", "KeyType": "RANGE"}],
+                                            "Projection": {"ProjectionType": "KEYS_ONLY"}}])
 PY
-"$build/shadowd" --listen 127.0.0.1:0 --store "dynamodb:$table" --dynamodb-endpoint "$endpoint" 2>"$dir/shadowd.log" &
-for _ in $(seq 100); do
-  port=$(sed -n 's/.*listening address=[0-9.]*:\([0-9]*\).*/\1/p' "$dir/shadowd.log" | head -1)
-  [ -n "$port" ] && break
-  sleep 0.1
+}
+
+shadowd_run() {  # layout history: reports to 2 × 1,024 things, after a warm-up pass over them
+  local name="http-$1-$2" log="$dir/shadowd-$1-$2.log"
+  table create "$name"
+  "$build/shadowd" --listen 127.0.0.1:0 --store "dynamodb:$name" --dynamodb-endpoint "$endpoint" \
+    --layout "$1" --history "$([ "$2" = on ] && echo true || echo false)" 2>"$log" &
+  local pid=$! port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening address=[0-9.]*:\([0-9]*\).*/\1/p' "$log" 2>/dev/null | head -1 || true)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  local url="http://127.0.0.1:$port"
+  wrk -t2 -c32 -d"${seconds}s" -s bench/wrk_report.lua "$url" -- 1024 >/dev/null
+  wrk -t2 -c32 -d"${seconds}s" --latency -s bench/wrk_report.lua "$url" -- 1024 >"$dir/wrk.out"
+  kill "$pid"
+  wait "$pid" || true
+  table delete "$name"  # DynamoDB Local slows down as its in-memory data grows
+  awk -v name="shadowd:$1:$2" '/Requests\/sec/ {rate=$2} / 50%/ {p50=$2} / 99%/ {p99=$2} /Non-2xx/ {bad=$NF}
+       END {print name, rate, p50, p99, (bad ? bad " non-2xx" : "")}' "$dir/wrk.out"
+}
+
+bench "$seconds" 32 put transact engine:separate:on engine:combined:off >/dev/null  # warms the JVM up
+bench "$seconds" 32 put transact engine:separate:on engine:separate:off engine:combined:on engine:combined:off >>"$results"
+for layout in separate combined; do
+  for history in on off; do shadowd_run "$layout" "$history" >>"$results"; done
 done
-echo
-echo "shadowd end-to-end (wrk -t2 -c32, reports to distinct shadows, history on):"
-wrk -t2 -c32 -d"${seconds}s" --latency -s bench/wrk_report.lua "http://127.0.0.1:$port" | grep -E "Requests/sec|50%|99%|Non-2xx"
+bench "$seconds" 32 put >>"$results"
+
+python3 - "$results" <<'PY'
+import sys
+rows = [line.split(maxsplit=4) for line in open(sys.argv[1]) if line.strip()]
+puts = [float(r[1]) for r in rows if r[0] == "put"]
+base = sum(puts) / len(puts)
+names = {"put": "raw conditional PutItem (baseline)", "transact": "raw TransactWriteItems: conditional Put + history Put"}
+print(f"| workload | writes/s | ratio to PutItem | p50 | p99 |\n|---|---|---|---|---|")
+for r in rows:
+    kind, rate = r[0], float(r[1])
+    if kind.startswith(("engine:", "shadowd:")):
+        who, layout, history = kind.split(":")
+        label = f"{'engine in-process' if who == 'engine' else 'shadowd end-to-end'}, {layout} layout, history {history}"
+    else:
+        label = names[kind]
+    p50, p99 = (r[2], r[3]) if len(r) > 3 else ("", "")
+    extra = f" ({r[4]})" if len(r) > 4 else ""
+    print(f"| {label}{extra} | {rate:,.0f} | {rate / base:.2f} | {p50} | {p99} |")
+print(f"\nbaseline: mean of {', '.join(f'{p:,.0f}' for p in puts)} PutItem/s")
+PY
