@@ -58,6 +58,16 @@ json::object parse_state(const std::string& text, const DocumentOptions& options
 
 constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
+// After a write to a store whose sections share one version (DynamoDB's combined layout): both
+// sections show `version`; one never written stays absent, as the store reads it back.
+void share_version(ShadowRecord& record, std::uint64_t version) {
+  for (Section s : {Section::reported, Section::desired}) {
+    SectionRecord& r = record.section(s);
+    if (r.version == 0) r.deleted = true;
+    r.version = version;
+  }
+}
+
 }  // namespace
 
 std::string encode_cursor(std::string_view key) {
@@ -283,7 +293,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
       store_.write(write);
       const std::uint64_t new_version = write.sections.front().record.version;
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
-      if (store_.shares_versions()) record.reported.version = record.desired.version = new_version;
+      if (store_.shares_versions()) share_version(record, new_version);
     }
     impl_->cache.put(request.key, record);
     ++(result.changed ? stats_.stored_writes : stats_.unchanged_writes);
@@ -365,9 +375,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     if (write.sections.size() == 1) write.unchanged = &record.section(other(write.sections.front().section));
     impl_->cache.erase(key);
     store_.write(write);
-    if (store_.shares_versions()) {
-      result.record.reported.version = result.record.desired.version = write.sections.front().record.version;
-    }
+    if (store_.shares_versions()) share_version(result.record, write.sections.front().record.version);
     impl_->cache.put(key, result.record);
     ++stats_.stored_writes;
     return result;

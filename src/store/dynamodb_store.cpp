@@ -488,6 +488,8 @@ class DynamoDbStore final : public Store {
       SectionRecord& r = record.section(s);
       if (const json::value* meta = item.if_contains(name + "Meta")) {
         r = section_from_attributes(meta->at("M").as_object(), item.if_contains(name));
+      } else if (const json::value* state = item.if_contains(name)) {
+        r = section_from_attributes(item, state);  // its metadata is the item's own
       } else {
         r.deleted = true;  // never written: absent, but the shared version guards it
       }
@@ -591,6 +593,11 @@ class DynamoDbStore final : public Store {
         if (r.version == 0 || (r.deleted && r.write_id.empty() && r.timestamp_ns == 0)) continue;  // never written
         const std::string name(to_string(s));
         member_state(op, name, r.state_json);
+        // A live section written now has the item's own metadata; only a map that says more is
+        // stored (DynamoDB Local spends a tenth more per write on one more nested map).
+        const bool own = r.exists() && r.tz.empty() && r.timestamp_ns == latest.timestamp_ns &&
+                         r.write_id == latest.write_id && r.client_token == latest.client_token;
+        if (own) continue;
         open(op, name + "Meta", '{');
         open(op, "M", '{');
         member_section_attributes(op, r, false);

@@ -145,6 +145,10 @@ class Layout(unittest.TestCase):
             self.assertEqual(item["version"], {"N": "2"})
             self.assertEqual(item["reported"], {"M": {"a": {"N": "1"}}})
             self.assertEqual(item["desired"], {"M": {"b": {"N": "2"}}})
+            self.assertIn("reportedMeta", item)  # written by the write before: metadata of its own
+            self.assertNotIn("desiredMeta", item)
+            body = server.get(shadow_path("comb")).json()
+            self.assertLess(body["reported"]["timestamp"], body["desired"]["timestamp"])
             for attribute in ("timestamp", "writeId"):
                 self.assertIn(attribute, item)
         finally:
@@ -154,13 +158,16 @@ class Layout(unittest.TestCase):
         ddb().put_item(TableName=self.table, Item={
             "PK": {"S": "DS#cboto"}, "SK": {"S": "DSC#main"}, "version": {"N": "5"},
             "timestamp": {"N": "1737548546000000000"}, "writeId": {"S": "w5"},
-            "reported": {"M": {"temp": {"N": "21.5"}}},
-            "reportedMeta": {"M": {"timestamp": {"N": "1737548546000000000"}, "deleted": {"BOOL": False}}},
+            "reported": {"M": {"temp": {"N": "21.5"}}},  # no reportedMeta: the item's metadata is its own
             "desired": {"M": {"mode": {"S": "eco"}, "fan": {"L": [{"N": "1"}, {"BOOL": True}]}}},
             "desiredMeta": {"M": {"timestamp": {"N": "1737548500000000000"}, "clientToken": {"S": "app-1"},
                                   "tz": {"S": "Europe/Oslo"}, "deleted": {"BOOL": False}}}})
         server = dynamo_server(self.table, "--layout", "combined")
         try:
+            before = server.get(shadow_path("cboto")).json()
+            self.assertEqual(before["reported"]["state"], {"temp": 21.5})
+            self.assertEqual(before["reported"]["timestamp"], "2025-01-22T12:22:26.000000000Z")
+            self.assertEqual(before["reported"]["version"], 5)
             r = server.post(shadow_path("cboto", "main", "reported"), {"state": {"temp": 22}})
             self.assertEqual(r.status_code, 200, r.text)
             self.assertEqual((r.json()["reported"]["version"], r.json()["desired"]["version"]), (6, 6))
@@ -175,6 +182,7 @@ class Layout(unittest.TestCase):
             self.assertEqual(item["desired"], {"M": {"mode": {"S": "eco"}, "fan": {"L": [{"N": "1"}, {"BOOL": True}]}}})
             self.assertEqual(item["desiredMeta"]["M"]["tz"], {"S": "Europe/Oslo"})
             self.assertEqual(item["reported"], {"M": {"temp": {"N": "22"}}})
+            self.assertNotIn("reportedMeta", item)  # written now: the item's timestamp and writeId are its own
         finally:
             server.close()
 

@@ -323,6 +323,16 @@ TEST_P(CombinedLayout, BothSectionsShowTheOneSharedVersion) {
   EXPECT_EQ(view.record.desired.state_json, R"({"sp":22})");
 }
 
+TEST_P(CombinedLayout, ASectionNeverWrittenStaysAbsentAcrossWrites) {
+  ds::UpdateResult first = report("t", R"({"a":1})");
+  EXPECT_FALSE(first.shadow.record.desired.exists());
+  ds::UpdateResult second = report("t", R"({"a":2})");  // merged against the cached copy
+  EXPECT_FALSE(second.shadow.record.desired.exists());
+  EXPECT_EQ(second.shadow.record.desired.version, 2u);
+  EXPECT_FALSE(store().read({"t", "main"}).desired.exists());
+  EXPECT_FALSE(engine().get({"t", "main"}).record.desired.exists());
+}
+
 TEST_P(CombinedLayout, AcknowledgementIsOneWriteOfOneItem) {
   desire("t", R"({"sp":22,"mode":"eco"})");
   ds::UpdateResult r = report("t", R"({"sp":22})");
