@@ -4,7 +4,10 @@
 // value that the report acknowledges: the worst case for changes and acknowledgements.
 //
 //   bench_document                       Google Benchmark run (time per operation)
-//   bench_document --repeat N LEAVES     runs the full report N times, for callgrind
+//   bench_document --repeat N LEAVES [full|merge|copy]
+//                                        runs one operation N times, for callgrind: the full
+//                                        report, or parse-merge-acknowledge with its stored
+//                                        sections copied in, or that copy alone
 #include "deviceshadow/document.hpp"
 
 #include <benchmark/benchmark.h>
@@ -88,6 +91,37 @@ void BM_FullReport(benchmark::State& state) {
   state.counters["report_bytes"] = static_cast<double>(f.report.size());
 }
 
+// The operation the document-engine issue times: parse the incoming report, validate it, merge
+// it and acknowledge, producing the change list (as data), on stored sections already in the
+// arena. Serializing the result and rendering the changes are left to BM_FullReport.
+std::size_t parse_merge_acknowledge(const Fixture& f, json::object& reported, json::object& desired,
+                                    const ds::DocumentOptions& options, const json::storage_ptr& sp) {
+  json::value incoming = ds::parse_json(f.report, 64, sp);
+  ds::validate_state(incoming.get_object(), options);
+  ds::MergeResult merged = ds::merge_section(reported, incoming.get_object(), ds::MergeMode::server_is_master,
+                                             ds::Section::reported, options.timestamp_keys);
+  std::vector<ds::Acknowledgement> acknowledged = ds::acknowledge(desired, reported, options.timestamp_keys);
+  return merged.changes.size() + acknowledged.size();
+}
+
+// The stored sections are copied into the arena with the clock paused.
+void BM_ParseMergeAcknowledge(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  ds::DocumentOptions options;
+  static thread_local std::vector<unsigned char> buffer(256 << 10);
+  std::size_t changes = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    json::monotonic_resource arena(buffer.data(), buffer.size());
+    json::storage_ptr sp(&arena);
+    json::object reported(f.reported, sp), desired(f.desired, sp);
+    state.ResumeTiming();
+    changes = parse_merge_acknowledge(f, reported, desired, options, sp);
+    benchmark::DoNotOptimize(changes);
+  }
+  state.counters["changes"] = static_cast<double>(changes);
+}
+
 void BM_Delta(benchmark::State& state) {
   const Fixture& f = fixture(static_cast<int>(state.range(0)));
   ds::TimestampKeys keys;
@@ -97,16 +131,29 @@ void BM_Delta(benchmark::State& state) {
 BENCHMARK(BM_ParseReport)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_ApplyUpdate)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_FullReport)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_ParseMergeAcknowledge)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_Delta)->Arg(10)->Arg(100)->Arg(1000);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "--repeat") == 0) {
+  if (argc >= 4 && std::strcmp(argv[1], "--repeat") == 0) {
     const Fixture& f = fixture(std::atoi(argv[3]));
+    const std::string what = argc > 4 ? argv[4] : "full";
     ds::DocumentOptions options;
+    std::vector<unsigned char> buffer(256 << 10);
     std::size_t sink = 0;
-    for (int i = std::atoi(argv[2]); i > 0; --i) sink += full_report(f, options);
+    for (int i = std::atoi(argv[2]); i > 0; --i) {
+      if (what == "full") {
+        sink += full_report(f, options);
+        continue;
+      }
+      json::monotonic_resource arena(buffer.data(), buffer.size());
+      json::storage_ptr sp(&arena);
+      json::object reported(f.reported, sp), desired(f.desired, sp);  // "copy": this alone
+      if (what == "merge") sink += parse_merge_acknowledge(f, reported, desired, options, sp);
+      sink += reported.size();
+    }
     return sink == 1 ? 1 : 0;
   }
   benchmark::Initialize(&argc, argv);

@@ -41,6 +41,18 @@ unsigned days_in_month(std::int64_t y, unsigned m) noexcept {
   return m == 2 && is_leap(y) ? 29 : days[m - 1];
 }
 
+// The value of the N ASCII digits at p, or -1 when one is not a digit.
+template <int N>
+int digits_at(const char* p) noexcept {
+  int value = 0;
+  for (int k = 0; k < N; ++k) {
+    const unsigned d = static_cast<unsigned char>(p[k]) - '0';
+    if (d > 9) return -1;
+    value = value * 10 + static_cast<int>(d);
+  }
+  return value;
+}
+
 std::optional<Timestamp> fail(std::string* why, const char* message) {
   if (why) *why = message;
   return std::nullopt;
@@ -83,41 +95,24 @@ Timestamp now() noexcept {
 }
 
 std::optional<Timestamp> parse_rfc3339(std::string_view s, std::string* why) {
-  // YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM); 'T' may be 't' or ' ', 'Z' may be 'z'.
-  std::size_t i = 0;
-  auto digits = [&](std::size_t n, unsigned& out) {
-    if (i + n > s.size()) return false;
-    out = 0;
-    for (std::size_t k = 0; k < n; ++k) {
-      char c = s[i + k];
-      if (c < '0' || c > '9') return false;
-      out = out * 10 + static_cast<unsigned>(c - '0');
-    }
-    i += n;
-    return true;
-  };
-  auto expect = [&](char c) {
-    if (i < s.size() && s[i] == c) {
-      ++i;
-      return true;
-    }
-    return false;
-  };
-  unsigned year, month, day, hour, minute, second;
-  if (!digits(4, year) || !expect('-') || !digits(2, month) || !expect('-') || !digits(2, day)) {
-    return fail(why, "expected an RFC 3339 date-time such as 2025-01-22T13:22:26.5+01:00");
-  }
-  if (i >= s.size() || (s[i] != 'T' && s[i] != 't' && s[i] != ' ')) {
-    return fail(why, "expected 'T' between date and time");
-  }
-  ++i;
-  if (!digits(2, hour) || !expect(':') || !digits(2, minute) || !expect(':') || !digits(2, second)) {
-    return fail(why, "expected a time HH:MM:SS");
-  }
-  if (month < 1 || month > 12 || day < 1 || day > days_in_month(year, month)) {
+  // YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM); 'T' may be 't' or ' ', 'Z' may be 'z'. The
+  // fields up to the seconds have fixed positions.
+  const char* p = s.data();
+  const std::size_t n = s.size();
+  const int year = n >= 10 && p[4] == '-' && p[7] == '-' ? digits_at<4>(p) : -1;
+  const int month = year >= 0 ? digits_at<2>(p + 5) : -1;
+  const int day = month >= 0 ? digits_at<2>(p + 8) : -1;
+  if (day < 0) return fail(why, "expected an RFC 3339 date-time such as 2025-01-22T13:22:26.5+01:00");
+  if (n < 11 || (p[10] != 'T' && p[10] != 't' && p[10] != ' ')) return fail(why, "expected 'T' between date and time");
+  const int hour = n >= 19 && p[13] == ':' && p[16] == ':' ? digits_at<2>(p + 11) : -1;
+  const int minute = hour >= 0 ? digits_at<2>(p + 14) : -1;
+  const int second = minute >= 0 ? digits_at<2>(p + 17) : -1;
+  if (second < 0) return fail(why, "expected a time HH:MM:SS");
+  if (month < 1 || month > 12 || day < 1 || static_cast<unsigned>(day) > days_in_month(year, static_cast<unsigned>(month))) {
     return fail(why, "date out of range");
   }
   if (hour > 23 || minute > 59 || second > 60) return fail(why, "time out of range");
+  std::size_t i = 19;
   std::uint32_t nanos = 0;
   if (i < s.size() && s[i] == '.') {
     ++i;
@@ -133,19 +128,19 @@ std::optional<Timestamp> parse_rfc3339(std::string_view s, std::string* why) {
   std::int64_t offset_seconds = 0;
   if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
     ++i;
-  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
-    int sign = s[i] == '-' ? -1 : 1;
-    ++i;
-    unsigned oh, om;
-    if (!digits(2, oh) || !expect(':') || !digits(2, om) || oh > 23 || om > 59) {
-      return fail(why, "expected a UTC offset ±HH:MM");
-    }
+  } else if (i < n && (p[i] == '+' || p[i] == '-')) {
+    const int sign = p[i] == '-' ? -1 : 1;
+    const int oh = i + 6 <= n && p[i + 3] == ':' ? digits_at<2>(p + i + 1) : -1;
+    const int om = oh >= 0 ? digits_at<2>(p + i + 4) : -1;
+    if (om < 0 || oh > 23 || om > 59) return fail(why, "expected a UTC offset ±HH:MM");
     offset_seconds = sign * static_cast<std::int64_t>(oh * 3600 + om * 60);
+    i += 6;
   } else {
     return fail(why, "missing UTC offset (Z or ±HH:MM)");
   }
   if (i != s.size()) return fail(why, "unexpected characters after the offset");
-  std::int64_t secs = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
+  std::int64_t secs = days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day)) * 86400 +
+                      hour * 3600 + minute * 60 + second;
   return Timestamp{secs - offset_seconds, nanos};
 }
 
