@@ -200,18 +200,39 @@ TimestampKeys::TimestampKeys(std::vector<std::string> keys) : keys_(std::move(ke
   if (keys_.empty()) throw std::invalid_argument("TimestampKeys: at least one key is required");
 }
 
-const json::value* TimestampKeys::find(const json::object& o) const noexcept {
-  for (const std::string& k : keys_) {
-    if (const json::value* v = o.if_contains(k)) return v;
+namespace {
+
+// The member of o whose key comes first in `keys`, or nullptr. One pass over the members,
+// comparing first bytes before calling memcmp: most keys are not timestamp keys, and this runs
+// for every object a write touches.
+const json::key_value_pair* first_key_member(const json::object& o, const std::vector<std::string>& keys) noexcept {
+  const json::key_value_pair* found = nullptr;
+  std::size_t rank = keys.size();
+  for (const json::key_value_pair& m : o) {
+    const std::string_view key(m.key().data(), m.key().size());
+    for (std::size_t i = 0; i < rank; ++i) {
+      const std::string& k = keys[i];
+      if (key.size() == k.size() && (k.empty() || (key[0] == k[0] && key == k))) {
+        found = &m;
+        rank = i;
+        break;
+      }
+    }
+    if (rank == 0) break;
   }
-  return nullptr;
+  return found;
+}
+
+}  // namespace
+
+const json::value* TimestampKeys::find(const json::object& o) const noexcept {
+  const json::key_value_pair* m = first_key_member(o, keys_);
+  return m ? &m->value() : nullptr;
 }
 
 std::string_view TimestampKeys::key_in(const json::object& o) const noexcept {
-  for (const std::string& k : keys_) {
-    if (o.contains(k)) return k;
-  }
-  return {};
+  const json::key_value_pair* m = first_key_member(o, keys_);
+  return m ? std::string_view(m->key().data(), m->key().size()) : std::string_view();
 }
 
 }  // namespace deviceshadow
