@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <limits>
 #include <list>
 #include <unordered_map>
 #include <cstdio>
@@ -57,6 +58,16 @@ json::object parse_state(const std::string& text, const DocumentOptions& options
 }
 
 constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+// `retention` after ts, in ns since the epoch; saturates, so a retention of centuries never
+// expires rather than overflowing.
+std::int64_t expiry(std::int64_t ts, std::chrono::seconds retention) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
+  if (retention.count() >= kMax / kNanosPerSecond) return kMax;
+  const std::int64_t ns = retention.count() * kNanosPerSecond;
+  return ts > kMax - ns ? kMax : ts + ns;
+}
 
 // After a write to a store whose sections share one version (DynamoDB's combined layout): both
 // sections show `version`; one never written stays absent, as the store reads it back.
@@ -283,7 +294,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
         HistoryEvent event;
         event.id = event_id(ts, letter, write.sections.front().record.version);
         event.timestamp_ns = ts;
-        event.expires_ns = ts + std::chrono::nanoseconds(options_.history_retention).count();
+        event.expires_ns = expiry(ts, options_.history_retention);
         event.json = render_change_event({&request.key, event.id, request.section == Section::reported ? "report" : "desire",
                                           ts, request.client_token, versions[0], versions[1], &outcome.changes,
                                           &outcome.acknowledged});
@@ -354,7 +365,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       tombstone.deleted = true;
       tombstone.timestamp_ns = ts;
       tombstone.write_id = random_write_id();
-      tombstone.expires_ns = ts + std::chrono::nanoseconds(options_.tombstone_retention).count();
+      tombstone.expires_ns = expiry(ts, options_.tombstone_retention);
       versions[s == Section::reported ? 0 : 1] = tombstone.version;
       if (options_.history) {  // every leaf of the deleted state is a remove
         json::object state = parse_state(old.state_json, doc, {});
@@ -368,7 +379,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       HistoryEvent event;
       event.id = event_id(ts, 'X', write.sections.front().record.version);
       event.timestamp_ns = ts;
-      event.expires_ns = ts + std::chrono::nanoseconds(options_.history_retention).count();
+      event.expires_ns = expiry(ts, options_.history_retention);
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], &changes, nullptr});
       write.event = std::move(event);
     }

@@ -28,6 +28,8 @@ std::chrono::seconds parse_duration(const std::string& text) {
   std::string unit = text.substr(end);
   long long scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
   if (scale == 0 || n < 0) throw std::invalid_argument("a duration looks like 90s, 15m, 48h or 30d: " + text);
+  constexpr long long kCentury = 36500LL * 86400;
+  if (n > kCentury / scale) throw std::invalid_argument("a duration is at most 36500d: " + text);
   return std::chrono::seconds(n * scale);
 }
 

@@ -180,7 +180,10 @@ std::string ts20(std::int64_t ns) {
   return buf;
 }
 
-std::int64_t ttl_seconds(std::int64_t expires_ns) { return (expires_ns + kNanosPerSecond - 1) / kNanosPerSecond; }
+// Epoch seconds for DynamoDB's TTL: expires_ns rounded up (no overflow near INT64_MAX).
+std::int64_t ttl_seconds(std::int64_t expires_ns) {
+  return expires_ns / kNanosPerSecond + (expires_ns % kNanosPerSecond > 0 ? 1 : 0);
+}
 
 // Section metadata as attributes: of a separate-layout item, or of the "{section}Meta" map
 // of a combined item (whose version is the item's).

@@ -3,7 +3,7 @@ import json
 import subprocess
 import unittest
 
-from harness import SHADOWCTL, ServerTestCase
+from harness import SHADOWCTL, SHADOWD, ServerTestCase
 
 
 class Cli(ServerTestCase):
@@ -56,3 +56,12 @@ class Cli(ServerTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ServerOptions(unittest.TestCase):
+    def test_durations_beyond_a_century_are_refused_at_start(self):
+        r = subprocess.run([SHADOWD, "--store", "memory", "--listen", "127.0.0.1:0", "--history-retention", "99999999999d"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("at most 36500d", r.stderr)
+

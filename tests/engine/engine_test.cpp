@@ -170,6 +170,21 @@ TEST_P(EngineTest, ExpiredTombstonesArePurged) {
   EXPECT_EQ(store().read({"t", "main"}).reported.version, 0u);
 }
 
+TEST_P(EngineTest, RetentionsOfCenturiesNeverExpire) {
+  ds::EngineOptions o;
+  o.history_retention = o.tombstone_retention = std::chrono::seconds::max();
+  make_engine(o);
+  report("t", R"({"a":1})");
+  engine().remove({"t", "main"});
+  const std::vector<ds::HistoryEvent> events = store().history({"t", "main"}, {});
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events.front().expires_ns, INT64_MAX);
+  clock_ += std::chrono::nanoseconds(std::chrono::hours(24 * 365 * 100)).count();
+  engine().purge();
+  EXPECT_EQ(store().history({"t", "main"}, {}).size(), 2u);
+  EXPECT_EQ(store().read({"t", "main"}).reported.version, 2u);  // the tombstone stays too
+}
+
 TEST_P(EngineTest, HistoryIsRetainedForTheConfiguredTime) {
   ds::EngineOptions o;
   o.history_retention = std::chrono::hours(1);
