@@ -69,6 +69,11 @@ std::int64_t expiry(std::int64_t ts, std::chrono::seconds retention) {
   return ts > kMax - ns ? kMax : ts + ns;
 }
 
+// The section a one-section write leaves alone, as the writer read it (ShadowWrite::unchanged).
+const SectionRecord* unchanged_section(const ShadowWrite& write, const ShadowRecord& read) {
+  return write.sections.size() == 1 ? &read.section(other(write.sections.front().section)) : nullptr;
+}
+
 // After a write to a store whose sections share one version (DynamoDB's combined layout): both
 // sections show `version`; one never written stays absent, as the store reads it back.
 void share_version(ShadowRecord& record, std::uint64_t version) {
@@ -300,7 +305,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
                                           &outcome.acknowledged});
         write.event = std::move(event);
       }
-      if (write.sections.size() == 1) write.unchanged = &record.section(other(write.sections.front().section));
+      write.unchanged = unchanged_section(write, record);
       store_.write(write);
       const std::uint64_t new_version = write.sections.front().record.version;
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
@@ -383,7 +388,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], &changes, nullptr});
       write.event = std::move(event);
     }
-    if (write.sections.size() == 1) write.unchanged = &record.section(other(write.sections.front().section));
+    write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);
     store_.write(write);
     if (store_.shares_versions()) share_version(result.record, write.sections.front().record.version);
