@@ -1,9 +1,9 @@
 // DynamoDB write throughput against one endpoint (DynamoDB Local in this repo), N client
-// threads on distinct items, 64 per thread. Prints "WORKLOAD WRITES_PER_SECOND" per workload:
+// threads on distinct items, 64 per thread, created before the timed run. Prints
+// "WORKLOAD WRITES_PER_SECOND" per workload:
 //   put                    raw conditional PutItem from a minimal keep-alive client (the baseline)
 //   transact               raw TransactWriteItems: the conditional Put plus a history Put
-//   engine:LAYOUT:HISTORY  engine reports through the DynamoDB store, e.g. engine:combined:off,
-//                          on shadows created (and cached) before the timed run
+//   engine:LAYOUT:HISTORY  engine reports through the DynamoDB store, e.g. engine:combined:off
 //   bench_dynamodb ENDPOINT SECONDS THREADS WORKLOAD...
 #include "aws/client.hpp"
 #include "deviceshadow/dynamodb_store.hpp"
@@ -60,16 +60,19 @@ std::string condition_json(long v) {
                 : R"("ConditionExpression":"version = :v","ExpressionAttributeValues":{":v":{"N":")" + std::to_string(v) + "\"}}";
 }
 
-// Raw writes of `body(key, version, i)` to distinct items, each conditional on its version.
+// Raw writes of `body(key, version, i)` to distinct items, each conditional on its version;
+// the items are created before the timed run.
 template <class Body>
 double raw(ds::aws::JsonClient& client, const char* operation, int threads, double seconds, Body body) {
   const std::string run = std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   std::vector<long> versions(static_cast<std::size_t>(threads) * kItemsPerThread, 0);
-  return per_second(threads, seconds, [&](int t, long i) {
+  auto write = [&](int t, long i) {
     long& v = versions[static_cast<std::size_t>(t * kItemsPerThread + i % kItemsPerThread)];
     client.call(operation, body(run + "-" + std::to_string(t) + "-" + std::to_string(i % kItemsPerThread), v, i), false);
     ++v;
-  });
+  };
+  each_item_once(threads, write);
+  return per_second(threads, seconds, write);
 }
 
 }  // namespace
