@@ -118,7 +118,8 @@ void append_attribute(std::string& out, const json::value& v) {
 
 // A section's state (compact JSON text) as the attribute `name`.
 void member_state(std::string& out, std::string_view name, const std::string& state_json) {
-  json::monotonic_resource arena;
+  unsigned char buffer[4096];  // most states fit; larger ones continue on the heap
+  json::monotonic_resource arena(buffer, sizeof buffer);
   append_json_string(out, name);
   out += ':';
   append_attribute(out, parse_json(state_json, 512, &arena));
