@@ -6,9 +6,10 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
 #include <chrono>
 #include <ctime>
+#include <initializer_list>
+#include <memory>
 
 namespace deviceshadow::aws {
 namespace {
