@@ -327,18 +327,29 @@ HttpResponse Api::history(Context& ctx) {
   return json_response(200, render_history_page(engine_.history(key, q)));
 }
 
+namespace {
+
+// The items of a batch request: the array member `name` of its body, at most max_batch_items long.
+const json::array& batch_array(const json::object& body, const char* name, const char* not_an_array,
+                               const Limits& limits) {
+  const json::value* items = body.if_contains(name);
+  if (!items || !items->is_array()) throw Error::invalid_request(not_an_array, name);
+  if (items->get_array().size() > limits.max_batch_items) {
+    throw Error::invalid_request("a batch holds at most " + std::to_string(limits.max_batch_items) + " items", name);
+  }
+  return items->get_array();
+}
+
+}  // namespace
+
 HttpResponse Api::batch_get(Context& ctx) {
   allow_only(ctx.query, {});
   const Limits& limits = engine_.options().document.limits;
   json::object body = parse_body_object(ctx.request.body, limits, 3);
-  const json::value* items = body.if_contains("shadows");
-  if (!items || !items->is_array()) throw Error::invalid_request("shadows must be an array of {thing, name}", "shadows");
-  if (items->get_array().size() > limits.max_batch_items) {
-    throw Error::invalid_request("a batch holds at most " + std::to_string(limits.max_batch_items) + " items", "shadows");
-  }
+  const json::array& items = batch_array(body, "shadows", "shadows must be an array of {thing, name}", limits);
   std::string out = "{\"shadows\":[";
   bool first = true;
-  for (const json::value& item : items->get_array()) {
+  for (const json::value& item : items) {
     if (!first) out += ',';
     first = false;
     std::string thing, name = std::string(kDefaultShadowName);
@@ -360,12 +371,7 @@ HttpResponse Api::batch_update(Context& ctx) {
   allow_only(ctx.query, {});
   const Limits& limits = engine_.options().document.limits;
   json::object body = parse_body_object(ctx.request.body, limits, 4);
-  const json::value* ops = body.if_contains("operations");
-  if (!ops || !ops->is_array()) throw Error::invalid_request("operations must be an array", "operations");
-  const json::array& list = ops->get_array();
-  if (list.size() > limits.max_batch_items) {
-    throw Error::invalid_request("a batch holds at most " + std::to_string(limits.max_batch_items) + " items", "operations");
-  }
+  const json::array& list = batch_array(body, "operations", "operations must be an array", limits);
   // Parse and authorize every operation first; run the valid ones together in parallel.
   std::vector<std::optional<Error>> early(list.size());
   std::vector<UpdateRequest> requests;
