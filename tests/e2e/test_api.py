@@ -145,6 +145,13 @@ class ShadowEndpoints(ServerTestCase):
         self.assertTrue(results[9]["changed"])
         self.assertError(s.post("/v1/batch/update", {"operations": ops * 11}), 400, "invalid_request")
 
+    def test_batch_bodies_name_the_field_they_reject(self):
+        s = self.server
+        for path, field in (("/v1/batch/get", "shadows"), ("/v1/batch/update", "operations")):
+            for items in ({"a": 1}, [{"thing": "t"}] * 101):
+                error = self.assertError(s.post(path, {field: items}), 400, "invalid_request")
+                self.assertEqual(error["field"], field)
+
     def test_health_ready_and_metrics(self):
         s = self.server
         self.assertEqual(s.get("/healthz").json(), {"status": "ok"})
