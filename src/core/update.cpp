@@ -72,31 +72,36 @@ class StateValidator {
 
   void members(const json::object& o, std::size_t depth, bool inside_timestamped) {
     for (const json::key_value_pair& m : o) {
-      const std::size_t mark = path_.size();
-      append_pointer_token(path_, std::string_view(m.key().data(), m.key().size()));
+      steps_.push_back({std::string_view(m.key().data(), m.key().size()), kKey});
       value(m.value(), depth + 1, inside_timestamped);
-      path_.resize(mark);
+      steps_.pop_back();
     }
   }
 
  private:
+  static constexpr std::size_t kKey = static_cast<std::size_t>(-1);
+
+  // One step of the path to the node being checked: a member key, or an array index.
+  struct Step {
+    std::string_view key;
+    std::size_t index;  // kKey for a member
+  };
+
   void value(const json::value& v, std::size_t depth, bool inside_timestamped) {
-    if (depth > options_.limits.max_depth) throw Error::too_deep(path_, options_.limits.max_depth);
+    if (depth > options_.limits.max_depth) throw Error::too_deep(pointer(), options_.limits.max_depth);
     switch (v.kind()) {
       case json::kind::object: {
         const json::object& o = v.get_object();
         bool timestamped = inside_timestamped;
         if (!inside_timestamped) {
-          std::string_view key = options_.timestamp_keys.key_in(o);
-          if (!key.empty()) {
+          if (const json::value* ts = options_.timestamp_keys.find(o)) {
             timestamped = true;
-            std::string why;
-            if (!parse_timestamp(o.at(key), &why)) {
-              const std::size_t mark = path_.size();
-              append_pointer_token(path_, key);
-              std::string pointer = path_;
-              path_.resize(mark);
-              throw Error::invalid_timestamp(std::move(pointer), why);
+            if (!parse_timestamp(*ts)) {
+              std::string why;
+              parse_timestamp(*ts, &why);
+              std::string path = pointer();
+              append_pointer_token(path, options_.timestamp_keys.key_in(o));
+              throw Error::invalid_timestamp(std::move(path), why);
             }
           }
         }
@@ -107,16 +112,16 @@ class StateValidator {
         const json::array& a = v.get_array();
         if (!inside_timestamped) check_ids(a);
         for (std::size_t i = 0; i < a.size(); ++i) {
-          const std::size_t mark = path_.size();
-          append_pointer_index(path_, i);
+          steps_.push_back({{}, i});
           value(a[i], depth + 1, inside_timestamped);
-          path_.resize(mark);
+          steps_.pop_back();
         }
         break;
       }
       case json::kind::double_:
         if (!std::isfinite(v.get_double())) {
-          throw Error(ErrorCode::invalid_json, "number out of range at " + path_, ErrorDetails{.path = path_});
+          std::string path = pointer();
+          throw Error(ErrorCode::invalid_json, "number out of range at " + path, ErrorDetails{.path = path});
         }
         break;
       default:
@@ -132,12 +137,26 @@ class StateValidator {
       if (!element_id_key(e)) return;
     }
     if (!has_unique_ids(a)) {
-      throw Error::invalid_request("duplicate id in the array at " + path_, path_);
+      std::string path = pointer();
+      throw Error::invalid_request("duplicate id in the array at " + path, path);
     }
   }
 
+  // The JSON Pointer of the node being checked, built only for an error.
+  std::string pointer() const {
+    std::string path;
+    for (const Step& s : steps_) {
+      if (s.index == kKey) {
+        append_pointer_token(path, s.key);
+      } else {
+        append_pointer_index(path, s.index);
+      }
+    }
+    return path;
+  }
+
   const DocumentOptions& options_;
-  std::string path_;
+  std::vector<Step> steps_;
 };
 
 std::string serialize_within_limit(const json::object& state, Section section, const Limits& limits) {
