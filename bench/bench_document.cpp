@@ -63,7 +63,7 @@ std::size_t full_report(const Fixture& f, const ds::DocumentOptions& options) {
   json::storage_ptr sp(&arena);
   json::value incoming = ds::parse_json(f.report, 64, sp);
   ds::UpdateOutcome out = ds::apply_update(json::object(f.reported, sp), json::object(f.desired, sp),
-                                           incoming.get_object(), {}, options);
+                                           std::move(incoming.get_object()), {}, options);
   std::string changes = "[";
   for (const ds::Change& c : out.changes) ds::append_json(changes, c);
   return changes.size() + out.reported_json.size();
@@ -98,7 +98,7 @@ std::size_t parse_merge_acknowledge(const Fixture& f, json::object& reported, js
                                     const ds::DocumentOptions& options, const json::storage_ptr& sp) {
   json::value incoming = ds::parse_json(f.report, 64, sp);
   ds::validate_state(incoming.get_object(), options);
-  ds::MergeResult merged = ds::merge_section(reported, incoming.get_object(), ds::MergeMode::server_is_master,
+  ds::MergeResult merged = ds::merge_section(reported, std::move(incoming.get_object()), ds::MergeMode::server_is_master,
                                              ds::Section::reported, options.timestamp_keys);
   std::vector<ds::Acknowledgement> acknowledged = ds::acknowledge(desired, reported, options.timestamp_keys);
   return merged.changes.size() + acknowledged.size();

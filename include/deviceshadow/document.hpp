@@ -65,10 +65,12 @@ struct MergeResult {
   std::vector<std::string> stale;  // paths of timestamped values not newer than stored
 };
 
-// Merges a validated incoming state into `stored` in place (SPEC.md §4).
+// Merges a validated incoming state into `stored` in place (SPEC.md §4). `incoming` is
+// consumed: its values move into `stored`, which is a copy only when the two do not share a
+// storage (pass it with std::move, in the same arena, to merge without copying).
 // Complexity: linear in the size of both documents.
-MergeResult merge_section(json::object& stored, const json::object& incoming, MergeMode mode,
-                          Section section, const TimestampKeys& keys);
+MergeResult merge_section(json::object& stored, json::object incoming, MergeMode mode, Section section,
+                          const TimestampKeys& keys);
 
 // Removes from `desired` every leaf equal to its counterpart in `reported`, then the objects
 // that became empty (never the root); returns the removed leaves in document order (§5).
@@ -107,9 +109,10 @@ struct UpdateOutcome {
 // The pure heart of a report or desire: validates `incoming`, merges it into its section,
 // acknowledges desired against reported, and checks each changed section against
 // limits.max_state_bytes (document_too_large). Throws Error; the inputs are then untouched
-// because they were taken by value. New values are allocated in the storage of the section
-// they land in, so a caller can run a whole request in one arena.
-UpdateOutcome apply_update(json::object reported, json::object desired, const json::object& incoming,
+// because they were taken by value. New values live in the storage of the section they land
+// in; a caller that runs a whole request in one arena passes all three there, moved, and
+// nothing is copied (see merge_section).
+UpdateOutcome apply_update(json::object reported, json::object desired, json::object incoming,
                            const SectionWrite& write, const DocumentOptions& options);
 
 }  // namespace deviceshadow

@@ -15,9 +15,10 @@ class Merger {
   Merger(MergeMode mode, Section section, const TimestampKeys& keys, MergeResult& out)
       : mode_(mode), section_(section), keys_(keys), out_(out) {}
 
-  // Merges the members of two plain (non-timestamped) objects.
-  void merge_members(json::object& stored, const json::object& incoming) {
-    for (const json::key_value_pair& member : incoming) {
+  // Merges the members of two plain (non-timestamped) objects. Incoming values move into
+  // `stored` (a move across storages copies).
+  void merge_members(json::object& stored, json::object& incoming) {
+    for (json::key_value_pair& member : incoming) {
       std::string_view key(member.key().data(), member.key().size());
       const std::size_t mark = path_.size();
       append_pointer_token(path_, key);
@@ -28,7 +29,7 @@ class Merger {
           stored.stable_erase(it);
         }
       } else if (it == stored.end()) {
-        json::value added = without_null_members(member.value(), keys_, stored.storage());
+        json::value added = without_null_members(std::move(member.value()), keys_, stored.storage());
         emit_adds(added);
         stored.emplace(member.key(), std::move(added));
       } else {
@@ -54,7 +55,7 @@ class Merger {
 
  private:
   // Merges a non-null incoming node into an existing stored node.
-  void merge_value(json::value& stored, const json::value& incoming) {
+  void merge_value(json::value& stored, json::value& incoming) {
     const json::value* incoming_ts = timestamp_member(incoming, keys_);
     if (incoming_ts) {
       const json::value* stored_ts = timestamp_member(stored, keys_);
@@ -67,7 +68,7 @@ class Merger {
           return;
         }
       }
-      replace(stored, json::value(incoming, stored.storage()));  // rules 3 and 4
+      replace(stored, json::value(std::move(incoming), stored.storage()));  // rules 3 and 4
       return;
     }
     if (incoming.is_object() && stored.is_object() && !timestamp_member(stored, keys_)) {
@@ -79,7 +80,7 @@ class Merger {
       merge_arrays(stored.get_array(), incoming.get_array());  // rule 6
       return;
     }
-    json::value replacement = without_null_members(incoming, keys_, stored.storage());  // rule 7
+    json::value replacement = without_null_members(std::move(incoming), keys_, stored.storage());  // rule 7
     if (!values_equal(stored, replacement, keys_)) replace(stored, std::move(replacement));
   }
 
@@ -99,7 +100,7 @@ class Merger {
 
   // Rule 6. Matched elements merge in place; the result keeps stored order (less the
   // elements client_is_master removes) and appends incoming-only elements.
-  void merge_arrays(json::array& stored, const json::array& incoming) {
+  void merge_arrays(json::array& stored, json::array& incoming) {
     std::vector<std::size_t> match(incoming.size(), kNoMatch);  // incoming index -> stored index
     if (has_unique_ids(stored) && has_unique_ids(incoming)) {
       std::unordered_map<std::string, std::size_t> stored_by_id;
@@ -144,7 +145,7 @@ class Merger {
     for (std::size_t j = 0; j < incoming.size(); ++j) {
       if (match[j] != kNoMatch) continue;
       append_pointer_index(path_, result.size());
-      json::value added = without_null_members(incoming[j], keys_, result.storage());
+      json::value added = without_null_members(std::move(incoming[j]), keys_, result.storage());
       emit_adds(added);
       result.push_back(std::move(added));
       path_.resize(mark);
@@ -179,8 +180,8 @@ class Merger {
 
 }  // namespace
 
-MergeResult merge_section(json::object& stored, const json::object& incoming, MergeMode mode,
-                          Section section, const TimestampKeys& keys) {
+MergeResult merge_section(json::object& stored, json::object incoming, MergeMode mode, Section section,
+                          const TimestampKeys& keys) {
   MergeResult result;
   Merger(mode, section, keys, result).merge_members(stored, incoming);
   return result;

@@ -5,27 +5,29 @@
 
 namespace deviceshadow {
 
-json::value without_null_members(const json::value& v, const TimestampKeys& keys, const json::storage_ptr& sp) {
-  switch (v.kind()) {
-    case json::kind::object: {
-      const json::object& o = v.get_object();
-      if (keys.find(o)) return json::value(v, sp);
-      json::object out(sp);
-      out.reserve(o.size());
-      for (const json::key_value_pair& m : o) {
-        if (!m.value().is_null()) out.emplace(m.key(), without_null_members(m.value(), keys, sp));
+namespace {
+
+void remove_null_members(json::value& v, const TimestampKeys& keys) {
+  if (json::object* o = v.if_object()) {
+    if (keys.find(*o)) return;
+    for (auto it = o->begin(); it != o->end();) {
+      if (it->value().is_null()) {
+        it = o->stable_erase(it);
+      } else {
+        remove_null_members(it->value(), keys);
+        ++it;
       }
-      return out;
     }
-    case json::kind::array: {
-      json::array out(sp);
-      out.reserve(v.get_array().size());
-      for (const json::value& e : v.get_array()) out.push_back(without_null_members(e, keys, sp));
-      return out;
-    }
-    default:
-      return json::value(v, sp);
+  } else if (json::array* a = v.if_array()) {
+    for (json::value& e : *a) remove_null_members(e, keys);
   }
+}
+
+}  // namespace
+
+json::value without_null_members(json::value&& v, const TimestampKeys& keys, const json::storage_ptr& sp) {
+  remove_null_members(v, keys);
+  return json::value(std::move(v), sp);
 }
 
 std::optional<std::string> element_id_key(const json::value& element) {

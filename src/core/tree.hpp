@@ -14,9 +14,10 @@ inline const json::value* timestamp_member(const json::value& v, const Timestamp
   return v.is_object() ? keys.find(v.get_object()) : nullptr;
 }
 
-// A copy of v, in storage sp, with null members removed from every plain object in it
-// (timestamped values are atomic and copied whole; array elements are kept, nulls included).
-json::value without_null_members(const json::value& v, const TimestampKeys& keys, const json::storage_ptr& sp);
+// v moved into storage sp (copied if v lives elsewhere), with null members removed from every
+// plain object in it (timestamped values are atomic and kept whole; array elements are kept,
+// nulls included).
+json::value without_null_members(json::value&& v, const TimestampKeys& keys, const json::storage_ptr& sp);
 
 // The canonical matching key of an array element's "id" ("s" + string or "i" + decimal
 // integer), or nullopt if the element is not an object with a string or integer id.

@@ -173,14 +173,14 @@ void validate_state(const json::object& state, const DocumentOptions& options) {
   StateValidator(options).members(state, 0, false);
 }
 
-UpdateOutcome apply_update(json::object reported, json::object desired, const json::object& incoming,
+UpdateOutcome apply_update(json::object reported, json::object desired, json::object incoming,
                            const SectionWrite& write, const DocumentOptions& options) {
   validate_state(incoming, options);
   const TimestampKeys& keys = options.timestamp_keys;
   // Move-construct (not assign): assignment across storages would copy out of the caller's arena.
   UpdateOutcome out{.reported = std::move(reported), .desired = std::move(desired)};
   json::object& target = write.section == Section::reported ? out.reported : out.desired;
-  MergeResult merged = merge_section(target, incoming, write.mode, write.section, keys);
+  MergeResult merged = merge_section(target, std::move(incoming), write.mode, write.section, keys);
   (write.section == Section::reported ? out.reported_changed : out.desired_changed) = !merged.changes.empty();
   out.changes = std::move(merged.changes);
   out.stale = std::move(merged.stale);

@@ -263,7 +263,8 @@ UpdateResult Engine::update(const UpdateRequest& request) {
     // One arena per attempt; the values in the result keep it alive.
     json::storage_ptr arena = json::make_shared_resource<json::monotonic_resource>();
     auto live_state = [&](const SectionRecord& s) { return parse_state(s.exists() ? s.state_json : "{}", doc, arena); };
-    UpdateOutcome outcome = apply_update(live_state(record.reported), live_state(record.desired), request.state,
+    UpdateOutcome outcome = apply_update(live_state(record.reported), live_state(record.desired),
+                                         json::object(request.state, arena),
                                          {request.section, request.mode, request.acknowledge}, doc);
     // Setting the time zone is a change of the section even when the state is unchanged.
     const bool tz_changed = request.tz && (*request.tz != target.tz || !target.exists());
