@@ -85,10 +85,20 @@ class Merger {
   }
 
   // The old value moves into the change; the change gets a copy of the new one.
-  void replace(json::value& stored, json::value replacement) {
-    json::value new_copy(replacement);
-    out_.changes.push_back({section_, ChangeOp::update, path_, std::move(stored), std::move(new_copy)});
+  void replace(json::value& stored, json::value&& replacement) {
+    Change& c = new_change(ChangeOp::update);
+    c.old_value.emplace(std::move(stored));
+    c.new_value.emplace(replacement);
     stored = std::move(replacement);
+  }
+
+  // A change at the current path, built in place in the list.
+  Change& new_change(ChangeOp op) {
+    Change& c = out_.changes.emplace_back();
+    c.section = section_;
+    c.op = op;
+    c.path = path_;
+    return c;
   }
 
   static bool all_objects(const json::array& a) {
@@ -166,9 +176,8 @@ class Merger {
       }
       return;
     }
-    Change c{section_, op, path_, std::nullopt, std::nullopt};
-    (op == ChangeOp::add ? c.new_value : c.old_value) = v;
-    out_.changes.push_back(std::move(c));
+    Change& c = new_change(op);
+    (op == ChangeOp::add ? c.new_value : c.old_value).emplace(v);
   }
 
   MergeMode mode_;
@@ -178,11 +187,26 @@ class Merger {
   std::string path_;  // JSON Pointer of the node being merged
 };
 
+// An upper bound of the leaves in v (its scalars and empty containers): the most changes
+// merging it can produce, less the removals of stored leaves.
+std::size_t leaf_bound(const json::value& v) noexcept {
+  std::size_t n = 0;
+  if (const json::object* o = v.if_object()) {
+    for (const json::key_value_pair& m : *o) n += leaf_bound(m.value());
+  } else if (const json::array* a = v.if_array()) {
+    for (const json::value& e : *a) n += leaf_bound(e);
+  }
+  return n == 0 ? 1 : n;
+}
+
 }  // namespace
 
 MergeResult merge_section(json::object& stored, json::object incoming, MergeMode mode, Section section,
                           const TimestampKeys& keys) {
   MergeResult result;
+  std::size_t bound = 0;
+  for (const json::key_value_pair& m : incoming) bound += leaf_bound(m.value());
+  result.changes.reserve(bound);  // no reallocation while merging, in the usual case
   Merger(mode, section, keys, result).merge_members(stored, incoming);
   return result;
 }

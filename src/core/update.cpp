@@ -187,7 +187,7 @@ UpdateOutcome apply_update(json::object reported, json::object desired, json::ob
   if (write.acknowledge) {
     out.acknowledged = acknowledge(out.desired, out.reported, keys);
     for (const Acknowledgement& a : out.acknowledged) {
-      out.changes.push_back({Section::desired, ChangeOp::remove, a.path, json::value(a.value), std::nullopt});
+      out.changes.push_back({Section::desired, ChangeOp::remove, a.path, a.value, std::nullopt});
     }
     if (!out.acknowledged.empty()) out.desired_changed = true;
   }
