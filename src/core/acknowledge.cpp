@@ -35,9 +35,14 @@ const json::object* counterpart_object(const json::value* v) {
 
 void acknowledge_members(json::object& desired, const json::object* reported, const TimestampKeys& keys,
                          std::string& path, std::vector<Acknowledgement>& out) {
+  std::size_t hint = 0;
   for (std::size_t i = 0; i < desired.size();) {
     auto it = desired.begin() + static_cast<std::ptrdiff_t>(i);
-    const json::value* counterpart = reported ? reported->if_contains(it->key()) : nullptr;
+    const json::value* counterpart = nullptr;
+    if (reported) {
+      auto found = find_member(*reported, std::string_view(it->key().data(), it->key().size()), hint);
+      if (found != reported->end()) counterpart = &found->value();
+    }
     const std::size_t mark = path.size();
     append_pointer_token(path, std::string_view(it->key().data(), it->key().size()));
     bool remove = false;

@@ -18,11 +18,12 @@ class Merger {
   // Merges the members of two plain (non-timestamped) objects. Incoming values move into
   // `stored` (a move across storages copies).
   void merge_members(json::object& stored, json::object& incoming) {
+    std::size_t hint = 0;
     for (json::key_value_pair& member : incoming) {
       std::string_view key(member.key().data(), member.key().size());
       const std::size_t mark = path_.size();
       append_pointer_token(path_, key);
-      auto it = stored.find(member.key());
+      auto it = find_member(stored, key, hint);
       if (member.value().is_null()) {  // rule 2: null removes
         if (it != stored.end()) {
           emit_removes(it->value());
