@@ -123,7 +123,8 @@ std::optional<Timestamp> parse_rfc3339(std::string_view s, std::string* why) {
       ++i;
     }
     if (i == start) return fail(why, "expected digits after '.'");
-    for (std::size_t k = i - start; k < 9; ++k) nanos *= 10;
+    static constexpr std::uint32_t kScale[] = {1, 100'000'000, 10'000'000, 1'000'000, 100'000, 10'000, 1'000, 100, 10, 1};
+    nanos *= kScale[i - start];
   }
   std::int64_t offset_seconds = 0;
   if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
