@@ -14,6 +14,29 @@
 namespace deviceshadow {
 namespace {
 
+// The double of a JSON number's text without an exponent part and with at most 15 digits:
+// the digits and the power of ten are then exact doubles, so one division rounds correctly
+// (Clinger's fast path). Returns false for any other text, which std::from_chars must read.
+bool parse_short_double(std::string_view text, double& out) noexcept {
+  static constexpr double kPow10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+  const char* p = text.data();
+  const char* end = p + text.size();
+  const bool negative = p != end && *p == '-';
+  p += negative;
+  std::uint64_t digits = 0;
+  int count = 0, fraction = 0;
+  for (; p != end && *p >= '0' && *p <= '9'; ++p, ++count) digits = digits * 10 + static_cast<unsigned>(*p - '0');
+  if (p != end && *p == '.') {
+    for (++p; p != end && *p >= '0' && *p <= '9'; ++p, ++count, ++fraction) {
+      digits = digits * 10 + static_cast<unsigned>(*p - '0');
+    }
+  }
+  if (p != end || count > 15) return false;
+  out = static_cast<double>(digits) / kPow10[fraction];
+  if (negative) out = -out;
+  return true;
+}
+
 // Parse handler that builds a json::value like boost::json::parser does, except that
 // doubles are converted from their text with std::from_chars (correctly rounded).
 struct ValueBuilder {
@@ -57,6 +80,11 @@ struct ValueBuilder {
       text = number_text;
     }
     double d = 0;
+    if (parse_short_double(text, d)) {
+      number_text.clear();
+      stack.push_double(d);
+      return true;
+    }
     auto [ptr, err] = std::from_chars(text.data(), text.data() + text.size(), d);
     number_text.clear();
     if (err == std::errc::result_out_of_range) {

@@ -82,6 +82,32 @@ TEST(Json, ShortDecimalsAreWrittenExactlyAsToChars) {
   }
 }
 
+// Decimals of up to 15 digits without an exponent take the parser's fast path; every one must
+// read exactly as std::from_chars (correct rounding) reads it, and so must the longer ones.
+TEST(Json, ShortDecimalsAreReadExactlyAsFromChars) {
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 1'000'000; ++i) {
+    const int digits = 1 + static_cast<int>(rng() % 17);
+    std::string text = rng() % 4 ? "" : "-";
+    std::string all;
+    for (int k = 0; k < digits; ++k) all += static_cast<char>('0' + rng() % 10);
+    const std::size_t point = rng() % static_cast<std::size_t>(digits);  // digits before the point
+    if (point > 1 && all[0] == '0') all[0] = '1';                        // no leading zero
+    text += point == 0 ? "0" : all.substr(0, point);
+    text += '.';
+    text += point == all.size() ? "0" : all.substr(point);
+    double expected = 0;
+    std::from_chars(text.data(), text.data() + text.size(), expected);
+    json::value parsed = ds::parse_json(text);
+    ASSERT_TRUE(parsed.is_double()) << text;
+    const double got = parsed.get_double();
+    ASSERT_EQ(std::memcmp(&got, &expected, sizeof got), 0) << text;
+  }
+  EXPECT_TRUE(std::signbit(ds::parse_json("-0.0").get_double()));
+  EXPECT_EQ(ds::parse_json("0.1").get_double(), 0.1);
+  EXPECT_EQ(ds::parse_json("999999999999999.9").get_double(), 999999999999999.9);  // 16 digits
+}
+
 TEST(Json, RejectsNumbersOutsideTheDoubleRange) {
   EXPECT_EQ(parse_error("{\"a\":1e400}").code(), ds::ErrorCode::invalid_json);
   EXPECT_EQ(parse_error("-1e400").code(), ds::ErrorCode::invalid_json);
