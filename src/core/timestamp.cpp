@@ -203,6 +203,14 @@ TimestampKeys::TimestampKeys(std::vector<std::string> keys) : keys_(std::move(ke
 
 namespace {
 
+// a[1..] == b[1..] for strings of equal length, compared inline: timestamp keys are short.
+bool same_tail(std::string_view a, std::string_view b) noexcept {
+  for (std::size_t i = 1; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 // The member of o whose key comes first in `keys`, or nullptr. One pass over the members,
 // comparing first bytes before calling memcmp: most keys are not timestamp keys, and this runs
 // for every object a write touches.
@@ -213,7 +221,7 @@ const json::key_value_pair* first_key_member(const json::object& o, const std::v
     const std::string_view key(m.key().data(), m.key().size());
     for (std::size_t i = 0; i < rank; ++i) {
       const std::string& k = keys[i];
-      if (key.size() == k.size() && (k.empty() || (key[0] == k[0] && key == k))) {
+      if (key.size() == k.size() && (k.empty() || (key[0] == k[0] && same_tail(key, k)))) {
         found = &m;
         rank = i;
         break;
