@@ -38,7 +38,7 @@ bool parse_short_double(std::string_view text, double& out) noexcept {
 }
 
 // Parse handler that builds a json::value like boost::json::parser does, except that
-// doubles are converted from their text with std::from_chars (correctly rounded).
+// doubles are read from their text, correctly rounded (parse_short_double, else std::from_chars).
 struct ValueBuilder {
   static constexpr std::size_t max_object_size = json::object::max_size();
   static constexpr std::size_t max_array_size = json::array::max_size();

@@ -212,8 +212,8 @@ bool same_tail(std::string_view a, std::string_view b) noexcept {
 }
 
 // The member of o whose key comes first in `keys`, or nullptr. One pass over the members,
-// comparing first bytes before calling memcmp: most keys are not timestamp keys, and this runs
-// for every object a write touches.
+// comparing lengths and first bytes before the rest: most keys are not timestamp keys, and this
+// runs for every object a write touches.
 const json::key_value_pair* first_key_member(const json::object& o, const std::vector<std::string>& keys) noexcept {
   const json::key_value_pair* found = nullptr;
   std::size_t rank = keys.size();

@@ -96,9 +96,7 @@ class StateValidator {
         if (!inside_timestamped) {
           if (const json::value* ts = options_.timestamp_keys.find(o)) {
             timestamped = true;
-            if (!parse_timestamp(*ts)) {
-              std::string why;
-              parse_timestamp(*ts, &why);
+            if (std::string why; !parse_timestamp(*ts, &why)) {
               std::string path = pointer();
               append_pointer_token(path, options_.timestamp_keys.key_in(o));
               throw Error::invalid_timestamp(std::move(path), why);
