@@ -224,6 +224,22 @@ Error translate(const AwsError& e) {
   return Error(ErrorCode::internal, "dynamodb: " + std::string(e.what()));
 }
 
+// One call, its failure translated into the store's errors.
+json::value call_translated(JsonClient& client, std::string_view operation, const json::object& body, bool idempotent) {
+  try {
+    return client.call(operation, to_json(body), idempotent);
+  } catch (const AwsError& e) {
+    throw translate(e);
+  }
+}
+
+// Sleeps a random time up to `base` << min(attempt, max_shift) before a retry.
+void back_off(std::chrono::milliseconds base, int attempt, int max_shift) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const auto cap = static_cast<int>(base.count()) << std::min(attempt, max_shift);
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, cap)(rng)));
+}
+
 class DynamoDbStore final : public Store {
  public:
   DynamoDbStore(const DynamoDbOptions& options, std::unique_ptr<JsonClient> client)
@@ -267,7 +283,6 @@ class DynamoDbStore final : public Store {
 
   void write(const ShadowWrite& write) override {
     const std::vector<Operation> ops = build_operations(write);
-    thread_local std::mt19937_64 rng{std::random_device{}()};
     for (int attempt = 1;; ++attempt) {
       try {
         send(ops, write);
@@ -300,7 +315,7 @@ class DynamoDbStore final : public Store {
           throw translate(e);
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 20 << std::min(attempt, 6))(rng)));
+      back_off(std::chrono::milliseconds(20), attempt, 6);
     }
   }
 
@@ -308,7 +323,8 @@ class DynamoDbStore final : public Store {
                                           std::size_t limit) override {
     std::vector<std::string> prefixes = options_.layout == DynamoDbLayout::combined
                                             ? std::vector<std::string>{std::string(kCombinedPrefix)}
-                                            : std::vector<std::string>{"DSD#", "DSR#"};
+                                            : std::vector<std::string>{section_prefix(Section::desired),
+                                                                       section_prefix(Section::reported)};
     std::vector<ShadowSummary> out;
     std::string after(after_name);
     while (out.size() < limit) {
@@ -331,7 +347,7 @@ class DynamoDbStore final : public Store {
           if (options_.layout == DynamoDbLayout::combined) {
             by_name[name] = combined_record(item);
           } else {
-            by_name[name].section(prefix == "DSR#" ? Section::reported : Section::desired) =
+            by_name[name].section(prefix == section_prefix(Section::reported) ? Section::reported : Section::desired) =
                 section_from_attributes(item, nullptr);
           }
         }
@@ -446,15 +462,11 @@ class DynamoDbStore final : public Store {
  private:
   std::vector<std::string> section_sks(const std::string& name) const {
     if (options_.layout == DynamoDbLayout::combined) return {std::string(kCombinedPrefix) + name};
-    return {"DSR#" + name, "DSD#" + name};
+    return {section_prefix(Section::reported) + name, section_prefix(Section::desired) + name};
   }
 
   json::value call(std::string_view operation, const json::object& body, bool idempotent) {
-    try {
-      return client_->call(operation, to_json(body), idempotent);
-    } catch (const AwsError& e) {
-      throw translate(e);
-    }
+    return call_translated(*client_, operation, body, idempotent);
   }
 
   json::object base_query(const std::string& pk) const {
@@ -465,7 +477,6 @@ class DynamoDbStore final : public Store {
   void batch_get(json::array keys, std::map<std::pair<std::string, std::string>, json::object>& items) {
     json::object request{{"RequestItems", json::object{{options_.table, json::object{{"Keys", std::move(keys)},
                                                                                      {"ConsistentRead", true}}}}}};
-    thread_local std::mt19937_64 rng{std::random_device{}()};
     for (int attempt = 1;; ++attempt) {
       json::value response = call("BatchGetItem", request, true);
       for (const json::value& v : response.at("Responses").at(options_.table).as_array()) {
@@ -476,7 +487,7 @@ class DynamoDbStore final : public Store {
       if (!unprocessed || unprocessed->as_object().empty()) return;
       if (attempt >= options_.max_attempts * 2) throw Error(ErrorCode::throttled, "dynamodb: keys left unprocessed");
       request["RequestItems"] = *unprocessed;
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 10 << std::min(attempt, 7))(rng)));
+      back_off(std::chrono::milliseconds(10), attempt, 7);
     }
   }
 
@@ -737,23 +748,13 @@ std::unique_ptr<Store> open_dynamodb_store(const DynamoDbOptions& given) {
 void delete_dynamodb_table(const DynamoDbOptions& given) {
   DynamoDbOptions options = given;
   auto client = make_client(options);
-  try {
-    client->call("DeleteTable", to_json(json::object{{"TableName", options.table}}), true);
-  } catch (const AwsError& e) {
-    throw translate(e);
-  }
+  call_translated(*client, "DeleteTable", json::object{{"TableName", options.table}}, true);
 }
 
 void create_dynamodb_table(const DynamoDbOptions& given, bool with_stream) {
   DynamoDbOptions options = given;
   auto client = make_client(options);
-  auto call = [&](std::string_view op, const json::object& body) {
-    try {
-      return client->call(op, to_json(body), true);
-    } catch (const AwsError& e) {
-      throw translate(e);
-    }
-  };
+  auto call = [&](std::string_view op, const json::object& body) { return call_translated(*client, op, body, true); };
   auto attr = [](const char* name) { return json::object{{"AttributeName", name}, {"AttributeType", "S"}}; };
   auto key = [](const char* name, const char* type) { return json::object{{"AttributeName", name}, {"KeyType", type}}; };
   json::object create{
