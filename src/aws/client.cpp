@@ -71,6 +71,7 @@ struct JsonClient::Impl {
   std::mutex mutex;
   std::vector<CURL*> idle;  // keep-alive handles, reused
   Credentials credentials;
+  std::string host;  // of the endpoint, signed as the Host header
 
   // A handle with every option that does not change between requests already set.
   CURL* acquire(const ClientOptions& options) {
@@ -106,18 +107,18 @@ JsonClient::JsonClient(ClientOptions options, Credentials credentials)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {
   std::call_once(curl_initialized, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   impl_->credentials = std::move(credentials);
+  impl_->host = host_of(options_.endpoint);
 }
 
 JsonClient::~JsonClient() = default;
 
 json::value JsonClient::call(std::string_view operation, const std::string& body, bool idempotent) {
   const std::string target = options_.target_prefix + std::string(operation);
-  const std::string host = host_of(options_.endpoint);
   thread_local std::mt19937_64 rng{std::random_device{}()};
   for (int attempt = 1;; ++attempt) {
     SignableRequest request;
     request.path = "/";
-    request.headers = {{"Host", host}, {"Content-Type", "application/x-amz-json-1.0"}, {"X-Amz-Target", target}};
+    request.headers = {{"Host", impl_->host}, {"Content-Type", "application/x-amz-json-1.0"}, {"X-Amz-Target", target}};
     request.body = body;
     sign(request, {options_.region, options_.service, amz_date_now()}, impl_->credentials);
 
