@@ -27,8 +27,6 @@ struct Reply {
   std::string body;
 };
 
-std::string encode(std::string_view s) { return ds::percent_encode(s); }
-
 Reply call(const Client& client, const char* method, const std::string& path, const std::string* body = nullptr) {
   CURL* curl = curl_easy_init();
   Reply reply;
@@ -203,11 +201,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    std::string base = "/v1/things/" + encode(thing);
-    std::string shadow = base + "/shadows/" + encode(name);
+    std::string base = "/v1/things/" + ds::percent_encode(thing);
+    std::string shadow = base + "/shadows/" + ds::percent_encode(name);
     std::string query;
     auto param = [&](const char* key, const std::string& value) {
-      if (!value.empty()) query += (query.empty() ? "?" : "&") + std::string(key) + "=" + encode(value);
+      if (!value.empty()) query += (query.empty() ? "?" : "&") + std::string(key) + "=" + ds::percent_encode(value);
     };
     if (limit) param("limit", std::to_string(limit));
     param("cursor", cursor);
@@ -218,7 +216,7 @@ int main(int argc, char** argv) {
       print = print_shadow;
     } else if (*write_cmds[0] || *write_cmds[1]) {
       if (name_and_state.size() == 2) name = name_and_state[0];
-      shadow = base + "/shadows/" + encode(name);
+      shadow = base + "/shadows/" + ds::percent_encode(name);
       json::object body;
       json::value parsed = ds::parse_json(read_state_argument(name_and_state.back()));
       body["state"] = parsed;
