@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <optional>
+#include <string>
+
 namespace ds = deviceshadow;
 
 namespace {
@@ -91,6 +95,78 @@ TEST(Timestamp, FormatAndParseRoundTrip) {
 TEST(Timestamp, ComparesAsInstants) {
   EXPECT_LT(*ds::parse_rfc3339("2025-01-01T01:00:00+02:00"), *ds::parse_rfc3339("2025-01-01T00:00:00Z"));
   EXPECT_EQ(*ds::parse_rfc3339("2025-01-01T01:00:00+01:00"), *ds::parse_rfc3339("2025-01-01T00:00:00Z"));
+}
+
+// RFC 3339 as the grammar reads, one character at a time, with the calendar of std::chrono:
+// the reference parse_rfc3339 (which reads eight bytes at a time) is checked against.
+std::optional<ds::Timestamp> reference_rfc3339(std::string_view s) {
+  auto digits = [&](std::size_t at, std::size_t count) -> int {
+    if (at + count > s.size()) return -1;
+    int v = 0;
+    for (std::size_t i = at; i < at + count; ++i) {
+      if (s[i] < '0' || s[i] > '9') return -1;
+      v = v * 10 + (s[i] - '0');
+    }
+    return v;
+  };
+  auto is = [&](std::size_t at, std::string_view options) { return at < s.size() && options.find(s[at]) != options.npos; };
+  const int year = digits(0, 4), month = digits(5, 2), day = digits(8, 2);
+  const int hour = digits(11, 2), minute = digits(14, 2), second = digits(17, 2);
+  if (year < 0 || month < 0 || day < 0 || hour < 0 || minute < 0 || second < 0) return std::nullopt;
+  if (!is(4, "-") || !is(7, "-") || !is(10, "Tt ") || !is(13, ":") || !is(16, ":")) return std::nullopt;
+  const std::chrono::year_month_day date{std::chrono::year(year), std::chrono::month(static_cast<unsigned>(month)),
+                                         std::chrono::day(static_cast<unsigned>(day))};
+  if (!date.ok() || hour > 23 || minute > 59 || second > 60) return std::nullopt;
+  std::size_t i = 19;
+  std::uint32_t nanos = 0;
+  if (is(i, ".")) {
+    std::size_t count = 0;
+    for (++i; is(i, "0123456789"); ++i, ++count) {
+      if (count < 9) nanos = nanos * 10 + static_cast<std::uint32_t>(s[i] - '0');
+    }
+    if (count == 0 || count > 9) return std::nullopt;
+    for (; count < 9; ++count) nanos *= 10;
+  }
+  std::int64_t offset = 0;
+  if (is(i, "Zz")) {
+    ++i;
+  } else if (is(i, "+-")) {
+    const int oh = digits(i + 1, 2), om = digits(i + 4, 2);
+    if (oh < 0 || om < 0 || !is(i + 3, ":") || oh > 23 || om > 59) return std::nullopt;
+    offset = (s[i] == '-' ? -1 : 1) * (oh * 3600 + om * 60);
+    i += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  const std::int64_t days = std::chrono::sys_days(date).time_since_epoch().count();
+  return ds::Timestamp{days * 86400 + hour * 3600 + minute * 60 + second - offset, nanos};
+}
+
+void expect_as_reference(const std::string& text) {
+  std::string why;
+  const auto parsed = ds::parse_rfc3339(text, &why);
+  ASSERT_EQ(parsed, reference_rfc3339(text)) << '"' << text << '"';
+  if (!parsed) {
+    ASSERT_FALSE(why.empty()) << '"' << text << '"';
+  }
+}
+
+// Every byte value at every position, every truncation and one byte appended, around valid
+// texts that cover each field's edges.
+TEST(Timestamp, ReadsEveryNearMissAsTheGrammarDoes) {
+  for (std::string valid : {"2025-01-22T13:22:26.5+01:00", "2024-02-29t23:59:60Z", "0000-01-01 00:00:00z",
+                            "9999-12-31T23:59:59.123456789-23:59", "1900-02-28T00:00:00.000000001Z"}) {
+    for (std::size_t at = 0; at < valid.size(); ++at) {
+      for (int byte = 0; byte < 256; ++byte) {
+        std::string text = valid;
+        text[at] = static_cast<char>(byte);
+        expect_as_reference(text);
+      }
+    }
+    for (std::size_t length = 0; length <= valid.size(); ++length) expect_as_reference(valid.substr(0, length));
+    for (char extra : {'0', 'Z', ' '}) expect_as_reference(valid + extra);
+  }
 }
 
 TEST(TimestampKeys, FindsTheFirstConfiguredKey) {
