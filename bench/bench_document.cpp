@@ -97,9 +97,9 @@ void BM_FullReport(benchmark::State& state) {
 std::size_t parse_merge_acknowledge(const Fixture& f, json::object& reported, json::object& desired,
                                     const ds::DocumentOptions& options, const json::storage_ptr& sp) {
   json::value incoming = ds::parse_json(f.report, 64, sp);
-  ds::validate_state(incoming.get_object(), options);
+  const auto parsed = ds::validate_state(incoming.get_object(), options);
   ds::MergeResult merged = ds::merge_section(reported, std::move(incoming.get_object()), ds::MergeMode::server_is_master,
-                                             ds::Section::reported, options.timestamp_keys);
+                                             ds::Section::reported, options.timestamp_keys, parsed);
   std::vector<ds::Acknowledgement> acknowledged = ds::acknowledge(desired, reported, options.timestamp_keys);
   return merged.changes.size() + acknowledged.size();
 }

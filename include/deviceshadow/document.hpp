@@ -7,6 +7,7 @@
 #include "deviceshadow/validation.hpp"
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,10 +56,17 @@ void append_json(std::string& out, const Acknowledgement& a);
 // object that is a timestamped value on either side compared by payload (timestamp ignored).
 bool values_equal(const json::value& a, const json::value& b, const TimestampKeys& keys);
 
+// A timestamp member of an incoming state and the instant it denotes.
+struct ParsedTimestamp {
+  const json::value* member;  // refers into the state: valid while the state is unmodified
+  Timestamp instant;
+};
+
 // Checks an incoming state against §3 and §8: depth (too_deep), timestamps
 // (invalid_timestamp with the pointer of the timestamp member), duplicate array ids
-// (invalid_request), non-finite numbers (invalid_json). Throws Error.
-void validate_state(const json::object& state, const DocumentOptions& options);
+// (invalid_request), non-finite numbers (invalid_json). Throws Error. Returns the timestamps
+// it parsed, in document order, for merge_section.
+std::vector<ParsedTimestamp> validate_state(const json::object& state, const DocumentOptions& options);
 
 struct MergeResult {
   std::vector<Change> changes;
@@ -67,10 +75,12 @@ struct MergeResult {
 
 // Merges a validated incoming state into `stored` in place (SPEC.md §4). `incoming` is
 // consumed: its values move into `stored`, which is a copy only when the two do not share a
-// storage (pass it with std::move, in the same arena, to merge without copying).
+// storage (pass it with std::move, in the same arena, to merge without copying). `parsed`,
+// what validate_state returned for this same state (moving the object keeps its values in
+// place), spares parsing its timestamps again; a timestamp not listed there is parsed.
 // Complexity: linear in the size of both documents.
 MergeResult merge_section(json::object& stored, json::object incoming, MergeMode mode, Section section,
-                          const TimestampKeys& keys);
+                          const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed = {});
 
 // Removes from `desired` every leaf equal to its counterpart in `reported`, then the objects
 // that became empty (never the root); returns the removed leaves in document order (§5).

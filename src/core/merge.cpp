@@ -12,8 +12,9 @@ constexpr std::size_t kNoMatch = std::numeric_limits<std::size_t>::max();
 
 class Merger {
  public:
-  Merger(MergeMode mode, Section section, const TimestampKeys& keys, MergeResult& out)
-      : mode_(mode), section_(section), keys_(keys), out_(out) {}
+  Merger(MergeMode mode, Section section, const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed,
+         MergeResult& out)
+      : mode_(mode), section_(section), keys_(keys), parsed_(parsed), out_(out) {}
 
   // Merges the members of two plain (non-timestamped) objects. Incoming values move into
   // `stored` (a move across storages copies).
@@ -62,7 +63,7 @@ class Merger {
       const json::value* stored_ts = timestamp_member(stored, keys_);
       if (stored_ts) {  // rule 3: strictly newer wins
         // Incoming timestamps are validated; a stored one that no longer parses loses.
-        auto incoming_time = parse_timestamp(*incoming_ts);
+        auto incoming_time = incoming_instant(*incoming_ts);
         auto stored_time = parse_timestamp(*stored_ts);
         if (stored_time && !(incoming_time > stored_time)) {
           out_.stale.push_back(path_);
@@ -83,6 +84,21 @@ class Merger {
     }
     json::value replacement = without_null_members(std::move(incoming), keys_, stored.storage());  // rule 7
     if (!values_equal(stored, replacement, keys_)) replace(stored, std::move(replacement));
+  }
+
+  // The instant of an incoming timestamp member, from parsed_ if validation listed it there.
+  // Merging asks for a subsequence of validation's document order, so the search goes on
+  // from the previous match and the whole merge scans parsed_ once. A member not found means
+  // the list describes another state (a copy, say): it is dropped and the rest parsed.
+  std::optional<Timestamp> incoming_instant(const json::value& member) {
+    for (std::size_t i = parsed_next_; i < parsed_.size(); ++i) {
+      if (parsed_[i].member == &member) {
+        parsed_next_ = i + 1;
+        return parsed_[i].instant;
+      }
+    }
+    parsed_ = {};
+    return parse_timestamp(member);
   }
 
   // The old value moves into the change; the change gets a copy of the new one.
@@ -184,6 +200,8 @@ class Merger {
   MergeMode mode_;
   Section section_;
   const TimestampKeys& keys_;
+  std::span<const ParsedTimestamp> parsed_;
+  std::size_t parsed_next_ = 0;  // where incoming_instant looks first
   MergeResult& out_;
   std::string path_;  // JSON Pointer of the node being merged
 };
@@ -203,12 +221,12 @@ std::size_t leaf_bound(const json::value& v) noexcept {
 }  // namespace
 
 MergeResult merge_section(json::object& stored, json::object incoming, MergeMode mode, Section section,
-                          const TimestampKeys& keys) {
+                          const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed) {
   MergeResult result;
   std::size_t bound = 0;
   for (const json::key_value_pair& m : incoming) bound += leaf_bound(m.value());
   result.changes.reserve(bound);  // no reallocation while merging, in the usual case
-  Merger(mode, section, keys, result).merge_members(stored, incoming);
+  Merger(mode, section, keys, parsed, result).merge_members(stored, incoming);
   return result;
 }
 

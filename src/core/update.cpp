@@ -68,8 +68,15 @@ namespace {
 
 class StateValidator {
  public:
-  StateValidator(const DocumentOptions& options) : options_(options) {}
+  explicit StateValidator(const DocumentOptions& options) : options_(options) {}
 
+  // Checks a whole state; returns the timestamps it parsed, in document order.
+  std::vector<ParsedTimestamp> check(const json::object& state) && {
+    members(state, 0, false);
+    return std::move(parsed_);
+  }
+
+ private:
   void members(const json::object& o, std::size_t depth, bool inside_timestamped) {
     for (const json::key_value_pair& m : o) {
       steps_.push_back({std::string_view(m.key().data(), m.key().size()), kKey});
@@ -78,7 +85,6 @@ class StateValidator {
     }
   }
 
- private:
   static constexpr std::size_t kKey = static_cast<std::size_t>(-1);
 
   // One step of the path to the node being checked: a member key, or an array index.
@@ -96,11 +102,14 @@ class StateValidator {
         if (!inside_timestamped) {
           if (const json::value* ts = options_.timestamp_keys.find(o)) {
             timestamped = true;
-            if (std::string why; !parse_timestamp(*ts, &why)) {
+            std::string why;
+            const std::optional<Timestamp> instant = parse_timestamp(*ts, &why);
+            if (!instant) {
               std::string path = pointer();
               append_pointer_token(path, options_.timestamp_keys.key_in(o));
               throw Error::invalid_timestamp(std::move(path), why);
             }
+            parsed_.push_back({ts, *instant});
           }
         }
         members(o, depth, timestamped);
@@ -155,6 +164,7 @@ class StateValidator {
 
   const DocumentOptions& options_;
   std::vector<Step> steps_;
+  std::vector<ParsedTimestamp> parsed_;
 };
 
 std::string serialize_within_limit(const json::object& state, Section section, const Limits& limits) {
@@ -167,18 +177,18 @@ std::string serialize_within_limit(const json::object& state, Section section, c
 
 }  // namespace
 
-void validate_state(const json::object& state, const DocumentOptions& options) {
-  StateValidator(options).members(state, 0, false);
+std::vector<ParsedTimestamp> validate_state(const json::object& state, const DocumentOptions& options) {
+  return StateValidator(options).check(state);
 }
 
 UpdateOutcome apply_update(json::object reported, json::object desired, json::object incoming,
                            const SectionWrite& write, const DocumentOptions& options) {
-  validate_state(incoming, options);
+  const std::vector<ParsedTimestamp> parsed = validate_state(incoming, options);
   const TimestampKeys& keys = options.timestamp_keys;
   // Move-construct (not assign): assignment across storages would copy out of the caller's arena.
   UpdateOutcome out{.reported = std::move(reported), .desired = std::move(desired)};
   json::object& target = write.section == Section::reported ? out.reported : out.desired;
-  MergeResult merged = merge_section(target, std::move(incoming), write.mode, write.section, keys);
+  MergeResult merged = merge_section(target, std::move(incoming), write.mode, write.section, keys, parsed);
   (write.section == Section::reported ? out.reported_changed : out.desired_changed) = !merged.changes.empty();
   out.changes = std::move(merged.changes);
   out.stale = std::move(merged.stale);

@@ -188,4 +188,25 @@ TEST(Properties, MergedStatesStayValid) {
   }
 }
 
+// Merging with the timestamps validation parsed gives what parsing them again gives.
+TEST(Properties, MergingWithTheParsedTimestampsIsTheSame) {
+  Generator gen(5);
+  ds::DocumentOptions options;
+  std::string rendered[2];
+  for (int round = 0; round < 2000; ++round) {
+    const json::object stored = gen.document(), incoming = gen.document();
+    const auto mode = gen.pick(0, 1) ? ds::MergeMode::server_is_master : ds::MergeMode::client_is_master;
+    for (int with_list = 0; with_list < 2; ++with_list) {
+      json::object merged = stored, consumed = incoming;
+      const std::vector<ds::ParsedTimestamp> parsed = ds::validate_state(consumed, options);
+      ds::MergeResult r = ds::merge_section(merged, std::move(consumed), mode, ds::Section::reported, keys,
+                                            with_list ? std::span(parsed) : std::span<const ds::ParsedTimestamp>());
+      rendered[with_list] = ds::to_json(merged);
+      for (const ds::Change& c : r.changes) ds::append_json(rendered[with_list], c);
+      for (const std::string& path : r.stale) rendered[with_list] += path;
+    }
+    ASSERT_EQ(rendered[1], rendered[0]) << ds::to_json(stored) << " <- " << ds::to_json(incoming);
+  }
+}
+
 }  // namespace
