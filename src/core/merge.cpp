@@ -101,12 +101,13 @@ class Merger {
     return parse_timestamp(member);
   }
 
-  // The old value moves into the change; the change gets a copy of the new one.
+  // The old value moves into the change; the change gets a copy of the new one. The
+  // replacement lives in stored's storage, so swapping only exchanges the two values.
   void replace(json::value& stored, json::value&& replacement) {
     Change& c = new_change(ChangeOp::update);
     c.old_value.emplace(std::move(stored));
     c.new_value.emplace(replacement);
-    stored = std::move(replacement);
+    stored.swap(replacement);
   }
 
   // A change at the current path, built in place in the list.
