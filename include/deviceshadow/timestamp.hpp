@@ -51,7 +51,12 @@ class TimestampKeys {
   std::string_view key_in(const json::object& o) const noexcept;
 
  private:
+  const json::key_value_pair* first_key_member(const json::object& o) const noexcept;
+  bool starts_a_key(unsigned char c) const noexcept { return first_bytes_[c / 64] >> (c % 64) & 1; }
+
   std::vector<std::string> keys_;
+  std::uint64_t first_bytes_[4] = {};  // the set of the keys' first bytes
+  bool has_empty_key_ = false;
 };
 
 }  // namespace deviceshadow

@@ -232,10 +232,18 @@ std::string format_rfc3339(Timestamp t) {
   return buf;
 }
 
-TimestampKeys::TimestampKeys() : keys_{"ts", "timestamp"} {}
+TimestampKeys::TimestampKeys() : TimestampKeys(std::vector<std::string>{"ts", "timestamp"}) {}
 
 TimestampKeys::TimestampKeys(std::vector<std::string> keys) : keys_(std::move(keys)) {
   if (keys_.empty()) throw std::invalid_argument("TimestampKeys: at least one key is required");
+  for (const std::string& k : keys_) {
+    if (k.empty()) {
+      has_empty_key_ = true;
+    } else {
+      const auto c = static_cast<unsigned char>(k[0]);
+      first_bytes_[c / 64] |= std::uint64_t{1} << (c % 64);
+    }
+  }
 }
 
 namespace {
@@ -248,16 +256,19 @@ bool same_tail(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
-// The member of o whose key comes first in `keys`, or nullptr. One pass over the members,
-// comparing lengths and first bytes before the rest: most keys are not timestamp keys, and this
-// runs for every object a write touches.
-const json::key_value_pair* first_key_member(const json::object& o, const std::vector<std::string>& keys) noexcept {
+}  // namespace
+
+// One pass over the members. Most keys are not timestamp keys and this runs for every object
+// a write touches, so a key's first byte is tested against the set of the keys' first bytes
+// before any comparison.
+const json::key_value_pair* TimestampKeys::first_key_member(const json::object& o) const noexcept {
   const json::key_value_pair* found = nullptr;
-  std::size_t rank = keys.size();
+  std::size_t rank = keys_.size();
   for (const json::key_value_pair& m : o) {
     const std::string_view key(m.key().data(), m.key().size());
+    if (key.empty() ? !has_empty_key_ : !starts_a_key(static_cast<unsigned char>(key[0]))) continue;
     for (std::size_t i = 0; i < rank; ++i) {
-      const std::string& k = keys[i];
+      const std::string& k = keys_[i];
       if (key.size() == k.size() && (k.empty() || (key[0] == k[0] && same_tail(key, k)))) {
         found = &m;
         rank = i;
@@ -269,15 +280,13 @@ const json::key_value_pair* first_key_member(const json::object& o, const std::v
   return found;
 }
 
-}  // namespace
-
 const json::value* TimestampKeys::find(const json::object& o) const noexcept {
-  const json::key_value_pair* m = first_key_member(o, keys_);
+  const json::key_value_pair* m = first_key_member(o);
   return m ? &m->value() : nullptr;
 }
 
 std::string_view TimestampKeys::key_in(const json::object& o) const noexcept {
-  const json::key_value_pair* m = first_key_member(o, keys_);
+  const json::key_value_pair* m = first_key_member(o);
   return m ? std::string_view(m->key().data(), m->key().size()) : std::string_view();
 }
 

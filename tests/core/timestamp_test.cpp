@@ -177,6 +177,12 @@ TEST(TimestampKeys, FindsTheFirstConfiguredKey) {
   EXPECT_EQ(keys.find(ds::parse_json(R"({"value":1})").as_object()), nullptr);
   ds::TimestampKeys custom({"at"});
   EXPECT_EQ(custom.find(o), nullptr);
+  // Keys with different first bytes, and the empty key; priority is the configured order.
+  ds::TimestampKeys several({"time", "at", ""});
+  EXPECT_EQ(several.key_in(ds::parse_json(R"({"x":1,"":3,"at":2,"a":0,"tim":0})").as_object()), "at");
+  EXPECT_EQ(several.key_in(ds::parse_json(R"({"x":1,"":3,"times":0})").as_object()), "");
+  EXPECT_EQ(several.key_in(ds::parse_json(R"({"":3,"at":2,"time":1})").as_object()), "time");
+  EXPECT_EQ(several.find(ds::parse_json(R"({"x":1,"At":2,"T":0})").as_object()), nullptr);
   EXPECT_THROW(ds::TimestampKeys(std::vector<std::string>{}), std::invalid_argument);
 }
 
