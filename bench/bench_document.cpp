@@ -8,10 +8,10 @@
 //                                        runs one operation N times, for callgrind: the full
 //                                        report, or parse-merge-acknowledge with its stored
 //                                        sections copied in, or that copy alone
+#include "deviceshadow/arena.hpp"
 #include "deviceshadow/document.hpp"
 
 #include <benchmark/benchmark.h>
-#include <boost/json/monotonic_resource.hpp>
 
 #include <cstring>
 #include <string>
@@ -58,8 +58,8 @@ const Fixture& fixture(int leaves) {
 // One report as the engine runs it, in a per-request arena: copy the stored sections in,
 // parse, validate, merge, acknowledge, serialize the changed sections, render the changes.
 std::size_t full_report(const Fixture& f, const ds::DocumentOptions& options) {
-  static thread_local std::vector<unsigned char> buffer(256 << 10);
-  json::monotonic_resource arena(buffer.data(), buffer.size());
+  static thread_local std::vector<unsigned char> buffer(1 << 21);
+  ds::Arena arena(buffer.data(), buffer.size());
   json::storage_ptr sp(&arena);
   json::value incoming = ds::parse_json(f.report, 64, sp);
   ds::UpdateOutcome out = ds::apply_update(json::object(f.reported, sp), json::object(f.desired, sp),
@@ -108,11 +108,11 @@ std::size_t parse_merge_acknowledge(const Fixture& f, json::object& reported, js
 void BM_ParseMergeAcknowledge(benchmark::State& state) {
   const Fixture& f = fixture(static_cast<int>(state.range(0)));
   ds::DocumentOptions options;
-  static thread_local std::vector<unsigned char> buffer(256 << 10);
+  static thread_local std::vector<unsigned char> buffer(1 << 21);
   std::size_t changes = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    json::monotonic_resource arena(buffer.data(), buffer.size());
+    ds::Arena arena(buffer.data(), buffer.size());
     json::storage_ptr sp(&arena);
     json::object reported(f.reported, sp), desired(f.desired, sp);
     state.ResumeTiming();
@@ -141,14 +141,14 @@ int main(int argc, char** argv) {
     const Fixture& f = fixture(std::atoi(argv[3]));
     const std::string what = argc > 4 ? argv[4] : "full";
     ds::DocumentOptions options;
-    std::vector<unsigned char> buffer(256 << 10);
+    std::vector<unsigned char> buffer(1 << 21);
     std::size_t sink = 0;
     for (int i = std::atoi(argv[2]); i > 0; --i) {
       if (what == "full") {
         sink += full_report(f, options);
         continue;
       }
-      json::monotonic_resource arena(buffer.data(), buffer.size());
+      ds::Arena arena(buffer.data(), buffer.size());
       json::storage_ptr sp(&arena);
       json::object reported(f.reported, sp), desired(f.desired, sp);  // "copy": this alone
       if (what == "merge") sink += parse_merge_acknowledge(f, reported, desired, options, sp);

@@ -1,9 +1,8 @@
 #include "deviceshadow/engine.hpp"
 
+#include "deviceshadow/arena.hpp"
 #include "deviceshadow/render.hpp"
 #include "deviceshadow/validation.hpp"
-
-#include <boost/json/monotonic_resource.hpp>
 
 #include <array>
 #include <atomic>
@@ -261,7 +260,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
       throw Error::version_conflict(target.version);
     }
     // One arena per attempt; the values in the result keep it alive.
-    json::storage_ptr arena = json::make_shared_resource<json::monotonic_resource>();
+    json::storage_ptr arena = json::make_shared_resource<Arena>();
     auto live_state = [&](const SectionRecord& s) { return parse_state(s.exists() ? s.state_json : "{}", doc, arena); };
     UpdateOutcome outcome = apply_update(live_state(record.reported), live_state(record.desired),
                                          json::object(request.state, arena),

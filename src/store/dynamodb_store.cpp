@@ -2,10 +2,9 @@
 
 #include "aws/client.hpp"
 #include "aws/credentials.hpp"
+#include "deviceshadow/arena.hpp"
 #include "deviceshadow/error.hpp"
 #include "store/conditions.hpp"
-
-#include <boost/json/monotonic_resource.hpp>
 
 #include <algorithm>
 #include <future>
@@ -119,7 +118,7 @@ void append_attribute(std::string& out, const json::value& v) {
 // A section's state (compact JSON text) as the attribute `name`.
 void member_state(std::string& out, std::string_view name, const std::string& state_json) {
   unsigned char buffer[4096];  // most states fit; larger ones continue on the heap
-  json::monotonic_resource arena(buffer, sizeof buffer);
+  Arena arena(buffer, sizeof buffer);
   append_json_string(out, name);
   out += ':';
   append_attribute(out, parse_json(state_json, 512, &arena));
