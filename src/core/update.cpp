@@ -68,7 +68,10 @@ namespace {
 
 class StateValidator {
  public:
-  explicit StateValidator(const DocumentOptions& options) : options_(options) {}
+  explicit StateValidator(const DocumentOptions& options) : options_(options) {
+    steps_.reserve(16);   // deeper states grow it
+    parsed_.reserve(64);  // as do writes of more timestamped values
+  }
 
   // Checks a whole state; returns the timestamps it parsed, in document order.
   std::vector<ParsedTimestamp> check(const json::object& state) && {
