@@ -45,6 +45,10 @@ struct ValueBuilder {
   static constexpr std::size_t max_key_size = json::string::max_size();
   static constexpr std::size_t max_string_size = json::string::max_size();
 
+  // The stack of values under construction starts in `scratch` (a few KiB cover any write's
+  // nesting) and moves to the heap only beyond it.
+  ValueBuilder(unsigned char* scratch, std::size_t size) : stack({}, scratch, size) {}
+
   json::value_stack stack;
   std::string number_text;        // a number split across buffers (never, for one write)
   bool number_out_of_range = false;
@@ -128,7 +132,8 @@ void line_and_column(std::string_view text, std::size_t offset, std::uint64_t& l
 json::value parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp) {
   json::parse_options options;
   options.max_depth = max_depth;
-  json::basic_parser<ValueBuilder> parser(options);
+  unsigned char scratch[4096];
+  json::basic_parser<ValueBuilder> parser(options, scratch, sizeof scratch);
   parser.handler().stack.reset(std::move(sp));
   json::error_code ec;
   std::size_t consumed = parser.write_some(false, text.data(), text.size(), ec);
