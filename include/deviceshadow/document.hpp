@@ -56,9 +56,11 @@ void append_json(std::string& out, const Acknowledgement& a);
 // object that is a timestamped value on either side compared by payload (timestamp ignored).
 bool values_equal(const json::value& a, const json::value& b, const TimestampKeys& keys);
 
-// A timestamp member of an incoming state and the instant it denotes.
+// A timestamped value of an incoming state, its timestamp member and the instant it denotes.
+// The pointers refer into the state: valid while the state is unmodified.
 struct ParsedTimestamp {
-  const json::value* member;  // refers into the state: valid while the state is unmodified
+  const json::object* value;
+  const json::value* member;
   Timestamp instant;
 };
 

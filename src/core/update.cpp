@@ -112,7 +112,7 @@ class StateValidator {
               append_pointer_token(path, options_.timestamp_keys.key_in(o));
               throw Error::invalid_timestamp(std::move(path), why);
             }
-            parsed_.push_back({ts, *instant});
+            parsed_.push_back({&o, ts, *instant});
           }
         }
         members(o, depth, timestamped);

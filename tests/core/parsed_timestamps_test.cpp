@@ -19,6 +19,7 @@ TEST(ParsedTimestamps, ValidationListsEachTimestampInDocumentOrder) {
   const json::object state = ds::parse_json(kIncoming).as_object();
   const std::vector<ds::ParsedTimestamp> parsed = ds::validate_state(state, options);
   ASSERT_EQ(parsed.size(), 3u);  // the timestamp inside a timestamped value is payload
+  EXPECT_EQ(parsed[0].value, &state.at("temp").as_object());
   EXPECT_EQ(parsed[0].member, &state.at("temp").at("ts"));
   EXPECT_EQ(parsed[1].member, &state.at("zones").at(0).at("on").at("ts"));
   EXPECT_EQ(parsed[2].member, &state.at("ack").at("timestamp"));
@@ -48,7 +49,7 @@ TEST(ParsedTimestamps, AListOfAnotherStateIsDroppedAtTheFirstMiss) {
   const json::object other = ds::parse_json(kIncoming).as_object();
   json::object incoming = ds::parse_json(kIncoming).as_object();
   const std::vector<ds::ParsedTimestamp> own = ds::validate_state(incoming, options);
-  const std::vector<ds::ParsedTimestamp> parsed{ds::validate_state(other, options)[0], {own[2].member, {0, 0}}};
+  const std::vector<ds::ParsedTimestamp> parsed{ds::validate_state(other, options)[0], {own[2].value, own[2].member, {0, 0}}};
   json::object stored = ds::parse_json(R"({"temp":{"value":20,"ts":1},"ack":{"v":1,"ts":5}})").as_object();
   ds::MergeResult r = ds::merge_section(stored, std::move(incoming), ds::MergeMode::server_is_master,
                                         ds::Section::reported, options.timestamp_keys, parsed);
