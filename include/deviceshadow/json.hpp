@@ -16,9 +16,10 @@ namespace deviceshadow {
 
 namespace json = boost::json;
 
-// Parses one JSON document into storage `sp` (a request can pass an arena, see arena.hpp). Throws Error: invalid_json (with line and column) for malformed
-// JSON, invalid UTF-8, trailing data, or numbers outside the double range; too_deep when
-// arrays/objects nest deeper than max_depth.
+// Parses one JSON document into storage `sp` (a request can pass an arena, see arena.hpp).
+// Throws Error: invalid_json (with line and column) for malformed JSON, invalid UTF-8, trailing
+// data, or numbers outside the double range; too_deep when arrays/objects nest deeper than
+// max_depth.
 json::value parse_json(std::string_view text, std::size_t max_depth = 64, json::storage_ptr sp = {});
 
 // Compact JSON text of v. Doubles are written in shortest round-trip form and always look

@@ -51,6 +51,7 @@ class TimestampKeys {
   std::string_view key_in(const json::object& o) const noexcept;
 
  private:
+  // The member of o whose key comes first in keys_, or nullptr.
   const json::key_value_pair* first_key_member(const json::object& o) const noexcept;
   bool starts_a_key(unsigned char c) const noexcept { return first_bytes_[c / 64] >> (c % 64) & 1; }
 

@@ -2,8 +2,8 @@
 
 #include <bit>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
