@@ -58,13 +58,13 @@ class Merger {
  private:
   // Merges a non-null incoming node into an existing stored node.
   void merge_value(json::value& stored, json::value& incoming) {
-    const ParsedTimestamp* listed = next_listed(incoming);
+    const ParsedTimestamp* listed = take_listed(incoming);
     const json::value* incoming_ts = listed ? listed->member : timestamp_member(incoming, keys_);
     if (incoming_ts) {
       const json::value* stored_ts = timestamp_member(stored, keys_);
       if (stored_ts) {  // rule 3: strictly newer wins
         // Incoming timestamps are validated; a stored one that no longer parses loses.
-        auto incoming_time = incoming_instant(*incoming_ts);
+        auto incoming_time = listed ? std::optional(listed->instant) : incoming_instant(*incoming_ts);
         auto stored_time = parse_timestamp(*stored_ts);
         if (stored_time && !(incoming_time > stored_time)) {
           out_.stale.push_back(path_);
@@ -88,16 +88,19 @@ class Merger {
   }
 
   // Validation's entry for `incoming` if it is the next one in parsed_ (the usual case when
-  // stored and incoming share their timestamped values), which spares finding its member.
-  const ParsedTimestamp* next_listed(const json::value& incoming) const noexcept {
+  // stored and incoming share their timestamped values), taken, or nullptr: one comparison
+  // that spares finding the member and looking up the instant.
+  const ParsedTimestamp* take_listed(const json::value& incoming) noexcept {
     const json::object* o = incoming.if_object();
-    return o && parsed_next_ < parsed_.size() && parsed_[parsed_next_].value == o ? &parsed_[parsed_next_] : nullptr;
+    if (!o || parsed_next_ == parsed_.size() || parsed_[parsed_next_].value != o) return nullptr;
+    return &parsed_[parsed_next_++];
   }
 
-  // The instant of an incoming timestamp member, from parsed_ if validation listed it there.
-  // Merging asks for a subsequence of validation's document order, so the search goes on
-  // from the previous match and the whole merge scans parsed_ once. A member not found means
-  // the list describes another state (a copy, say): it is dropped and the rest parsed.
+  // The instant of an incoming timestamp member that was not the next entry: from parsed_ if
+  // validation listed it further on, else parsed. Merging asks for a subsequence of
+  // validation's document order, so the search goes on from the previous match and the whole
+  // merge scans parsed_ once. A member not found means the list describes another state (a
+  // copy, say): it is dropped and the rest parsed.
   std::optional<Timestamp> incoming_instant(const json::value& member) {
     for (std::size_t i = parsed_next_; i < parsed_.size(); ++i) {
       if (parsed_[i].member == &member) {
@@ -210,7 +213,7 @@ class Merger {
   Section section_;
   const TimestampKeys& keys_;
   std::span<const ParsedTimestamp> parsed_;
-  std::size_t parsed_next_ = 0;  // where incoming_instant looks first
+  std::size_t parsed_next_ = 0;  // the first entry not taken or passed
   MergeResult& out_;
   std::string path_;  // JSON Pointer of the node being merged
 };

@@ -42,6 +42,20 @@ TEST(ParsedTimestamps, MergeUsesTheListedInstants) {
   }
 }
 
+// Entries merging does not ask for (here the added "fresh") are passed over: the listed
+// instant of the value after them still decides.
+TEST(ParsedTimestamps, MergeFindsAnEntryPastOnesItSkips) {
+  json::object incoming =
+      ds::parse_json(R"({"fresh":{"v":1,"ts":1},"temp":{"value":21.5,"ts":"2025-01-22T12:22:27Z"}})").as_object();
+  std::vector<ds::ParsedTimestamp> parsed = ds::validate_state(incoming, options);
+  parsed[1].instant.seconds += 1;
+  json::object stored = ds::parse_json(R"({"temp":{"value":20,"ts":1737548547}})").as_object();
+  ds::MergeResult r = ds::merge_section(stored, std::move(incoming), ds::MergeMode::server_is_master,
+                                        ds::Section::reported, options.timestamp_keys, parsed);
+  EXPECT_TRUE(r.stale.empty());
+  EXPECT_EQ(stored.at("temp").at("value"), 21.5);
+}
+
 // A list that does not describe the merged state (its first entry is another state's) is
 // dropped at the first member it lacks: later entries, even matching ones, are not used, so
 // a wrong list costs one scan, not one per timestamp.
