@@ -215,9 +215,20 @@ void append_double(std::string& out, double d) {
   char buf[32];
   auto [end, err] = std::to_chars(buf, buf + sizeof buf, d);
   std::string_view text(buf, static_cast<std::size_t>(end - buf));
-  out += text;
-  // Keep the double-ness visible so the value reads back as a double.
-  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+  if (text.find_first_of(".e") != std::string_view::npos) {
+    out += text;
+    return;
+  }
+  // An integral double keeps its double-ness visible so that it reads back as a double: below
+  // 1e16 with ".0" (427000.0), from there in shortest scientific form (2^64 is
+  // 1.8446744073709552e+19, not 18446744073709551616.0) -- the forms Python's repr writes.
+  if (std::fabs(d) < 1e16) {
+    out += text;
+    out += ".0";
+    return;
+  }
+  char* scientific_end = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific).ptr;
+  out.append(buf, scientific_end);
 }
 
 // True for the bytes a JSON string must escape: control characters, '"' and '\\'.

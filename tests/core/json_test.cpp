@@ -40,7 +40,11 @@ TEST(Json, KeepsIntegersExact) {
   EXPECT_EQ(ds::to_json(ds::parse_json("18446744073709551615")), "18446744073709551615");
   EXPECT_EQ(ds::to_json(ds::parse_json("9007199254740993")), "9007199254740993");
   // Beyond uint64 an integer is a double.
-  EXPECT_EQ(ds::to_json(ds::parse_json("18446744073709551616")), "18446744073709551616.0");
+  EXPECT_EQ(ds::to_json(ds::parse_json("18446744073709551616")), "1.8446744073709552e+19");
+  EXPECT_EQ(ds::to_json(ds::parse_json("12345678901234568")), "12345678901234568");  // int64: exact
+  EXPECT_EQ(ds::to_json(json::value(12345678901234568.0)), "1.2345678901234568e+16");
+  EXPECT_EQ(ds::to_json(json::value(9999999999999998.0)), "9999999999999998.0");
+  EXPECT_EQ(ds::to_json(json::value(-1e16)), "-1e+16");
   EXPECT_EQ(ds::to_json(ds::parse_json("100000000000000000000")), "1e+20");
 }
 
@@ -60,14 +64,16 @@ TEST(Json, EveryRandomDoubleRoundTripsBitExactly) {
 }
 
 // The serializer's fast path for short decimals must write exactly what std::to_chars
-// (shortest round-trip) writes, plus ".0" for integral values.
+// (shortest round-trip) writes, plus ".0" for integral values below 1e16.
 TEST(Json, ShortDecimalsAreWrittenExactlyAsToChars) {
   auto reference = [](double d) {
     char buf[32];
     auto [end, err] = std::to_chars(buf, buf + sizeof buf, d);
     std::string text(buf, end);
-    if (text.find_first_of(".e") == std::string::npos) text += ".0";
-    return text;
+    if (text.find_first_of(".e") != std::string::npos) return text;
+    if (std::fabs(d) < 1e16) return text + ".0";
+    end = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific).ptr;
+    return std::string(buf, end);
   };
   std::mt19937_64 rng(7);
   static constexpr double kPow10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
