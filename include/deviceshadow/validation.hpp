@@ -22,6 +22,9 @@ inline constexpr std::string_view kDefaultShadowName = "main";
 
 // True if s is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
 bool is_valid_utf8(std::string_view s) noexcept;
+// s with every byte that starts no well-formed UTF-8 sequence replaced by U+FFFD, for echoing
+// what a client sent (e.g. in an error message) inside JSON.
+std::string to_valid_utf8(std::string_view s);
 
 // thing: 1–512 bytes of UTF-8 without control characters (U+0000–U+001F, U+007F).
 void validate_thing(std::string_view thing);

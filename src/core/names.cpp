@@ -5,36 +5,65 @@
 
 namespace deviceshadow {
 
+namespace {
+
+// The length of the well-formed multi-byte UTF-8 sequence that starts at p (*p >= 0x80), or 0.
+std::size_t multibyte_sequence(const unsigned char* p, const unsigned char* end) noexcept {
+  unsigned char c = *p;
+  std::size_t extra;
+  char32_t cp;
+  char32_t min;
+  if ((c & 0xE0) == 0xC0) {
+    extra = 1, cp = c & 0x1F, min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    extra = 2, cp = c & 0x0F, min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    extra = 3, cp = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (static_cast<std::size_t>(end - p) <= extra) return 0;
+  for (std::size_t i = 1; i <= extra; ++i) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i] & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return extra + 1;
+}
+
+}  // namespace
+
 bool is_valid_utf8(std::string_view s) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();
   while (p < end) {
-    unsigned char c = *p;
-    if (c < 0x80) {
+    if (*p < 0x80) {
       ++p;
       continue;
     }
-    std::size_t extra;
-    char32_t cp;
-    char32_t min;
-    if ((c & 0xE0) == 0xC0) {
-      extra = 1, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      extra = 2, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      extra = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-      return false;
-    }
-    if (static_cast<std::size_t>(end - p) <= extra) return false;
-    for (std::size_t i = 1; i <= extra; ++i) {
-      if ((p[i] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    p += extra + 1;
+    std::size_t n = multibyte_sequence(p, end);
+    if (n == 0) return false;
+    p += n;
   }
   return true;
+}
+
+std::string to_valid_utf8(std::string_view s) {
+  if (is_valid_utf8(s)) return std::string(s);
+  std::string out;
+  const auto* begin = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = begin + s.size();
+  for (const auto* p = begin; p < end;) {
+    std::size_t n = *p < 0x80 ? 1 : multibyte_sequence(p, end);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      ++p;
+    } else {
+      out.append(reinterpret_cast<const char*>(p), n);
+      p += n;
+    }
+  }
+  return out;
 }
 
 void validate_thing(std::string_view thing) {

@@ -2,6 +2,7 @@
 
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/timestamp.hpp"
+#include "deviceshadow/validation.hpp"
 
 namespace deviceshadow {
 namespace {
@@ -185,14 +186,15 @@ void append_error(std::string& out, const Error& e) {
   out += "{\"error\":{";
   append_key(out, "code", code_name(e.code()));
   out += ',';
-  append_key(out, "message", e.what());
+  // Messages and fields may quote what a client sent, which need not be UTF-8.
+  append_key(out, "message", to_valid_utf8(e.what()));
   if (!d.field.empty()) {
     out += ',';
-    append_key(out, "field", d.field);
+    append_key(out, "field", to_valid_utf8(d.field));
   }
   if (!d.path.empty() || e.code() == ErrorCode::invalid_timestamp || e.code() == ErrorCode::too_deep) {
     out += ',';
-    append_key(out, "path", d.path);
+    append_key(out, "path", to_valid_utf8(d.path));
   }
   auto number = [&](const char* name, const std::optional<std::uint64_t>& v) {
     if (!v) return;

@@ -2,6 +2,7 @@
 
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/timestamp.hpp"
+#include "deviceshadow/validation.hpp"
 
 #include <cstdio>
 
@@ -20,7 +21,7 @@ void Logger::log(LogLevel level, std::string_view message, std::initializer_list
       line += ',';
       append_json_string(line, key);
       line += ':';
-      append_json_string(line, value);
+      append_json_string(line, to_valid_utf8(value));  // values may quote what a client sent
     }
     line += "}\n";
   } else {

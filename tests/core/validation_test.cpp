@@ -1,4 +1,6 @@
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+#include "deviceshadow/render.hpp"
 #include "deviceshadow/validation.hpp"
 
 #include <gtest/gtest.h>
@@ -79,6 +81,20 @@ TEST(Errors, MapToTheHttpStatusesOfTheSpec) {
   EXPECT_EQ(ds::http_status(ds::ErrorCode::unavailable), 503);
   EXPECT_EQ(ds::http_status(ds::ErrorCode::internal), 500);
   EXPECT_EQ(ds::Error::version_conflict(7).details().current_version, 7u);
+}
+
+// Bytes a client sent are echoed in error messages; whatever they were, the body stays UTF-8 JSON.
+TEST(Errors, RenderAsValidUtf8WhateverTheClientSent) {
+  EXPECT_EQ(ds::to_valid_utf8("plain \xC3\xA9"), "plain \xC3\xA9");
+  EXPECT_EQ(ds::to_valid_utf8("/\xFF\xFE"), "/\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(ds::to_valid_utf8("\xC3"), "\xEF\xBF\xBD");                      // truncated
+  EXPECT_EQ(ds::to_valid_utf8("\xED\xA0\x80x"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx");  // surrogate
+  EXPECT_EQ(ds::to_valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
+  const ds::Error e = ds::Error::invalid_request("unknown query parameter '\xFF'", "\xFF\x80");
+  const std::string body = ds::render_error(e);
+  EXPECT_TRUE(ds::is_valid_utf8(body)) << body;
+  const auto parsed = ds::parse_json(body);  // throws on invalid UTF-8
+  EXPECT_EQ(parsed.at("error").at("field").as_string(), "\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 }  // namespace
