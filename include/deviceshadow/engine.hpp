@@ -15,7 +15,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -30,6 +32,9 @@ struct EngineOptions {
   std::chrono::seconds history_retention{30 * 24 * 3600};
   std::chrono::seconds tombstone_retention{48 * 3600};
   std::size_t batch_parallelism = 8;                     // batch operations run at most this many at once
+  // A history page ends early, with a cursor, once its events reach this many bytes (it
+  // always holds at least one event), so that no page of large events is built whole.
+  std::size_t max_page_bytes = std::size_t{4} << 20;
   // Shadows whose last known records are kept, so that a write needs no read: it merges against
   // the cached copy and writes conditionally on the cached versions of both sections. A decision
   // not to write (no change, stale) is only taken on a fresh read. 0 turns the cache off.
@@ -81,6 +86,17 @@ struct ThingList {
   std::string cursor;
 };
 
+// A set of things: one exact name, or every name that starts with a prefix ("" is all).
+struct ThingPattern {
+  std::string text;
+  bool prefix = false;
+
+  bool matches(std::string_view thing) const noexcept {
+    return prefix ? thing.substr(0, text.size()) == text : thing == text;
+  }
+  friend bool operator==(const ThingPattern&, const ThingPattern&) = default;
+};
+
 struct HistoryRequest {
   std::size_t limit = 100;
   bool descending = true;
@@ -130,6 +146,11 @@ class Engine {
                           const std::string& cursor = {});
   ThingList list_things(const std::string& prefix, std::size_t limit = kDefaultPageLimit,
                         const std::string& cursor = {});
+  // The same, limited to things matching one of `scope`: the store is read only within the
+  // patterns (a range per prefix, a look-up per exact name), so neither a page nor its cursor
+  // tells anything of other things.
+  ThingList list_things(const std::string& prefix, std::size_t limit, const std::string& cursor,
+                        std::span<const ThingPattern> scope);
   HistoryPage history(const ShadowKey& key, const HistoryRequest& request = {});
 
   // Results in request order; each item independent. Throws only for a batch over the limit.

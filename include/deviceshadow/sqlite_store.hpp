@@ -9,6 +9,7 @@
 
 #include "deviceshadow/store.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,9 @@ struct SqliteOptions {
   bool group_commit = true;      // false: one transaction per write (a benchmark baseline)
   std::size_t max_group = 512;   // writes per transaction at most
   std::size_t readers = 4;       // reader connections
+  // Readiness fails while the database's filesystem has less space free: a write needs room
+  // for its pages in the write-ahead log, and the log's checkpoint room in the database.
+  std::uintmax_t min_free_bytes = std::uintmax_t{64} << 20;
 };
 
 // Opens (creating or migrating) the database. Throws Error(unavailable) if it cannot, or if

@@ -94,6 +94,9 @@ struct HistoryQuery {
   std::int64_t since_ns = INT64_MIN;  // inclusive
   std::int64_t until_ns = INT64_MAX;  // inclusive
   std::string after_id;               // exclusive, in the query's order; empty = from the start
+  // Stop once the events returned total more than this many bytes of JSON (the event that
+  // crosses it is included), so that a page of large events is never read whole.
+  std::size_t max_bytes = SIZE_MAX;
 };
 
 class Store {
@@ -124,8 +127,8 @@ class Store {
 
   // Drops tombstones and history events whose expires_ns <= now_ns. Returns how many.
   virtual std::size_t purge(std::int64_t now_ns) = 0;
-  // True when the store can serve requests (readiness).
-  virtual bool ready() = 0;
+  // Readiness: nothing when the store can serve requests, else why it cannot.
+  virtual std::optional<std::string> unready() = 0;
 };
 
 }  // namespace deviceshadow

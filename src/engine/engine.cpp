@@ -4,6 +4,7 @@
 #include "deviceshadow/render.hpp"
 #include "deviceshadow/validation.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <limits>
@@ -420,6 +421,35 @@ ThingList Engine::list_things(const std::string& prefix, std::size_t limit, cons
   return list;
 }
 
+ThingList Engine::list_things(const std::string& prefix, std::size_t limit, const std::string& cursor,
+                              std::span<const ThingPattern> scope) {
+  if (!prefix.empty()) validate_thing(prefix);
+  checked_limit(limit);
+  const std::string after = decode_cursor(cursor);
+  ThingList list;
+  for (const ThingPattern& p : scope) {
+    if (p.prefix) {
+      // Names starting with both prefixes: those starting with the longer, if it extends the other.
+      const std::string& longer = p.text.size() > prefix.size() ? p.text : prefix;
+      const std::string& shorter = p.text.size() > prefix.size() ? prefix : p.text;
+      if (longer.compare(0, shorter.size(), shorter) != 0) continue;
+      std::vector<std::string> things = store_.list_things(longer, after, limit + 1);
+      list.things.insert(list.things.end(), std::make_move_iterator(things.begin()), std::make_move_iterator(things.end()));
+    } else if (p.text.compare(0, prefix.size(), prefix) == 0 && p.text > after) {
+      // The name itself is the least one starting with it, so it comes first if it exists.
+      std::vector<std::string> things = store_.list_things(p.text, after, 1);
+      if (!things.empty() && things.front() == p.text) list.things.push_back(p.text);
+    }
+  }
+  std::sort(list.things.begin(), list.things.end());
+  list.things.erase(std::unique(list.things.begin(), list.things.end()), list.things.end());
+  if (list.things.size() > limit) {
+    list.things.resize(limit);
+    list.cursor = encode_cursor(list.things.back());
+  }
+  return list;
+}
+
 HistoryPage Engine::history(const ShadowKey& key, const HistoryRequest& request) {
   validate_key(key);
   HistoryQuery query;
@@ -428,12 +458,20 @@ HistoryPage Engine::history(const ShadowKey& key, const HistoryRequest& request)
   if (request.since_ns) query.since_ns = *request.since_ns;
   if (request.until_ns) query.until_ns = *request.until_ns;
   query.after_id = decode_cursor(request.cursor);
+  query.max_bytes = options_.max_page_bytes;
   HistoryPage page;
   page.events = store_.history(key, query);
-  if (page.events.size() > request.limit) {
-    page.events.resize(request.limit);
-    page.cursor = encode_cursor(page.events.back().id);
+  // Keep what fits the limit and the byte budget (at least one event); the store read one
+  // event past either, which tells whether more follow.
+  std::size_t kept = 0, bytes = 0;
+  for (; kept < page.events.size() && kept < request.limit; ++kept) {
+    std::size_t with_next = bytes + page.events[kept].json.size();
+    if (kept > 0 && with_next > options_.max_page_bytes) break;
+    bytes = with_next;
   }
+  const bool more = kept < page.events.size() || bytes > options_.max_page_bytes;
+  page.events.resize(kept);
+  if (more && !page.events.empty()) page.cursor = encode_cursor(page.events.back().id);
   return page;
 }
 

@@ -167,7 +167,10 @@ Api::Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& lo
     : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger) {}
 
 HttpResponse Api::transport_error(int status, const std::string& message) const {
-  ErrorCode code = status == 413 ? ErrorCode::document_too_large : ErrorCode::invalid_request;
+  ErrorCode code = status == 413   ? ErrorCode::document_too_large
+                  : status == 503 ? ErrorCode::unavailable
+                  : status == 500 ? ErrorCode::internal
+                                  : ErrorCode::invalid_request;
   return json_response(status, render_error(Error(code, message)));
 }
 
@@ -183,6 +186,8 @@ HttpResponse Api::handle(const HttpRequest& request) {
       if (!ctx.token) throw Error(ErrorCode::unauthorized, "a valid Authorization: Bearer token is required");
     }
     response = route(ctx);
+    // Reads may be shed when too many response bytes wait for slow clients; writes never.
+    response.sheddable = request.method == "GET" || ctx.route == "/v1/batch/get";
   } catch (const Error& e) {
     response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) response.headers.emplace_back("Allow", ctx.allow);
@@ -215,7 +220,9 @@ HttpResponse Api::route(Context& ctx) {
   };
   if (s.size() == 1 && (s[0] == "healthz" || s[0] == "readyz")) {
     only(s[0] == "healthz" ? "/healthz" : "/readyz", {"GET"});
-    if (s[0] == "readyz" && !engine_.store().ready()) throw Error(ErrorCode::unavailable, "the store is not reachable");
+    if (s[0] == "readyz") {
+      if (auto why = engine_.store().unready()) throw Error(ErrorCode::unavailable, "not ready: " + *why);
+    }
     return json_response(200, R"({"status":"ok"})");
   }
   if (s.size() == 1 && s[0] == "metrics") {
@@ -303,10 +310,13 @@ HttpResponse Api::list_shadows(Context& ctx) {
 HttpResponse Api::list_things(Context& ctx) {
   allow_only(ctx.query, {"prefix", "limit", "cursor"});
   authorize(ctx, Action::list, "");
-  ThingList list = engine_.list_things(ctx.query["prefix"], parse_limit(ctx.query), ctx.query["cursor"]);
-  if (ctx.token) {  // a token limited to some things sees only those
-    std::erase_if(list.things, [&](const std::string& t) { return !ctx.token->covers(t); });
-  }
+  const std::string& prefix = ctx.query["prefix"];
+  const std::string& cursor = ctx.query["cursor"];
+  const std::size_t limit = parse_limit(ctx.query);
+  // A token limited to some things lists only those, reading nothing outside them.
+  ThingList list = ctx.token && !ctx.token->patterns.empty()
+                       ? engine_.list_things(prefix, limit, cursor, ctx.token->patterns)
+                       : engine_.list_things(prefix, limit, cursor);
   return json_response(200, render_thing_list(list));
 }
 
@@ -347,6 +357,9 @@ HttpResponse Api::batch_get(Context& ctx) {
   const Limits& limits = engine_.options().document.limits;
   json::object body = parse_body_object(ctx.request.body, limits, 3);
   const json::array& items = batch_array(body, "shadows", "shadows must be an array of {thing, name}", limits);
+  // The response holds at most about max_page_bytes of shadows; the items past it are answered
+  // with a retryable error instead of being read.
+  const std::size_t budget = engine_.options().max_page_bytes;
   std::string out = "{\"shadows\":[";
   bool first = true;
   for (const json::value& item : items) {
@@ -357,6 +370,10 @@ HttpResponse Api::batch_get(Context& ctx) {
       if (!item.is_object()) throw Error::invalid_request("each item must be an object {thing, name}");
       thing = string_member(item.get_object(), "thing", true);
       if (item.get_object().contains("name")) name = string_member(item.get_object(), "name", true);
+      if (out.size() > budget) {
+        throw Error(ErrorCode::unavailable, "this response reached its limit of " + std::to_string(budget) +
+                                                " bytes; ask for this shadow in another request");
+      }
       authorize(ctx, Action::read, thing);
       append_shadow(out, engine_.get({thing, name}));
     } catch (const Error& e) {

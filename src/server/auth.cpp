@@ -3,6 +3,10 @@
 #include <openssl/evp.h>
 #include <openssl/crypto.h>
 
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/validation.hpp"
+
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -24,14 +28,7 @@ std::string sha256_hex(std::string_view data) {
 
 bool Token::covers(std::string_view thing) const {
   if (patterns.empty()) return true;
-  for (const std::string& p : patterns) {
-    if (!p.empty() && p.back() == '*') {
-      if (thing.substr(0, p.size() - 1) == std::string_view(p).substr(0, p.size() - 1)) return true;
-    } else if (thing == p) {
-      return true;
-    }
-  }
-  return false;
+  return std::any_of(patterns.begin(), patterns.end(), [&](const ThingPattern& p) { return p.matches(thing); });
 }
 
 bool Token::may(Action action) const {
@@ -43,26 +40,71 @@ bool Token::may(Action action) const {
   return false;
 }
 
+namespace {
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// One pattern field as the header describes; throws std::invalid_argument saying what is wrong.
+ThingPattern parse_pattern(std::string_view field) {
+  ThingPattern p;
+  p.prefix = field.back() == '*';
+  if (p.prefix) field.remove_suffix(1);
+  for (std::size_t i = 0; i < field.size(); ++i) {
+    char c = field[i];
+    if (c == '#') throw std::invalid_argument("a '#' in a pattern is written %23 (comments take a whole line)");
+    if (c != '%') {
+      p.text += c;
+      continue;
+    }
+    int hi = i + 2 < field.size() ? hex_digit(field[i + 1]) : -1;
+    int lo = hi >= 0 ? hex_digit(field[i + 2]) : -1;
+    if (lo < 0) throw std::invalid_argument("'%' in a pattern starts an escape of two hex digits (write '%' as %25)");
+    p.text += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  if (p.text.empty() && !p.prefix) throw std::invalid_argument("empty pattern");
+  if (!p.text.empty()) {
+    try {
+      validate_thing(p.text);
+    } catch (const Error& e) {
+      throw std::invalid_argument(std::string("pattern is not a valid thing name: ") + e.what());
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
 Authenticator Authenticator::parse(std::string_view text) {
   Authenticator auth;
   std::istringstream in{std::string(text)};
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
-    // A field starting with '#' starts a comment; '#' inside a pattern is part of it.
-    std::istringstream all_fields(line);
-    std::string kept;
-    for (std::string f; all_fields >> f && f[0] != '#';) kept += f + ' ';
-    std::istringstream fields(kept);
-    Token token;
-    std::string role;
-    if (!(fields >> token.sha256_hex)) continue;  // blank or comment
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;  // blank or comment
     auto bad = [&](const std::string& why) {
       return std::runtime_error("token file line " + std::to_string(number) + ": " + why);
     };
+    std::vector<std::string_view> fields;
+    for (std::size_t at = first; at < line.size();) {
+      std::size_t end = std::min(line.find_first_of(" \t", at), line.size());
+      fields.emplace_back(line.data() + at, end - at);
+      at = line.find_first_not_of(" \t", end);
+      if (at == std::string::npos) break;
+    }
+    Token token;
+    token.sha256_hex = std::string(fields[0]);
     if (token.sha256_hex.size() != 64 || token.sha256_hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
       throw bad("expected the lowercase hex SHA-256 of a token (64 characters), see `shadowd hash-token`");
     }
-    if (!(fields >> role)) throw bad("missing role (admin, app or device)");
+    if (fields.size() < 2) throw bad("missing role (admin, app or device)");
+    const std::string_view role = fields[1];
     if (role == "admin") {
       token.role = Role::admin;
     } else if (role == "app") {
@@ -70,9 +112,15 @@ Authenticator Authenticator::parse(std::string_view text) {
     } else if (role == "device") {
       token.role = Role::device;
     } else {
-      throw bad("unknown role '" + role + "' (admin, app or device)");
+      throw bad("unknown role '" + std::string(role) + "' (admin, app or device)");
     }
-    for (std::string p; fields >> p;) token.patterns.push_back(p);
+    for (std::size_t i = 2; i < fields.size(); ++i) {
+      try {
+        token.patterns.push_back(parse_pattern(fields[i]));
+      } catch (const std::invalid_argument& e) {
+        throw bad("pattern " + std::to_string(i - 1) + ": " + e.what());
+      }
+    }
     auth.tokens_.push_back(std::move(token));
   }
   return auth;

@@ -1,11 +1,17 @@
 // Bearer-token authentication and role-based authorization (SPEC.md §10).
 //
-// Token file: one token per line, `SHA256_HEX ROLE [PATTERN...]`; a field that starts with '#'
-// starts a comment (so patterns may contain '#', as thing names do).
-// ROLE is admin, app or device; a PATTERN is an exact thing name or a prefix ending in '*';
-// without patterns the token covers every thing. Only hashes are stored: `shadowd hash-token
-// TOKEN` prints the hash of a token.
+// Token file: one token per line, `SHA256_HEX ROLE [PATTERN...]`, fields separated by spaces
+// or tabs; a line whose first non-blank character is '#' is a comment, and blank lines are
+// skipped. ROLE is admin, app or device. A PATTERN is an exact thing name, or a prefix when it
+// ends in an unencoded '*' ("*" alone: every thing); without patterns the token covers every
+// thing. Patterns are percent-encoded so that every valid thing name can be written: '%' is
+// %25, a space %20, '#' %23, a tab %09, a final literal '*' %2A. A pattern holding a raw '#',
+// a malformed escape or a name that is not a valid thing (SPEC §2) is an error naming the
+// line: the file is refused whole, never read so as to widen a token's rights. Only hashes
+// are stored: `shadowd hash-token TOKEN` prints the hash of a token.
 #pragma once
+
+#include "deviceshadow/engine.hpp"
 
 #include <optional>
 #include <string>
@@ -28,7 +34,7 @@ enum class Action {
 struct Token {
   std::string sha256_hex;
   Role role = Role::device;
-  std::vector<std::string> patterns;  // empty: every thing
+  std::vector<ThingPattern> patterns;  // empty: every thing
 
   bool covers(std::string_view thing) const;
   bool may(Action action) const;

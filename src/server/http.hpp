@@ -1,10 +1,18 @@
 // A small HTTP/1.1 server (Boost.Beast underneath, kept out of this header): keep-alive,
 // pipelining-safe (one request at a time per connection, in order), request size limits,
 // read timeouts, graceful shutdown. Handlers run on a worker pool, never on I/O threads.
+//
+// Hostile clients are bounded: every byte a request takes in memory (headers, chunk framing,
+// trailers, body) counts against a limit; the read timeout runs from a request's first byte;
+// framing that RFC 9112 makes ambiguous (Transfer-Encoding other than a single "chunked",
+// Content-Length beside it or repeated) is answered 400 and the connection closed; connections
+// are capped; responses waiting for slow readers are capped in bytes.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +33,9 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+  // A read with no effect: when too many response bytes already wait for slow clients, the
+  // server may answer 503 instead of queueing this body (writes are always answered).
+  bool sheddable = false;
 };
 
 // Must not throw; runs concurrently on worker threads.
@@ -39,8 +50,23 @@ struct HttpServerOptions {
   std::size_t workers = 64;  // handler threads; blocking store calls wait here
   std::size_t max_body_bytes = 1 << 20;
   std::size_t max_header_bytes = 16 << 10;
-  std::chrono::milliseconds read_timeout{15000};   // to receive one whole request
+  std::chrono::milliseconds read_timeout{15000};   // from a request's first byte to its last
   std::chrono::milliseconds idle_timeout{60000};   // keep-alive connection with no request
+  // Open connections; one more is answered 503 and closed at once.
+  std::size_t max_connections = 10000;
+  // Bytes of response bodies being written at once; a sheddable response over 16 KiB that
+  // would pass it is answered 503 instead.
+  std::size_t max_response_bytes_in_flight = std::size_t{256} << 20;
+};
+
+// Counters of the transport, read any time (relaxed).
+struct HttpStats {
+  std::atomic<std::uint64_t> open_connections{0};
+  std::atomic<std::uint64_t> rejected_connections{0};  // over max_connections
+  std::atomic<std::uint64_t> accept_failures{0};       // accept() failed (e.g. out of descriptors)
+  std::atomic<std::uint64_t> response_bytes_in_flight{0};
+  std::atomic<std::uint64_t> shed_responses{0};        // sheddable responses answered 503
+  std::atomic<std::uint64_t> rejected_requests{0};     // malformed, oversized or ambiguous framing
 };
 
 class HttpServer {
@@ -52,6 +78,7 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   unsigned short port() const;
+  const HttpStats& stats() const;
   // Serves until stop() or SIGINT/SIGTERM; then stops accepting, finishes the requests in
   // flight, closes idle connections and returns.
   void run();

@@ -5,10 +5,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include <atomic>
+#include <cstdio>
+#include <list>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 
 namespace deviceshadow::server {
@@ -18,19 +18,68 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+namespace {
+
+// Room in a connection's read buffer beyond the header limit: one read's worth of body bytes.
+// A chunk-size line with its extensions, or a trailer section, must fit in the buffer, so this
+// also bounds them (the parser needs each whole before it can go on).
+constexpr std::size_t kReadSlack = 8 << 10;
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+// Responses this small are never shed: refusing them would save nothing.
+constexpr std::size_t kNeverShedBytes = 16 << 10;
+
+// The whole answer to a connection over max_connections.
+const std::string& overloaded_response() {
+  static const std::string response = [] {
+    const std::string body = R"({"error":{"code":"unavailable","message":"too many open connections; retry in a moment"}})";
+    return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+           "Retry-After: 1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  return response;
+}
+
+// Why a request's framing is ambiguous under RFC 9112 §6, or empty when it is not. Beast
+// already refuses a chunked Transfer-Encoding beside Content-Length and differing
+// Content-Length values; what it lets through is a Transfer-Encoding that does not end in
+// chunked (it would then read the body as the next request) and repeated Content-Length.
+std::string ambiguous_framing(const http::request_parser<http::string_body>::value_type& header) {
+  auto [te_begin, te_end] = header.equal_range(http::field::transfer_encoding);
+  auto [cl_begin, cl_end] = header.equal_range(http::field::content_length);
+  const auto te_count = std::distance(te_begin, te_end);
+  const auto cl_count = std::distance(cl_begin, cl_end);
+  if (te_count > 0 && cl_count > 0) return "Transfer-Encoding and Content-Length together";
+  if (te_count > 1) return "repeated Transfer-Encoding";
+  if (te_count == 1) {
+    http::token_list codings(te_begin->value());
+    auto first = codings.begin();
+    if (first == codings.end() || !beast::iequals(*first, "chunked") || ++first != codings.end()) {
+      return "unsupported Transfer-Encoding (only \"chunked\" is accepted)";
+    }
+  }
+  if (cl_count > 1 || (cl_count == 1 && cl_begin->value().find(',') != beast::string_view::npos)) {
+    return "repeated Content-Length";
+  }
+  return {};
+}
+
+}  // namespace
+
 class Session;
 
 struct HttpServer::Impl {
   HttpServerOptions options;
   Handler handler;
   ErrorResponder error_responder;
+  HttpStats stats;
   asio::io_context io;
   asio::thread_pool workers;
   tcp::acceptor acceptor;
+  asio::steady_timer accept_backoff;
   asio::signal_set signals;
   std::atomic<bool> stopping{false};
+  // Every open session, for shutdown; a session removes its own entry when destroyed (O(1)).
   std::mutex sessions_mutex;
-  std::set<std::weak_ptr<Session>, std::owner_less<std::weak_ptr<Session>>> sessions;
+  std::list<std::weak_ptr<Session>> sessions;
 
   Impl(HttpServerOptions o, Handler h, ErrorResponder e)
       : options(std::move(o)),
@@ -39,18 +88,33 @@ struct HttpServer::Impl {
         io(static_cast<int>(options.io_threads)),
         workers(options.workers),
         acceptor(io),
+        accept_backoff(io),
         signals(io, SIGINT, SIGTERM) {}
 
   void accept();
+  void admit(tcp::socket socket);
   void begin_stop();
+  void run_io();
 };
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, HttpServer::Impl& server) : stream_(std::move(socket)), server_(server) {}
+  Session(tcp::socket socket, HttpServer::Impl& server)
+      : stream_(std::move(socket)), buffer_(server.options.max_header_bytes + kReadSlack), server_(server) {
+    on_chunk_header_ = [this](std::uint64_t size, beast::string_view extensions, beast::error_code& ec) {
+      count_chunk(size, extensions, ec);
+    };
+  }
 
-  void start() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(false); });
+  ~Session() {
+    std::lock_guard lock(server_.sessions_mutex);
+    server_.sessions.erase(entry_);
+    --server_.stats.open_connections;
+  }
+
+  void start(std::list<std::weak_ptr<Session>>::iterator entry) {
+    entry_ = entry;
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
   }
 
   // Closes the connection if it is waiting for a request; one being served finishes first.
@@ -61,23 +125,46 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
-  void read(bool keep_alive_wait) {
+  // Between keep-alive requests: wait up to the idle timeout for the next request's first
+  // bytes, then give the whole request the read timeout.
+  void await_next_request() {
     if (server_.stopping) return close();
+    if (buffer_.size() > 0) return read_request();  // pipelined: already here
+    idle_ = true;
+    stream_.expires_after(server_.options.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(kReadSlack), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      if (ec) return self->close();
+      self->buffer_.commit(n);
+      self->read_request();
+    });
+  }
+
+  void read_request() {
+    if (server_.stopping && buffer_.size() == 0) return close();
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_header_bytes));
     parser_->body_limit(server_.options.max_body_bytes);
+    parser_->on_chunk_header(on_chunk_header_);
+    chunked_bytes_ = 0;
     idle_ = true;
-    stream_.expires_after(keep_alive_wait && buffer_.size() == 0 ? server_.options.idle_timeout
-                                                                 : server_.options.read_timeout);
-    // The first bytes of a request switch the clock to the (shorter) read timeout.
+    stream_.expires_after(server_.options.read_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // Chunk-size lines and extensions count against the body limit with the chunks themselves,
+  // so a body of endless tiny chunks or long extensions ends like an oversized one.
+  void count_chunk(std::uint64_t size, beast::string_view extensions, beast::error_code& ec) {
+    chunked_bytes_ += size + extensions.size() + 20;  // 20: the size's hex digits and CRLFs, at most
+    if (chunked_bytes_ > server_.options.max_body_bytes) ec = http::error::body_limit;
   }
 
   void on_header(beast::error_code ec) {
     if (ec) return on_error(ec);
     idle_ = false;
-    stream_.expires_after(server_.options.read_timeout);
+    if (std::string why = ambiguous_framing(parser_->get()); !why.empty()) {
+      return reject(400, "malformed HTTP request: " + why);
+    }
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
@@ -97,7 +184,12 @@ class Session : public std::enable_shared_from_this<Session> {
     auto work = asio::make_work_guard(stream_.get_executor());
     asio::post(server_.workers, [self = shared_from_this(), request = std::move(request), keep_alive, version,
                                  work = std::move(work)]() mutable {
-      HttpResponse response = self->server_.handler(request);
+      HttpResponse response;
+      try {
+        response = self->server_.handler(request);
+      } catch (const std::exception&) {  // handlers must not throw; if one does, the client still hears
+        response = self->server_.error_responder(500, "internal error");
+      }
       asio::post(self->stream_.get_executor(), [self, response = std::move(response), keep_alive, version]() mutable {
         self->write(std::move(response), keep_alive, version);
       });
@@ -106,8 +198,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_error(beast::error_code ec) {
-    if (ec == http::error::body_limit) return reject(413, "request body exceeds " + std::to_string(server_.options.max_body_bytes) + " bytes");
+    const auto& limits = server_.options;
+    if (ec == http::error::body_limit) return reject(413, "request body exceeds " + std::to_string(limits.max_body_bytes) + " bytes");
     if (ec == http::error::header_limit) return reject(431, "request headers too large");
+    if (ec == http::error::buffer_overflow) {
+      return reject(400, "malformed HTTP request: a chunk-size line or the trailer exceeds " +
+                             std::to_string(limits.max_header_bytes) + " bytes");
+    }
     if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
         ec != http::error::end_of_stream && ec != http::error::partial_message) {
       return reject(400, "malformed HTTP request: " + ec.message());
@@ -117,10 +214,22 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Answers a request that could not be read, then closes the connection.
   void reject(int status, const std::string& message) {
+    ++server_.stats.rejected_requests;
     write(server_.error_responder(status, message), false, 11);
   }
 
   void write(HttpResponse response, bool keep_alive, unsigned version) {
+    HttpStats& stats = server_.stats;
+    std::size_t bytes = response.body.size();
+    std::uint64_t waiting = stats.response_bytes_in_flight.load(std::memory_order_relaxed);
+    if (response.sheddable && bytes > kNeverShedBytes && waiting > 0 &&
+        waiting + bytes > server_.options.max_response_bytes_in_flight) {
+      ++stats.shed_responses;
+      response = server_.error_responder(503, "too many response bytes are waiting for slow clients; retry in a moment");
+      response.headers.emplace_back("Retry-After", "1");
+      bytes = response.body.size();
+    }
+    stats.response_bytes_in_flight += bytes;
     auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), version);
     res->set(http::field::server, "shadowd");
     res->set(http::field::content_type, response.content_type);
@@ -129,9 +238,10 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive && !server_.stopping);
     res->prepare_payload();
     stream_.expires_after(server_.options.read_timeout);
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+    http::async_write(stream_, *res, [self = shared_from_this(), res, bytes](beast::error_code ec, std::size_t) {
+      self->server_.stats.response_bytes_in_flight -= bytes;
       if (ec || !res->keep_alive()) return self->close();
-      self->read(true);
+      self->await_next_request();
     });
   }
 
@@ -142,29 +252,52 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_;  // bounded: max_header_bytes + kReadSlack
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_header_;
+  std::uint64_t chunked_bytes_ = 0;
   HttpServer::Impl& server_;
+  std::list<std::weak_ptr<Session>>::iterator entry_;
   bool idle_ = true;
 };
 
 void HttpServer::Impl::accept() {
   acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+    if (!acceptor.is_open()) return;  // stopped
     if (ec) {
-      if (!acceptor.is_open()) return;  // stopped
-    } else {
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      auto session = std::make_shared<Session>(std::move(socket), *this);
-      {
-        std::lock_guard lock(sessions_mutex);
-        std::erase_if(sessions, [](const auto& w) { return w.expired(); });
-        sessions.insert(session);
-      }
-      session->start();
+      // Out of descriptors (or another transient failure): the pending connection stays in
+      // the backlog; retrying at once would spin, so wait a little.
+      ++stats.accept_failures;
+      accept_backoff.expires_after(kAcceptBackoff);
+      accept_backoff.async_wait([this](beast::error_code wait_ec) {
+        if (!wait_ec) accept();
+      });
+      return;
     }
+    admit(std::move(socket));
     accept();
   });
+}
+
+void HttpServer::Impl::admit(tcp::socket socket) {
+  beast::error_code ignored;
+  if (stats.open_connections.load() >= options.max_connections) {
+    ++stats.rejected_connections;
+    socket.non_blocking(true, ignored);
+    socket.write_some(asio::buffer(overloaded_response()), ignored);  // best effort: never waits
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+    return;
+  }
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto session = std::make_shared<Session>(std::move(socket), *this);
+  std::list<std::weak_ptr<Session>>::iterator entry;
+  {
+    std::lock_guard lock(sessions_mutex);
+    entry = sessions.insert(sessions.end(), session);
+    ++stats.open_connections;
+  }
+  session->start(entry);
 }
 
 void HttpServer::Impl::begin_stop() {
@@ -172,12 +305,31 @@ void HttpServer::Impl::begin_stop() {
   asio::post(io, [this] {
     beast::error_code ignored;
     acceptor.close(ignored);
+    accept_backoff.cancel();
     signals.cancel(ignored);
-    std::lock_guard lock(sessions_mutex);
-    for (const auto& w : sessions) {
-      if (auto s = w.lock()) s->close_if_idle();
+    std::vector<std::shared_ptr<Session>> open;  // released after the lock: ~Session takes it
+    {
+      std::lock_guard lock(sessions_mutex);
+      for (const auto& w : sessions) {
+        if (auto s = w.lock()) open.push_back(std::move(s));
+      }
     }
+    for (const auto& s : open) s->close_if_idle();
   });
+}
+
+// Runs the I/O loop until it is out of work. An exception thrown by a completion handler (for
+// example std::bad_alloc) ends only the connection it came from: its session is released
+// with the handler, and the loop goes on serving the others.
+void HttpServer::Impl::run_io() {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "shadowd: a connection failed: %s\n", e.what());
+    }
+  }
 }
 
 HttpServer::HttpServer(HttpServerOptions options, Handler handler, ErrorResponder error_responder)
@@ -195,14 +347,16 @@ HttpServer::~HttpServer() {
 
 unsigned short HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
 
+const HttpStats& HttpServer::stats() const { return impl_->stats; }
+
 void HttpServer::run() {
   impl_->signals.async_wait([this](beast::error_code ec, int) {
     if (!ec) impl_->begin_stop();
   });
   impl_->accept();
   std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < impl_->options.io_threads; ++i) threads.emplace_back([this] { impl_->io.run(); });
-  impl_->io.run();
+  for (std::size_t i = 1; i < impl_->options.io_threads; ++i) threads.emplace_back([this] { impl_->run_io(); });
+  impl_->run_io();
   for (auto& t : threads) t.join();
   impl_->workers.join();  // every handler has finished; their responses were written or dropped
 }

@@ -59,10 +59,17 @@ void Histogram::render(std::string& out, std::string_view name, std::string_view
   sample(out, std::string(name) + "_count", labels, std::to_string(count_));
 }
 
+std::string_view method_label(std::string_view method) {
+  for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}) {
+    if (method == known) return known;
+  }
+  return "other";
+}
+
 void Metrics::request_finished(std::string_view route, std::string_view method, int status, double seconds) {
   --in_flight_;
   std::lock_guard lock(mutex_);
-  ++requests_[{std::string(route), std::string(method), status}];
+  ++requests_[{std::string(route), std::string(method_label(method)), status}];
   request_latency_[std::string(route)].observe(seconds);
 }
 
@@ -87,10 +94,26 @@ std::string Metrics::render(const EngineStats& engine) const {
   for (const auto& [op, h] : store_latency_) h.render(out, "shadowd_store_operation_duration_seconds", "operation=\"" + op + "\"");
   header(out, "shadowd_http_requests_in_flight", "gauge", "HTTP requests being served.");
   sample(out, "shadowd_http_requests_in_flight", "", std::to_string(in_flight_.load()));
-  auto counter = [&](const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
-    header(out, name, "counter", help);
+  auto metric = [&](const char* type, const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
+    header(out, name, type, help);
     sample(out, name, "", std::to_string(v.load(std::memory_order_relaxed)));
   };
+  auto counter = [&](const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
+    metric("counter", name, help, v);
+  };
+  if (const HttpStats* http = http_.load()) {
+    metric("gauge", "shadowd_http_connections_open", "Open client connections.", http->open_connections);
+    counter("shadowd_http_connections_rejected_total", "Connections refused with 503 over the connection limit.",
+            http->rejected_connections);
+    counter("shadowd_http_accept_failures_total", "Failed accepts (e.g. out of file descriptors), each followed by a pause.",
+            http->accept_failures);
+    counter("shadowd_http_requests_rejected_total", "Requests refused by the transport (oversized, malformed, ambiguous framing).",
+            http->rejected_requests);
+    metric("gauge", "shadowd_http_response_bytes_in_flight", "Response bytes being written to clients.",
+           http->response_bytes_in_flight);
+    counter("shadowd_http_responses_shed_total", "Read responses answered 503 while too many bytes waited for slow clients.",
+            http->shed_responses);
+  }
   counter("shadowd_writes_stored_total", "Writes that stored something.", engine.stored_writes);
   counter("shadowd_writes_unchanged_total", "Accepted writes that changed nothing.", engine.unchanged_writes);
   counter("shadowd_write_retries_total", "Read-merge-write attempts repeated after a version conflict.", engine.retries);

@@ -1,9 +1,12 @@
 // Prometheus metrics of the server: requests by route and status, latency histograms, store
-// operation latency, in-flight requests, and the engine's counters. Thread-safe.
+// operation latency, in-flight requests, connections, and the engine's counters. Thread-safe.
+// Every label takes its value from a fixed set (routes, known methods else "other", the
+// statuses the server answers with), so no client can grow the number of series.
 #pragma once
 
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/store.hpp"
+#include "server/http.hpp"
 
 #include <array>
 #include <atomic>
@@ -34,6 +37,8 @@ class Metrics {
   void request_finished(std::string_view route, std::string_view method, int status, double seconds);
   void store_operation(std::string_view operation, double seconds);
   std::string render(const EngineStats& engine) const;
+  // The transport's counters, rendered from then on; `http` must outlive this object's use.
+  void watch(const HttpStats* http) { http_ = http; }
 
  private:
   mutable std::mutex mutex_;
@@ -41,7 +46,11 @@ class Metrics {
   std::map<std::string, Histogram> request_latency_;  // by route
   std::map<std::string, Histogram> store_latency_;    // by operation
   std::atomic<std::int64_t> in_flight_{0};
+  std::atomic<const HttpStats*> http_{nullptr};
 };
+
+// The method's label: itself when it is one the server knows of, else "other".
+std::string_view method_label(std::string_view method);
 
 // A Store that forwards to another and records each operation's latency.
 class MeteredStore final : public Store {
@@ -53,7 +62,7 @@ class MeteredStore final : public Store {
   std::vector<std::string> list_things(std::string_view prefix, std::string_view after, std::size_t limit) override;
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
   std::size_t purge(std::int64_t now_ns) override;
-  bool ready() override { return inner_.ready(); }
+  std::optional<std::string> unready() override { return inner_.unready(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  private:

@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sys/resource.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <thread>
@@ -42,6 +44,7 @@ struct Settings {
   long dynamodb_timeout_ms = 5000;
   std::size_t cache_entries = 10000;
   std::string durability = "full";
+  std::uintmax_t min_free_bytes = std::uintmax_t{64} << 20;
   std::string tokens;
   std::size_t max_body_bytes = 1 << 20;
   std::size_t max_state_bytes = 64 << 10;
@@ -57,6 +60,9 @@ struct Settings {
   std::size_t workers = 64;
   long read_timeout_ms = 15000;
   long idle_timeout_ms = 60000;
+  std::size_t max_connections = 10000;
+  std::size_t max_response_bytes_in_flight = std::size_t{256} << 20;
+  std::size_t max_page_bytes = std::size_t{4} << 20;
   std::string log_format = "text";
   std::string log_level = "info";
 };
@@ -78,9 +84,23 @@ std::unique_ptr<ds::Store> open_store(const Settings& s) {
     ds::SqliteOptions o;
     o.path = s.store.substr(7);
     o.durable = s.durability == "full";
+    o.min_free_bytes = s.min_free_bytes;
     return ds::open_sqlite_store(o);
   }
   throw std::invalid_argument("--store must be sqlite:PATH, memory or dynamodb:TABLE, not " + s.store);
+}
+
+// Raises the soft open-file limit to the hard one and returns it; connections, the database
+// and outgoing requests all take descriptors.
+std::size_t raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? SIZE_MAX : static_cast<std::size_t>(limit.rlim_cur);
 }
 
 int serve(const Settings& s) {
@@ -100,6 +120,14 @@ int serve(const Settings& s) {
   http.max_body_bytes = s.max_body_bytes;
   http.read_timeout = std::chrono::milliseconds(s.read_timeout_ms);
   http.idle_timeout = std::chrono::milliseconds(s.idle_timeout_ms);
+  http.max_response_bytes_in_flight = s.max_response_bytes_in_flight;
+  // Connections stay well under the descriptor limit: a quarter is left for everything else.
+  const std::size_t open_files = raise_open_file_limit();
+  http.max_connections = std::min(s.max_connections, open_files / 4 * 3);
+  if (http.max_connections < s.max_connections) {
+    logger.log(srv::LogLevel::warn, "connection limit lowered to three quarters of the open-file limit",
+               {{"max_connections", std::to_string(http.max_connections)}, {"open_files", std::to_string(open_files)}});
+  }
 
   ds::EngineOptions options;
   options.document.limits = {s.max_body_bytes, s.max_state_bytes, s.max_depth, s.max_batch_items};
@@ -109,6 +137,7 @@ int serve(const Settings& s) {
   options.tombstone_retention = parse_duration(s.tombstone_retention);
   options.max_attempts = s.max_attempts;
   options.cache_entries = s.cache_entries;
+  options.max_page_bytes = s.max_page_bytes;
   // DynamoDB's own TTL drops expired items; a periodic purge would scan the whole table.
   const bool periodic_purge = s.store.rfind("dynamodb:", 0) != 0;
   const auto purge_every = parse_duration(s.purge_interval);
@@ -148,6 +177,8 @@ int serve(const Settings& s) {
     }
   });
 
+  metrics.watch(&server.stats());
+
   logger.log(srv::LogLevel::info, "listening",
              {{"address", http.host + ":" + std::to_string(server.port())}, {"store", s.store}});
   server.run();
@@ -186,6 +217,8 @@ int main(int argc, char** argv) {
       ->envname(env("CACHE_ENTRIES"))->capture_default_str();
   app.add_option("--durability", s.durability, "SQLite commits: full (fsync every commit) or normal")
       ->envname(env("DURABILITY"))->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
+  app.add_option("--min-free-bytes", s.min_free_bytes, "SQLite: readyz fails while the database's filesystem has less free")
+      ->envname(env("MIN_FREE_BYTES"))->capture_default_str();
   app.add_option("--tokens", s.tokens, "token file; without one the server is open to everyone")->envname(env("TOKENS"));
   app.add_option("--max-body-bytes", s.max_body_bytes, "largest request body")->envname(env("MAX_BODY_BYTES"))->capture_default_str();
   app.add_option("--max-state-bytes", s.max_state_bytes, "largest section state, as compact JSON")->envname(env("MAX_STATE_BYTES"))->capture_default_str();
@@ -204,6 +237,15 @@ int main(int argc, char** argv) {
       ->envname(env("READ_TIMEOUT_MS"))->capture_default_str();
   app.add_option("--idle-timeout-ms", s.idle_timeout_ms, "time a keep-alive connection may wait for its next request")
       ->envname(env("IDLE_TIMEOUT_MS"))->capture_default_str();
+  app.add_option("--max-connections", s.max_connections,
+                 "open client connections; more are answered 503 (at most 3/4 of the open-file limit)")
+      ->envname(env("MAX_CONNECTIONS"))->capture_default_str();
+  app.add_option("--max-response-bytes-in-flight", s.max_response_bytes_in_flight,
+                 "response bytes waiting for slow clients before reads are answered 503")
+      ->envname(env("MAX_RESPONSE_BYTES_IN_FLIGHT"))->capture_default_str();
+  app.add_option("--max-page-bytes", s.max_page_bytes,
+                 "bytes of events in one history page and of shadows in one batch get response")
+      ->envname(env("MAX_PAGE_BYTES"))->capture_default_str();
   app.add_option("--log-format", s.log_format, "text or json")->envname(env("LOG_FORMAT"))->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   app.add_option("--log-level", s.log_level, "debug, info, warn or error")->envname(env("LOG_LEVEL"))
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();

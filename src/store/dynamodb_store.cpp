@@ -393,6 +393,7 @@ class DynamoDbStore final : public Store {
       }
     }
     std::vector<HistoryEvent> out;
+    std::size_t bytes = 0;
     if (lo > hi) return out;
     json::object q = base_query(history_pk(key));
     q["KeyConditionExpression"] = "PK = :pk AND SK BETWEEN :lo AND :hi";
@@ -407,10 +408,13 @@ class DynamoDbStore final : public Store {
         const json::object& item = v.as_object();
         HistoryEvent e{get_s(item, "SK"), get_n(item, "timestamp"), get_n(item, "expires"), get_s(item, "event")};
         if (e.id == query.after_id || e.timestamp_ns < query.since_ns || e.timestamp_ns > query.until_ns) continue;
-        if (out.size() < query.limit) out.push_back(std::move(e));
+        if (out.size() < query.limit && bytes <= query.max_bytes) {
+          bytes += e.json.size();
+          out.push_back(std::move(e));
+        }
       }
       const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
-      if (!last || out.size() >= query.limit) break;
+      if (!last || out.size() >= query.limit || bytes > query.max_bytes) break;
       q["ExclusiveStartKey"] = *last;
     }
     return out;
@@ -449,12 +453,14 @@ class DynamoDbStore final : public Store {
 
   bool shares_versions() const override { return options_.layout == DynamoDbLayout::combined; }
 
-  bool ready() override {
+  std::optional<std::string> unready() override {
     try {
       json::value t = call("DescribeTable", json::object{{"TableName", options_.table}}, true);
-      return t.at("Table").at("TableStatus").as_string() == "ACTIVE";
-    } catch (const Error&) {
-      return false;
+      const json::string& status = t.at("Table").at("TableStatus").as_string();
+      if (status == "ACTIVE") return std::nullopt;
+      return "the table " + options_.table + " is " + std::string(status);
+    } catch (const Error& e) {
+      return std::string("DynamoDB is not reachable: ") + e.what();
     }
   }
 

@@ -64,17 +64,20 @@ class MemoryStore final : public Store {
     std::vector<HistoryEvent> out;
     auto h = history_.find(key);
     if (h == history_.end()) return out;
+    std::size_t bytes = 0;
     auto accept = [&](const HistoryEvent& e) {
       if (e.timestamp_ns < query.since_ns || e.timestamp_ns > query.until_ns) return;
       out.push_back(e);
+      bytes += e.json.size();
     };
+    auto more = [&] { return out.size() < query.limit && bytes <= query.max_bytes; };
     const auto& events = h->second;
     if (query.descending) {
       auto end = query.after_id.empty() ? events.end() : events.lower_bound(query.after_id);
-      for (auto it = std::make_reverse_iterator(end); it != events.rend() && out.size() < query.limit; ++it) accept(it->second);
+      for (auto it = std::make_reverse_iterator(end); it != events.rend() && more(); ++it) accept(it->second);
     } else {
       auto begin = query.after_id.empty() ? events.begin() : events.upper_bound(query.after_id);
-      for (auto it = begin; it != events.end() && out.size() < query.limit; ++it) accept(it->second);
+      for (auto it = begin; it != events.end() && more(); ++it) accept(it->second);
     }
     return out;
   }
@@ -97,7 +100,7 @@ class MemoryStore final : public Store {
     return purged;
   }
 
-  bool ready() override { return true; }
+  std::optional<std::string> unready() override { return std::nullopt; }
 
  private:
   std::shared_mutex mutex_;

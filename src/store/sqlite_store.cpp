@@ -301,7 +301,10 @@ class SqliteStore final : public Store {
       q.bind(1, key.thing).bind(2, key.name).bind(3, after).bind(4, query.since_ns).bind(5, query.until_ns);
       q.bind(6, static_cast<std::int64_t>(query.limit));
       std::vector<HistoryEvent> out;
-      while (q.step()) out.push_back({q.text(0), q.integer(1), q.integer(2), q.text(3)});
+      for (std::size_t bytes = 0; bytes <= query.max_bytes && q.step();) {
+        out.push_back({q.text(0), q.integer(1), q.integer(2), q.text(3)});
+        bytes += out.back().json.size();
+      }
       return out;
     });
   }
@@ -317,15 +320,20 @@ class SqliteStore final : public Store {
     return purged;
   }
 
-  bool ready() override {
+  std::optional<std::string> unready() override {
     try {
-      return with_reader([](Connection& c) {
-        Query q(c.statement("SELECT 1"));
-        return q.step();
-      });
-    } catch (const Error&) {
-      return false;
+      with_reader([](Connection& c) { Query(c.statement("SELECT 1")).step(); });
+    } catch (const Error& e) {
+      return std::string("the database cannot be read: ") + e.what();
     }
+    // Below this, a write (or the write-ahead log's checkpoint) may fail for lack of space.
+    std::error_code ec;
+    std::filesystem::space_info space = std::filesystem::space(options_.path, ec);
+    if (!ec && space.available < options_.min_free_bytes) {
+      return "the database's filesystem has " + std::to_string(space.available) + " bytes free, under the " +
+             std::to_string(options_.min_free_bytes) + " it needs";
+    }
+    return std::nullopt;
   }
 
  private:

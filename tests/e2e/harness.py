@@ -64,6 +64,12 @@ class Server:
         self.stop()
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def alive(self):
         return self.proc.poll() is None and self.get("/healthz").status_code == 200
 

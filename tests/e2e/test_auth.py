@@ -1,5 +1,7 @@
 """Token authentication and role authorization: a case per role and per forbidden action."""
+import base64
 import hashlib
+import subprocess
 import os
 import tempfile
 import unittest
@@ -8,19 +10,32 @@ from urllib.parse import quote
 from harness import Server, shadow_path
 
 TOKENS = {"admin": "s3cret-admin", "app": "s3cret-app", "device": "s3cret-device", "house": "s3cret-house",
-          "houseapp": "s3cret-house-app"}
+          "houseapp": "s3cret-house-app", "devshared": "s3cret-dev-shared", "kitchen": "s3cret-kitchen",
+          "basement": "s3cret-basement"}
+
+
+def sha256(token):
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def base64url_decode(text):
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
 
 
 class Auth(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         fd, cls.token_file = tempfile.mkstemp()
-        h = lambda t: hashlib.sha256(t.encode()).hexdigest()
+        h = sha256
         with os.fdopen(fd, "w") as f:
             f.write("# sha256 role [patterns]\n")
             f.write(f"{h(TOKENS['admin'])} admin\n{h(TOKENS['app'])} app\n")
-            f.write(f"{h(TOKENS['device'])} device\n{h(TOKENS['house'])} device house-1 house-2#*  # a comment\n")
+            f.write(f"{h(TOKENS['device'])} device\n  # a comment takes a whole line\n")
+            f.write(f"{h(TOKENS['house'])} device house-1 house-2%23*\n")
             f.write(f"{h(TOKENS['houseapp'])} app house-*\n")
+            f.write(f"{h(TOKENS['devshared'])} app app-dev-* shared\n")
+            f.write(f"{h(TOKENS['kitchen'])} device %23kitchen\n")
+            f.write(f"{h(TOKENS['basement'])} device My%20House%23Basement\n")
         cls.server = Server("--tokens", cls.token_file)
         cls.server.post(shadow_path("house-1", "main", "reported"), {"state": {"a": 1}}, token=TOKENS["admin"])
 
@@ -101,9 +116,59 @@ class Auth(unittest.TestCase):
         self.assertTrue(all(t.startswith("house-") for t in mine), mine)
         self.assertEqual(self.status("houseapp", "GET", "/v1/things/garage-1/shadows"), 403)
 
+    def test_listing_cursors_reveal_no_hidden_thing(self):
+        # Regression: the cursor was the last name scanned, e.g. "#kitchen" for a token limited
+        # to app-dev-* and shared, and empty pages with a cursor showed that hidden things exist.
+        for thing in ["#kitchen", "app-dev-1", "app-dev-2", "apple", "shared", "shared2", "zebra"]:
+            self.server.post(shadow_path(thing, "main", "reported"), {"state": {"a": 1}}, token=TOKENS["admin"])
+        seen, cursor = [], None
+        while True:
+            query = "?limit=1" + (f"&cursor={cursor}" if cursor else "")
+            r = self.server.get("/v1/things" + query, token=TOKENS["devshared"])
+            self.assertEqual(r.status_code, 200, r.text)
+            page = r.json()
+            self.assertEqual(len(page["things"]), 1, page)  # never an empty page with a cursor
+            seen += page["things"]
+            if "cursor" not in page:
+                break
+            self.assertEqual(base64url_decode(page["cursor"]), page["things"][-1])
+            cursor = page["cursor"]
+        self.assertEqual(seen, ["app-dev-1", "app-dev-2", "shared"])
+        # A forged cursor pointing at a hidden name reveals nothing either.
+        forged = base64.urlsafe_b64encode(b"#kitchen").decode().rstrip("=")
+        r = self.server.get(f"/v1/things?cursor={forged}", token=TOKENS["devshared"])
+        self.assertEqual(r.json()["things"], ["app-dev-1", "app-dev-2", "shared"])
+
+    def test_patterns_express_names_with_hash_and_spaces(self):
+        # Regression: "#kitchen" was read as a comment (an unrestricted token) and
+        # "My House#Basement" as the two patterns "My" and "House#Basement".
+        for thing in ["#kitchen", "My House#Basement", "My", "House#Basement", "other"]:
+            self.server.post(shadow_path(thing, "main", "reported"), {"state": {"a": 1}}, token=TOKENS["admin"])
+        self.assertEqual(self.status("kitchen", "GET", shadow_path("#kitchen")), 200)
+        self.assertEqual(self.status("kitchen", "GET", shadow_path("other")), 403)
+        self.assertEqual(self.status("basement", "GET", shadow_path("My House#Basement")), 200)
+        for thing in ["My", "House#Basement", "other"]:
+            self.assertEqual(self.status("basement", "GET", shadow_path(thing)), 403, thing)
+
     def test_nothing_forbidden_was_stored(self):
         self.assertEqual(self.status("device", "POST", shadow_path("never", "main", "desired"), {"state": {"x": 1}}), 403)
         self.assertEqual(self.status("admin", "GET", shadow_path("never")), 404)
+
+
+class TokenFile(unittest.TestCase):
+    def test_ambiguous_lines_refuse_to_start_naming_the_line(self):
+        h = sha256("x")
+        for line in [f"{h} device #kitchen", f"{h} device My House#Basement", f"{h} app house-1 # comment",
+                     f"{h} device 100%", f"{h} device bad%zz", f"{h} device %FF"]:
+            with tempfile.NamedTemporaryFile("w", suffix=".tokens") as f:
+                f.write(f"# tokens\n{h} admin\n{line}\n")
+                f.flush()
+                with tempfile.TemporaryDirectory() as data:
+                    p = subprocess.run([os.environ.get("SHADOWD", "build/default/shadowd"), "--listen", "127.0.0.1:0",
+                                        "--store", f"sqlite:{data}/s.db", "--tokens", f.name],
+                                       capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(p.returncode, 0, line)
+            self.assertIn("token file line 3: pattern", p.stderr, line)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 // Engine behaviour (SPEC.md §4–§7) against every store.
 #include "support/engine_fixture.hpp"
+#include "support/forwarding_store.hpp"
+
+#include <set>
 
 namespace {
 
@@ -254,6 +257,95 @@ TEST_P(EngineTest, ListsShadowsAndThingsWithCursors) {
   EXPECT_EQ(error_of([&] { engine().list_things("", 0); }), "invalid_request");
   EXPECT_EQ(error_of([&] { engine().list_things("", 1001); }), "invalid_request");
   EXPECT_EQ(error_of([&] { engine().list_things("", 10, "not base64!"); }), "invalid_request");
+}
+
+// A history page stops at the byte budget (always holding one event) and its cursor goes on
+// from there, so large events are never read a thousand at a time.
+TEST_P(EngineTest, HistoryPagesStopAtTheByteBudget) {
+  ds::EngineOptions options;
+  options.max_page_bytes = 10000;
+  make_engine(options);
+  const std::string big(3000, 'x');
+  for (int i = 0; i < 9; ++i) {
+    clock_ += 1000;
+    report("t", "{\"v\":\"" + big + std::to_string(i) + "\"}");
+  }
+  ds::HistoryRequest q;
+  q.limit = 1000;
+  std::vector<std::string> ids;
+  std::size_t pages = 0;
+  for (;; ++pages) {
+    ds::HistoryPage page = engine().history({"t", "main"}, q);
+    std::size_t bytes = 0;
+    for (const auto& e : page.events) bytes += e.json.size();
+    EXPECT_LE(bytes, options.max_page_bytes);
+    EXPECT_FALSE(page.events.empty());
+    for (const auto& e : page.events) ids.push_back(e.id);
+    if (page.cursor.empty()) break;
+    q.cursor = page.cursor;
+  }
+  EXPECT_EQ(ids.size(), 9u);
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 9u);
+  EXPECT_GE(pages, 2u);
+  // An event larger than the whole budget still comes, alone, and the next page follows it.
+  options.max_page_bytes = 100;
+  make_engine(options);
+  q = {};
+  q.limit = 5;
+  ds::HistoryPage one = engine().history({"t", "main"}, q);
+  ASSERT_EQ(one.events.size(), 1u);
+  EXPECT_EQ(one.events[0].id, ids[0]);
+  ASSERT_FALSE(one.cursor.empty());
+  q.cursor = one.cursor;
+  EXPECT_EQ(engine().history({"t", "main"}, q).events.at(0).id, ids[1]);
+}
+
+// Records the prefixes the engine lists things under.
+class ListingRecorder : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<std::string> list_things(std::string_view prefix, std::string_view after, std::size_t limit) override {
+    prefixes.emplace_back(prefix);
+    return ForwardingStore::list_things(prefix, after, limit);
+  }
+  std::vector<std::string> prefixes;
+};
+
+// A listing limited to some things reads only within them, and its cursors name only things
+// it may show: walking them, or forging one, reveals nothing of the others.
+TEST_P(EngineTest, ScopedListingsReadAndRevealOnlyTheirPatterns) {
+  for (const char* thing : {"#kitchen", "app-dev-1", "app-dev-2", "app-devx", "shared", "shared-not", "zzz"}) {
+    report(thing, R"({"a":1})");
+  }
+  ListingRecorder recorder(store());
+  ds::EngineOptions options;
+  ds::Engine scoped(recorder, options);
+  const std::vector<ds::ThingPattern> scope = {{"app-dev-", true}, {"shared", false}, {"nobody", false}};
+  std::vector<std::string> seen;
+  std::string cursor;
+  do {
+    ds::ThingList page = scoped.list_things("", 1, cursor, scope);
+    ASSERT_EQ(page.things.size(), 1u);
+    seen.push_back(page.things[0]);
+    if (!page.cursor.empty()) EXPECT_EQ(ds::decode_cursor(page.cursor), page.things[0]);
+    cursor = page.cursor;
+  } while (!cursor.empty());
+  EXPECT_EQ(seen, (std::vector<std::string>{"app-dev-1", "app-dev-2", "shared"}));
+  for (const std::string& prefix : recorder.prefixes) {
+    EXPECT_TRUE(prefix.rfind("app-dev-", 0) == 0 || prefix == "shared" || prefix == "nobody") << prefix;
+  }
+  // A forged cursor only moves the start; the request's prefix narrows the patterns.
+  EXPECT_EQ(scoped.list_things("", 10, ds::encode_cursor("#kitchen"), scope).things,
+            (std::vector<std::string>{"app-dev-1", "app-dev-2", "shared"}));
+  EXPECT_EQ(scoped.list_things("", 10, ds::encode_cursor("app-dev-1"), scope).things,
+            (std::vector<std::string>{"app-dev-2", "shared"}));
+  EXPECT_EQ(scoped.list_things("app", 10, "", scope).things, (std::vector<std::string>{"app-dev-1", "app-dev-2"}));
+  EXPECT_EQ(scoped.list_things("app-dev-2", 10, "", scope).things, std::vector<std::string>{"app-dev-2"});
+  EXPECT_EQ(scoped.list_things("sh", 10, "", scope).things, std::vector<std::string>{"shared"});
+  ds::ThingList none = scoped.list_things("z", 10, "", scope);
+  EXPECT_TRUE(none.things.empty());
+  EXPECT_TRUE(none.cursor.empty());
+  EXPECT_EQ(scoped.list_things("", 10, "", std::vector<ds::ThingPattern>{{"", true}}).things.size(), 7u);
 }
 
 TEST_P(EngineTest, BatchesKeepRequestOrderAndIsolateFailures) {

@@ -13,12 +13,13 @@ TEST(Auth, Sha256MatchesTheKnownVector) {
 }
 
 TEST(Auth, ParsesRolesPatternsAndComments) {
-  auto auth = srv::Authenticator::parse("# comment line\n\n" + kHash + " device house-1 house-2#* # trailing comment\n");
+  auto auth = srv::Authenticator::parse("# comment line\n  # indented comment\n\n" + kHash + " device house-1\thouse-2%23*\r\n");
   ASSERT_EQ(auth.size(), 1u);
   const srv::Token* t = auth.authenticate("Bearer token-1");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->role, srv::Role::device);
-  EXPECT_EQ(t->patterns, (std::vector<std::string>{"house-1", "house-2#*"}));
+  using P = deviceshadow::ThingPattern;
+  EXPECT_EQ(t->patterns, (std::vector<P>{{"house-1", false}, {"house-2#", true}}));
   EXPECT_TRUE(t->covers("house-1"));
   EXPECT_TRUE(t->covers("house-2#kitchen"));
   EXPECT_TRUE(t->covers("house-2#"));
@@ -29,6 +30,20 @@ TEST(Auth, ParsesRolesPatternsAndComments) {
   EXPECT_EQ(auth.authenticate("Bearer "), nullptr);
 }
 
+// Every valid thing name can be written as a pattern: '#', spaces, '%' and a final '*'.
+TEST(Auth, PercentEncodedPatternsExpressEveryName) {
+  auto auth = srv::Authenticator::parse(kHash + " device My%20House%23Basement %23kitchen 100%25 star%2A pre%2A* *\n");
+  const srv::Token* t = auth.authenticate("Bearer token-1");
+  ASSERT_NE(t, nullptr);
+  using P = deviceshadow::ThingPattern;
+  EXPECT_EQ(t->patterns, (std::vector<P>{{"My House#Basement", false}, {"#kitchen", false}, {"100%", false},
+                                          {"star*", false}, {"pre*", true}, {"", true}}));
+  EXPECT_TRUE(t->patterns[0].matches("My House#Basement"));
+  EXPECT_FALSE(t->patterns[0].matches("My"));
+  EXPECT_FALSE(t->patterns[3].matches("starlight"));
+  EXPECT_TRUE(t->patterns[5].matches("anything"));
+}
+
 TEST(Auth, RejectsMalformedLinesNamingTheLine) {
   for (const std::string& text : std::vector<std::string>{"nothex admin", kHash, kHash + " root", std::string(64, 'A') + " admin"}) {
     try {
@@ -36,6 +51,27 @@ TEST(Auth, RejectsMalformedLinesNamingTheLine) {
       FAIL() << text;
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A line that could be read more than one way is refused, never read so as to widen a token's
+// rights: "#kitchen" used to start a comment and leave an unrestricted device token, and
+// "My House#Basement" used to grant "My" and "House#Basement".
+TEST(Auth, RefusesAmbiguousPatternsInsteadOfWideningRights) {
+  const std::vector<std::string> lines = {
+      kHash + " device #kitchen",          kHash + " device My House#Basement",
+      kHash + " app house-1 # comment",    kHash + " device 100%",
+      kHash + " device bad%2",             kHash + " device bad%zz",
+      kHash + " device %00control",        kHash + " device %FF%FE",
+      kHash + " device " + std::string(513, 'x'),
+  };
+  for (const std::string& line : lines) {
+    try {
+      srv::Authenticator::parse("# tokens\n" + line + "\n");
+      FAIL() << "accepted: " << line;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("line 2: pattern "), std::string::npos) << e.what();
     }
   }
 }

@@ -23,7 +23,7 @@ class ForwardingStore : public deviceshadow::Store {
     return inner_.history(key, query);
   }
   std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
-  bool ready() override { return inner_.ready(); }
+  std::optional<std::string> unready() override { return inner_.unready(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  protected:
