@@ -278,7 +278,11 @@ class ConnectionLimits(unittest.TestCase):
             self.assertIn("shadowd_http_connections_open ", metrics)
 
     def test_out_of_descriptors_the_server_pauses_instead_of_spinning(self):
-        with Server("--max-connections", "10000") as server:
+        # Out of descriptors, UBSan cannot create the pipe its vptr check probes memory with and
+        # reports Boost's error categories as invalid objects; that check is off for this server.
+        suppressions = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ubsan-out-of-descriptors.supp")
+        env = {"UBSAN_OPTIONS": os.environ.get("UBSAN_OPTIONS", "") + f":suppressions={suppressions}"}
+        with Server("--max-connections", "10000", env=env) as server:
             pid = server.proc.pid
             soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
             open_now = len(os.listdir(f"/proc/{pid}/fd"))
@@ -295,7 +299,9 @@ class ConnectionLimits(unittest.TestCase):
                     c.close()
                 resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
             time.sleep(0.5)
-            self.assertTrue(server.alive())
+            self.assertIsNone(server.proc.poll(), "".join(server.log[-20:]))
+            r = server.get("/healthz")
+            self.assertEqual(r.status_code, 200, r.text)
             self.assertRegex(server.get("/metrics").text, r"shadowd_http_accept_failures_total [1-9]")
 
 
