@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/uri.hpp"
 #include "deviceshadow/validation.hpp"
 
 #include <algorithm>
@@ -42,30 +43,18 @@ bool Token::may(Action action) const {
 
 namespace {
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // One pattern field as the header describes; throws std::invalid_argument saying what is wrong.
 ThingPattern parse_pattern(std::string_view field) {
+  if (field.find('#') != std::string_view::npos) {
+    throw std::invalid_argument("a '#' in a pattern is written %23 (comments take a whole line)");
+  }
   ThingPattern p;
   p.prefix = field.back() == '*';
   if (p.prefix) field.remove_suffix(1);
-  for (std::size_t i = 0; i < field.size(); ++i) {
-    char c = field[i];
-    if (c == '#') throw std::invalid_argument("a '#' in a pattern is written %23 (comments take a whole line)");
-    if (c != '%') {
-      p.text += c;
-      continue;
-    }
-    int hi = i + 2 < field.size() ? hex_digit(field[i + 1]) : -1;
-    int lo = hi >= 0 ? hex_digit(field[i + 2]) : -1;
-    if (lo < 0) throw std::invalid_argument("'%' in a pattern starts an escape of two hex digits (write '%' as %25)");
-    p.text += static_cast<char>(hi * 16 + lo);
-    i += 2;
+  try {
+    p.text = percent_decode(field, false);
+  } catch (const Error&) {
+    throw std::invalid_argument("'%' in a pattern starts an escape of two hex digits (write '%' as %25)");
   }
   if (p.text.empty() && !p.prefix) throw std::invalid_argument("empty pattern");
   if (!p.text.empty()) {
