@@ -99,6 +99,16 @@ struct HistoryQuery {
   std::size_t max_bytes = SIZE_MAX;
 };
 
+// A notification registration as stored: the store keeps it whole and knows nothing of its
+// content, which the notification layer (src/notify) validates and interprets.
+struct RegistrationRecord {
+  std::string id;
+  std::string json;                // the registration document as accepted
+  std::int64_t updated_ns = 0;     // when it was last put
+
+  friend bool operator==(const RegistrationRecord&, const RegistrationRecord&) = default;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -129,6 +139,12 @@ class Store {
   virtual std::size_t purge(std::int64_t now_ns) = 0;
   // Readiness: nothing when the store can serve requests, else why it cannot.
   virtual std::optional<std::string> unready() = 0;
+
+  // Notification registrations, kept in the store so that every process on it sees one set.
+  // put creates or replaces by id; remove says whether one existed; list is sorted by id.
+  virtual void put_registration(const RegistrationRecord& registration) = 0;
+  virtual std::vector<RegistrationRecord> list_registrations() = 0;
+  virtual bool remove_registration(std::string_view id) = 0;
 };
 
 }  // namespace deviceshadow

@@ -63,6 +63,9 @@ class MeteredStore final : public Store {
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
   std::size_t purge(std::int64_t now_ns) override;
   std::optional<std::string> unready() override { return inner_.unready(); }
+  void put_registration(const RegistrationRecord& r) override { inner_.put_registration(r); }
+  std::vector<RegistrationRecord> list_registrations() override { return inner_.list_registrations(); }
+  bool remove_registration(std::string_view id) override { return inner_.remove_registration(id); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  private:

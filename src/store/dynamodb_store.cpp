@@ -163,6 +163,9 @@ bool get_bool(const json::object& item, std::string_view name) {
 // ---- keys -------------------------------------------------------------------------
 std::string shadow_pk(std::string_view thing) { return "DS#" + std::string(thing); }
 std::string history_pk(const ShadowKey& key) { return "DH#" + key.thing + "#" + key.name; }
+// Every notification registration is one item of this partition, its id the sort key; no
+// thing's partition can collide with it ("DS#…", "DH#…").
+constexpr std::string_view kRegistrationsPk = "NR#";
 std::string section_prefix(Section s) { return s == Section::reported ? "DSR#" : "DSD#"; }
 constexpr std::string_view kCombinedPrefix = "DSC#";
 constexpr std::string_view kThingIndexSk = "T#";
@@ -452,6 +455,40 @@ class DynamoDbStore final : public Store {
   }
 
   bool shares_versions() const override { return options_.layout == DynamoDbLayout::combined; }
+
+  void put_registration(const RegistrationRecord& r) override {
+    call("PutItem",
+         json::object{{"TableName", options_.table},
+                      {"Item", json::object{{"PK", S(kRegistrationsPk)}, {"SK", S(r.id)}, {"document", S(r.json)},
+                                            {"updated", N(r.updated_ns)}}}},
+         true);
+  }
+
+  std::vector<RegistrationRecord> list_registrations() override {
+    json::object q = base_query(std::string(kRegistrationsPk));
+    q["KeyConditionExpression"] = "PK = :pk";
+    std::vector<RegistrationRecord> out;
+    for (;;) {
+      json::value page = call("Query", q, true);
+      for (const json::value& v : page.at("Items").as_array()) {
+        const json::object& item = v.as_object();
+        out.push_back({get_s(item, "SK"), get_s(item, "document"), get_n(item, "updated")});
+      }
+      const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+      if (!last) break;
+      q["ExclusiveStartKey"] = *last;
+    }
+    return out;
+  }
+
+  bool remove_registration(std::string_view id) override {
+    json::value old = call("DeleteItem",
+                           json::object{{"TableName", options_.table},
+                                        {"Key", json::object{{"PK", S(kRegistrationsPk)}, {"SK", S(id)}}},
+                                        {"ReturnValues", "ALL_OLD"}},
+                           true);
+    return old.as_object().contains("Attributes");
+  }
 
   std::optional<std::string> unready() override {
     try {

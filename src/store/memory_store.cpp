@@ -102,10 +102,26 @@ class MemoryStore final : public Store {
 
   std::optional<std::string> unready() override { return std::nullopt; }
 
+  void put_registration(const RegistrationRecord& r) override {
+    std::unique_lock lock(mutex_);
+    registrations_[r.id] = r;
+  }
+  std::vector<RegistrationRecord> list_registrations() override {
+    std::shared_lock lock(mutex_);
+    std::vector<RegistrationRecord> out;
+    for (const auto& [id, r] : registrations_) out.push_back(r);
+    return out;
+  }
+  bool remove_registration(std::string_view id) override {
+    std::unique_lock lock(mutex_);
+    return registrations_.erase(std::string(id)) > 0;
+  }
+
  private:
   std::shared_mutex mutex_;
   std::map<ShadowKey, ShadowRecord> shadows_;
   std::map<ShadowKey, std::map<std::string, HistoryEvent>> history_;
+  std::map<std::string, RegistrationRecord> registrations_;
 };
 
 }  // namespace

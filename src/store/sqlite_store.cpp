@@ -146,6 +146,13 @@ CREATE INDEX history_expiry ON history(expires);
 PRAGMA user_version = 1;
 )sql";
 
+// Version 2: notification registrations.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE registrations(
+  id TEXT NOT NULL PRIMARY KEY, document TEXT NOT NULL, updated INTEGER NOT NULL) WITHOUT ROWID;
+PRAGMA user_version = 2;
+)sql";
+
 constexpr const char* kSelectSections =
     "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires "
     "FROM sections WHERE thing = ?1 AND name = ?2";
@@ -171,6 +178,9 @@ constexpr const char* kHistoryDesc =
     "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id DESC LIMIT ?6";
 constexpr const char* kPurgeTombstones = "DELETE FROM sections WHERE deleted = 1 AND expires <= ?1";
 constexpr const char* kPurgeHistory = "DELETE FROM history WHERE expires <= ?1";
+constexpr const char* kPutRegistration = "INSERT OR REPLACE INTO registrations(id, document, updated) VALUES (?1, ?2, ?3)";
+constexpr const char* kListRegistrations = "SELECT id, document, updated FROM registrations ORDER BY id";
+constexpr const char* kRemoveRegistration = "DELETE FROM registrations WHERE id = ?1";
 
 ShadowRecord read_record(Connection& c, const ShadowKey& key) {
   ShadowRecord record;
@@ -320,6 +330,30 @@ class SqliteStore final : public Store {
     return purged;
   }
 
+  void put_registration(const RegistrationRecord& r) override {
+    run_on_writer([&](Connection& c) {
+      Query(c.statement(kPutRegistration)).bind(1, r.id).bind(2, r.json).bind(3, r.updated_ns).run();
+    });
+  }
+
+  std::vector<RegistrationRecord> list_registrations() override {
+    return with_reader([](Connection& c) {
+      Query q(c.statement(kListRegistrations));
+      std::vector<RegistrationRecord> out;
+      while (q.step()) out.push_back({q.text(0), q.text(1), q.integer(2)});
+      return out;
+    });
+  }
+
+  bool remove_registration(std::string_view id) override {
+    bool removed = false;
+    run_on_writer([&](Connection& c) {
+      Query(c.statement(kRemoveRegistration)).bind(1, id).run();
+      removed = sqlite3_changes(c.db()) > 0;
+    });
+    return removed;
+  }
+
   std::optional<std::string> unready() override {
     try {
       with_reader([](Connection& c) { Query(c.statement("SELECT 1")).step(); });
@@ -355,10 +389,13 @@ class SqliteStore final : public Store {
                                               " is newer than this build supports (" +
                                               std::to_string(kSqliteSchemaVersion) + ")");
     }
-    if (version < 1) {
+    // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
+    for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}}) {
+      if (version > from) continue;
       c.exec("BEGIN IMMEDIATE");
-      c.exec(kSchemaV1);
+      c.exec(sql);
       c.exec("COMMIT");
+      version = from + 1;
     }
   }
 

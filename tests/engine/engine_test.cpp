@@ -327,7 +327,9 @@ TEST_P(EngineTest, ScopedListingsReadAndRevealOnlyTheirPatterns) {
     ds::ThingList page = scoped.list_things("", 1, cursor, scope);
     ASSERT_EQ(page.things.size(), 1u);
     seen.push_back(page.things[0]);
-    if (!page.cursor.empty()) EXPECT_EQ(ds::decode_cursor(page.cursor), page.things[0]);
+    if (!page.cursor.empty()) {
+      EXPECT_EQ(ds::decode_cursor(page.cursor), page.things[0]);
+    }
     cursor = page.cursor;
   } while (!cursor.empty());
   EXPECT_EQ(seen, (std::vector<std::string>{"app-dev-1", "app-dev-2", "shared"}));

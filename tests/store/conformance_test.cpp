@@ -245,6 +245,27 @@ TEST_P(Conformance, ConcurrentConditionalWritesAdmitExactlyOneWinnerPerVersion) 
 
 TEST_P(Conformance, ReadyWhenOpen) { EXPECT_EQ(store().unready(), std::nullopt); }
 
+TEST_P(Conformance, KeepsRegistrationsByIdAcrossReopen) {
+  EXPECT_TRUE(store().list_registrations().empty());
+  const ds::RegistrationRecord b{"ops.alerts-2", R"({"id":"ops.alerts-2","match":"^My House#.*$"})", 7};
+  const ds::RegistrationRecord a{"audit", R"({"id":"audit"})", 5};
+  store().put_registration(b);
+  store().put_registration(a);
+  EXPECT_EQ(store().list_registrations(), (std::vector<ds::RegistrationRecord>{a, b}));
+  const ds::RegistrationRecord b2{"ops.alerts-2", R"({"id":"ops.alerts-2","enabled":false})", 9};
+  store().put_registration(b2);  // replaces
+  EXPECT_EQ(store().list_registrations(), (std::vector<ds::RegistrationRecord>{a, b2}));
+  EXPECT_TRUE(store().remove_registration("audit"));
+  EXPECT_FALSE(store().remove_registration("audit"));
+  EXPECT_FALSE(store().remove_registration("never"));
+  reopen();
+  const bool durable = store().list_registrations().size() == 1;
+  EXPECT_TRUE(durable || GetParam().name == "memory");
+  if (durable) {
+    EXPECT_EQ(store().list_registrations().front(), b2);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, Conformance, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
 
 }  // namespace

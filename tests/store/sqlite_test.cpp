@@ -51,6 +51,27 @@ TEST(Sqlite, WritesSurviveReopen) {
   EXPECT_EQ(scalar(dir.path() / "nested" / "dir" / "shadows.db", "PRAGMA integrity_check"), "ok");
 }
 
+// A version 1 database (before registrations) is migrated in place; its shadows stay.
+TEST(Sqlite, MigratesAVersion1Database) {
+  TempDir dir;
+  auto db = dir.path() / "nested" / "dir" / "shadows.db";
+  {
+    auto store = ds::open_sqlite_store(options_in(dir));
+    ds::Engine engine(*store);
+    ds::UpdateRequest r;
+    r.key = {"t", "main"};
+    r.state["a"] = 1;
+    engine.update(r);
+  }
+  scalar(db, "DROP TABLE registrations");
+  scalar(db, "PRAGMA user_version = 1");
+  auto store = ds::open_sqlite_store(options_in(dir));
+  EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+  store->put_registration({"r1", "{}", 1});
+  EXPECT_EQ(store->list_registrations().size(), 1u);
+  EXPECT_EQ(store->read({"t", "main"}).reported.state_json, R"({"a":1})");
+}
+
 TEST(Sqlite, RefusesADatabaseFromANewerVersion) {
   TempDir dir;
   { auto store = ds::open_sqlite_store(options_in(dir)); }

@@ -24,6 +24,9 @@ class ForwardingStore : public deviceshadow::Store {
   }
   std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
   std::optional<std::string> unready() override { return inner_.unready(); }
+  void put_registration(const deviceshadow::RegistrationRecord& r) override { inner_.put_registration(r); }
+  std::vector<deviceshadow::RegistrationRecord> list_registrations() override { return inner_.list_registrations(); }
+  bool remove_registration(std::string_view id) override { return inner_.remove_registration(id); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  protected:
