@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
   libsqlite3-dev sqlite3 libssl-dev libcurl4-openssl-dev libfmt-dev
-  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind curl wrk
+  libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libre2-dev valgrind curl wrk
 )
 
 missing=()

@@ -1,0 +1,103 @@
+// Notification registrations: who wants to hear of which writes, and where to deliver them.
+//
+// A registration is a JSON document (stored whole by the Store, see RegistrationRecord):
+//   {"id", "sections": "reported"|"desired"|"both", "match": RE2 over "{thing}#{name}",
+//    "include": ["old","new","diff"], "paths": [JSON Pointer…], "target": {"type", …},
+//    "enabled", "maxAttempts"}
+// parse_registration validates one completely (every fault is invalid_request naming its
+// field, e.g. "target.url") and fills in the defaults; render_registration writes it back in
+// that complete form, which is what the store keeps and the API shows.
+#pragma once
+
+#include "deviceshadow/document.hpp"
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace re2 {
+class RE2;
+}
+
+namespace deviceshadow::notify {
+
+enum class SectionFilter { reported, desired, both };
+
+// POST of each event to `url` (http or https), signed with `secret` when one is set.
+struct WebhookTarget {
+  std::string url;
+  std::string secret;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::chrono::milliseconds timeout{5000};
+};
+
+// SendMessageBatch to an SQS queue.
+struct SqsTarget {
+  std::string queue_url;
+  std::string region;    // empty: the queue URL's, else the AWS environment's
+  std::string endpoint;  // empty: the region's
+};
+
+// Publish to an SNS topic.
+struct SnsTarget {
+  std::string topic_arn;
+  std::string region;    // empty: the ARN's
+  std::string endpoint;  // empty: the region's
+};
+
+// PUBLISH to an MQTT broker, one topic per shadow from a template.
+struct MqttTarget {
+  std::string broker;                          // mqtt://host:port
+  std::string topic = "shadows/{thing}/{name}";
+  int qos = 1;                                 // 0 or 1
+  std::string username;
+  std::string password;
+};
+
+using Target = std::variant<WebhookTarget, SqsTarget, SnsTarget, MqttTarget>;
+
+inline constexpr int kDefaultMaxAttempts = 10;
+
+struct Registration {
+  std::string id;
+  SectionFilter sections = SectionFilter::both;
+  std::string match = ".*";
+  bool include_old = true;
+  bool include_new = true;
+  bool include_diff = true;
+  std::vector<std::string> paths;  // empty: every path
+  Target target;
+  bool enabled = true;
+  int max_attempts = kDefaultMaxAttempts;
+
+  // True when "{thing}#{name}" matches `match` as a whole.
+  bool matches_shadow(std::string_view thing, std::string_view name) const;
+  // True when `paths` is empty or one of the changed paths is at, below or above one of them
+  // (a change of an ancestor replaces the value at the path).
+  bool matches_paths(std::span<const std::string> changed_paths) const;
+  // True when the registration selects a section this write changed.
+  bool selects(Section section) const {
+    return sections == SectionFilter::both || (sections == SectionFilter::reported) == (section == Section::reported);
+  }
+
+  std::shared_ptr<const re2::RE2> matcher;  // `match`, compiled once
+};
+
+// Validates a registration document for `id` (the id of the URL; the document may repeat it).
+// Throws Error: invalid_json for malformed JSON, invalid_request naming the field otherwise.
+Registration parse_registration(std::string_view id, std::string_view json);
+// The complete document, defaults included (a secret and a password are included: the store
+// needs them; the API hides them, see render_registration_public).
+std::string render_registration(const Registration& registration);
+// As render_registration, with "secret" and "password" replaced by "***" when set.
+std::string render_registration_public(const Registration& registration);
+
+// True for 1–64 characters from [A-Za-z0-9_.-].
+bool valid_registration_id(std::string_view id) noexcept;
+
+}  // namespace deviceshadow::notify
