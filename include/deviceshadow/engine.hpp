@@ -160,6 +160,13 @@ class Engine {
   // Drops expired tombstones and history events.
   std::size_t purge();
 
+  // The change feed for notifications: while on, every stored write also carries its feed
+  // entry (FeedEntry) into the store, atomically with the state. Off by default, and then a
+  // write costs nothing extra; the notification layer turns it on while a registration is
+  // enabled.
+  void set_change_feed(bool on) noexcept { feed_.store(on, std::memory_order_relaxed); }
+  bool change_feed() const noexcept { return feed_.load(std::memory_order_relaxed); }
+
   const EngineOptions& options() const noexcept { return options_; }
   const EngineStats& stats() const noexcept { return stats_; }
   Store& store() noexcept { return store_; }
@@ -169,6 +176,7 @@ class Engine {
   Store& store_;
   EngineOptions options_;
   EngineStats stats_;
+  std::atomic<bool> feed_{false};
   std::unique_ptr<Impl> impl_;
 };
 

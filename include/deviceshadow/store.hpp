@@ -79,6 +79,20 @@ struct ShadowWrite {
   // in one item rewrites the item whole from it (reading the item when it is null); the
   // conditions still decide whether the write lands.
   const SectionRecord* unchanged = nullptr;
+  // The write's change-feed entry (see FeedEntry), present while the feed is on. A store with
+  // an outbox appends it in the write's transaction; DynamoDB's feed is the table's stream.
+  std::optional<std::string> feed;
+};
+
+// One stored write as the change feed carries it to notifications (the transactional outbox of
+// the SQLite and memory stores): {"event": <the change event>, "reported"|"desired":
+// {"old": <state before>, "new": <state after>}} for each section the write stored.
+struct FeedEntry {
+  std::uint64_t seq = 0;  // assigned by the store: increasing in commit order, never reused
+  ShadowKey key;
+  std::string json;
+
+  friend bool operator==(const FeedEntry&, const FeedEntry&) = default;
 };
 
 struct ShadowSummary {
@@ -145,6 +159,12 @@ class Store {
   virtual void put_registration(const RegistrationRecord& registration) = 0;
   virtual std::vector<RegistrationRecord> list_registrations() = 0;
   virtual bool remove_registration(std::string_view id) = 0;
+
+  // The outbox: entries with seq > after, in seq order, at most limit. Throws
+  // Error(unavailable) on a store whose feed is not an outbox (DynamoDB: its stream).
+  virtual std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) = 0;
+  // Drops the entries with seq <= up_to: every consumer has them.
+  virtual void trim_feed(std::uint64_t up_to) = 0;
 };
 
 }  // namespace deviceshadow

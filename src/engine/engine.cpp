@@ -70,6 +70,27 @@ std::int64_t expiry(std::int64_t ts, std::chrono::seconds retention) {
 }
 
 // The section a one-section write leaves alone, as the writer read it (ShadowWrite::unchanged).
+// Adds a write's change event to it: as its history event when history is on, inside its feed
+// entry (FeedEntry) while the change feed is on. `before` is the shadow as the write read it.
+void attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, bool history, bool feed) {
+  if (feed) {
+    std::string entry = "{\"event\":" + event.json;
+    for (const SectionPut& put : write.sections) {
+      const SectionRecord& old = before.section(put.section);
+      entry += ",\"";
+      entry += to_string(put.section);
+      entry += "\":{\"old\":";
+      entry += old.exists() ? old.state_json : "{}";
+      entry += ",\"new\":";
+      entry += put.record.state_json;  // "{}" for a tombstone
+      entry += '}';
+    }
+    entry += '}';
+    write.feed = std::move(entry);
+  }
+  if (history) write.event = std::move(event);
+}
+
 const SectionRecord* unchanged_section(const ShadowWrite& write, const ShadowRecord& read) {
   return write.sections.size() == 1 ? &read.section(other(write.sections.front().section)) : nullptr;
 }
@@ -293,7 +314,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
         next.write_id = random_write_id();
         write.sections.push_back({s, old.version, std::move(next), old.exists()});
       }
-      if (options_.history) {
+      if (const bool feed = change_feed(); options_.history || feed) {
         std::optional<std::uint64_t> versions[2];
         for (const SectionPut& put : write.sections) versions[put.section == Section::reported ? 0 : 1] = put.record.version;
         const char letter = write.sections.size() == 2 ? 'C' : write.sections.front().section == Section::reported ? 'R' : 'D';
@@ -304,7 +325,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
         event.json = render_change_event({&request.key, event.id, request.section == Section::reported ? "report" : "desire",
                                           ts, request.client_token, versions[0], versions[1], &outcome.changes,
                                           &outcome.acknowledged});
-        write.event = std::move(event);
+        attach_event(write, std::move(event), record, options_.history, feed);
       }
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
@@ -348,6 +369,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
   const DocumentOptions& doc = options_.document;
   std::lock_guard guard(impl_->lock_for(key));
   return impl_->with_retries(version.has_value(), [&] {
+    const bool feed = change_feed();
     ShadowRecord record = store_.read(key);
     if (version && *version != record.section(*section).version) {
       throw Error::version_conflict(record.section(*section).version);
@@ -373,7 +395,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       tombstone.write_id = random_write_id();
       tombstone.expires_ns = expiry(ts, options_.tombstone_retention);
       versions[s == Section::reported ? 0 : 1] = tombstone.version;
-      if (options_.history) {  // every leaf of the deleted state is a remove
+      if (options_.history || feed) {  // every leaf of the deleted state is a remove
         json::object state = parse_state(old.state_json, doc, {});
         MergeResult removed = merge_section(state, json::object(), MergeMode::client_is_master, s, doc.timestamp_keys);
         for (Change& c : removed.changes) changes.push_back(std::move(c));
@@ -381,13 +403,13 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       write.sections.push_back({s, old.version, tombstone, true});
       result.record.section(s) = std::move(tombstone);
     }
-    if (options_.history) {
+    if (options_.history || feed) {
       HistoryEvent event;
       event.id = event_id(ts, 'X', write.sections.front().record.version);
       event.timestamp_ns = ts;
       event.expires_ns = expiry(ts, options_.history_retention);
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], &changes, nullptr});
-      write.event = std::move(event);
+      attach_event(write, std::move(event), record, options_.history, feed);
     }
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);

@@ -490,6 +490,14 @@ class DynamoDbStore final : public Store {
     return old.as_object().contains("Attributes");
   }
 
+  // The table's stream is its change feed; write.feed is not stored.
+  std::vector<FeedEntry> read_feed(std::uint64_t, std::size_t) override {
+    throw Error(ErrorCode::unavailable, "a DynamoDB table's change feed is its stream, not an outbox");
+  }
+  void trim_feed(std::uint64_t) override {
+    throw Error(ErrorCode::unavailable, "a DynamoDB table's change feed is its stream, not an outbox");
+  }
+
   std::optional<std::string> unready() override {
     try {
       json::value t = call("DescribeTable", json::object{{"TableName", options_.table}}, true);

@@ -3,6 +3,8 @@
 #include "deviceshadow/error.hpp"
 #include "store/conditions.hpp"
 
+#include <algorithm>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -31,6 +33,7 @@ class MemoryStore final : public Store {
     ShadowRecord& stored = shadows_[write.key];
     for (const SectionPut& put : write.sections) stored.section(put.section) = put.record;
     if (write.event) history_[write.key][write.event->id] = *write.event;
+    if (write.feed) feed_.push_back({++last_seq_, write.key, *write.feed});
   }
 
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
@@ -117,11 +120,26 @@ class MemoryStore final : public Store {
     return registrations_.erase(std::string(id)) > 0;
   }
 
+  std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override {
+    std::shared_lock lock(mutex_);
+    auto first = std::upper_bound(feed_.begin(), feed_.end(), after,
+                                  [](std::uint64_t seq, const FeedEntry& e) { return seq < e.seq; });
+    auto last = first + static_cast<std::ptrdiff_t>(std::min<std::size_t>(limit, static_cast<std::size_t>(feed_.end() - first)));
+    return {first, last};
+  }
+
+  void trim_feed(std::uint64_t up_to) override {
+    std::unique_lock lock(mutex_);
+    while (!feed_.empty() && feed_.front().seq <= up_to) feed_.pop_front();
+  }
+
  private:
   std::shared_mutex mutex_;
   std::map<ShadowKey, ShadowRecord> shadows_;
   std::map<ShadowKey, std::map<std::string, HistoryEvent>> history_;
   std::map<std::string, RegistrationRecord> registrations_;
+  std::deque<FeedEntry> feed_;  // in seq order
+  std::uint64_t last_seq_ = 0;
 };
 
 }  // namespace

@@ -146,10 +146,12 @@ CREATE INDEX history_expiry ON history(expires);
 PRAGMA user_version = 1;
 )sql";
 
-// Version 2: notification registrations.
+// Version 2: notification registrations and the change feed's outbox.
 constexpr const char* kSchemaV2 = R"sql(
 CREATE TABLE registrations(
   id TEXT NOT NULL PRIMARY KEY, document TEXT NOT NULL, updated INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE feed(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, thing TEXT NOT NULL, name TEXT NOT NULL, entry TEXT NOT NULL);
 PRAGMA user_version = 2;
 )sql";
 
@@ -181,6 +183,9 @@ constexpr const char* kPurgeHistory = "DELETE FROM history WHERE expires <= ?1";
 constexpr const char* kPutRegistration = "INSERT OR REPLACE INTO registrations(id, document, updated) VALUES (?1, ?2, ?3)";
 constexpr const char* kListRegistrations = "SELECT id, document, updated FROM registrations ORDER BY id";
 constexpr const char* kRemoveRegistration = "DELETE FROM registrations WHERE id = ?1";
+constexpr const char* kAppendFeed = "INSERT INTO feed(thing, name, entry) VALUES (?1, ?2, ?3)";
+constexpr const char* kReadFeed = "SELECT seq, thing, name, entry FROM feed WHERE seq > ?1 ORDER BY seq LIMIT ?2";
+constexpr const char* kTrimFeed = "DELETE FROM feed WHERE seq <= ?1";
 
 ShadowRecord read_record(Connection& c, const ShadowKey& key) {
   ShadowRecord record;
@@ -217,6 +222,7 @@ void apply_write(Connection& c, const ShadowWrite& write) {
     q.bind(5, e.expires_ns).bind(6, e.json);
     q.run();
   }
+  if (write.feed) Query(c.statement(kAppendFeed)).bind(1, write.key.thing).bind(2, write.key.name).bind(3, *write.feed).run();
 }
 
 // The smallest string greater than every string with this prefix ("" if there is none).
@@ -352,6 +358,20 @@ class SqliteStore final : public Store {
       removed = sqlite3_changes(c.db()) > 0;
     });
     return removed;
+  }
+
+  std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override {
+    return with_reader([&](Connection& c) {
+      Query q(c.statement(kReadFeed));
+      q.bind(1, static_cast<std::int64_t>(after)).bind(2, static_cast<std::int64_t>(limit));
+      std::vector<FeedEntry> out;
+      while (q.step()) out.push_back({static_cast<std::uint64_t>(q.integer(0)), {q.text(1), q.text(2)}, q.text(3)});
+      return out;
+    });
+  }
+
+  void trim_feed(std::uint64_t up_to) override {
+    run_on_writer([&](Connection& c) { Query(c.statement(kTrimFeed)).bind(1, static_cast<std::int64_t>(up_to)).run(); });
   }
 
   std::optional<std::string> unready() override {

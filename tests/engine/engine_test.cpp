@@ -350,6 +350,58 @@ TEST_P(EngineTest, ScopedListingsReadAndRevealOnlyTheirPatterns) {
   EXPECT_EQ(scoped.list_things("", 10, "", std::vector<ds::ThingPattern>{{"", true}}).things.size(), 7u);
 }
 
+// While the change feed is on, every stored write carries its entry: the change event (the
+// same as history's) and the old and new state of each section it stored.
+TEST_P(EngineTest, TheChangeFeedCarriesEveryStoredWriteWhileOn) {
+  if (GetParam().needs_dynamodb) {  // the feed is the table's stream: writes go on as ever
+    engine().set_change_feed(true);
+    report("t", R"({"a":1})");
+    EXPECT_EQ(engine().get({"t", "main"}).record.reported.state_json.find("\"a\""), 1u);
+    EXPECT_THROW(store().read_feed(0, 10), ds::Error);
+    return;
+  }
+  report("t", R"({"a":1})");  // feed off: no entry
+  EXPECT_TRUE(store().read_feed(0, 10).empty());
+  engine().set_change_feed(true);
+  desire("t", R"({"a":2})");
+  report("t", R"({"a":2})");  // acknowledges: writes both sections
+  report("t", R"({"a":2})");  // no change: no entry
+  engine().remove({"t", "main"});
+  engine().set_change_feed(false);
+  report("t", R"({"a":3})");
+
+  std::vector<ds::FeedEntry> feed = store().read_feed(0, 10);
+  ASSERT_EQ(feed.size(), 3u);
+  auto history = engine().history({"t", "main"}, {.limit = 10, .descending = false}).events;
+  ASSERT_EQ(history.size(), 5u);
+  const json::value desire_entry = parse(feed[0].json);
+  EXPECT_EQ(ds::to_json(desire_entry.at("event")), history[1].json);
+  EXPECT_EQ(ds::to_json(desire_entry.at("desired")), R"({"old":{},"new":{"a":2}})");
+  EXPECT_FALSE(desire_entry.as_object().contains("reported"));
+  const json::value ack_entry = parse(feed[1].json);
+  EXPECT_EQ(ds::to_json(ack_entry.at("event")), history[2].json);
+  EXPECT_EQ(ds::to_json(ack_entry.at("reported")), R"({"old":{"a":1},"new":{"a":2}})");
+  EXPECT_EQ(ds::to_json(ack_entry.at("desired")), R"({"old":{"a":2},"new":{}})");
+  const json::value delete_entry = parse(feed[2].json);
+  EXPECT_EQ(delete_entry.at("event").at("op").as_string(), "delete");
+  EXPECT_EQ(ds::to_json(delete_entry.at("reported")), R"({"old":{"a":2},"new":{}})");
+  for (const ds::FeedEntry& e : feed) EXPECT_EQ(e.key, (ds::ShadowKey{"t", "main"}));
+}
+
+// With history off the feed still carries each write's change event.
+TEST_P(EngineTest, TheChangeFeedNeedsNoHistory) {
+  ds::EngineOptions options;
+  options.history = false;
+  make_engine(options);
+  engine().set_change_feed(true);
+  report("t", R"({"a":1})");
+  EXPECT_TRUE(engine().history({"t", "main"}).events.empty());
+  if (GetParam().needs_dynamodb) return;  // its feed is the table's stream
+  std::vector<ds::FeedEntry> feed = store().read_feed(0, 10);
+  ASSERT_EQ(feed.size(), 1u);
+  EXPECT_EQ(parse(feed[0].json).at("event").at("reported").at("changes").at(0).at("path").as_string(), "/a");
+}
+
 TEST_P(EngineTest, BatchesKeepRequestOrderAndIsolateFailures) {
   report("a", R"({"v":1})");
   auto views = engine().batch_get({{"a", "main"}, {"missing", "main"}, {"bad\n", "main"}});

@@ -245,6 +245,49 @@ TEST_P(Conformance, ConcurrentConditionalWritesAdmitExactlyOneWinnerPerVersion) 
 
 TEST_P(Conformance, ReadyWhenOpen) { EXPECT_EQ(store().unready(), std::nullopt); }
 
+// The outbox: entries appended with their writes, in commit order, never with a failed write,
+// trimmed by sequence number, numbers never reused.
+TEST_P(Conformance, FeedEntriesAreWrittenWithTheirWritesOnly) {
+  if (GetParam().needs_dynamodb) {  // its feed is the table's stream
+    EXPECT_THROW(store().read_feed(0, 10), ds::Error);
+    return;
+  }
+  ds::ShadowWrite w1 = put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"a":1})"));
+  w1.feed = R"({"event":{"n":1}})";
+  store().write(w1);
+  ds::ShadowWrite lost = put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"a":9})"));
+  lost.feed = R"({"event":{"n":"lost"}})";
+  conflict_version([&] { store().write(lost); });
+  store().write(put({"t", "main"}, ds::Section::reported, 1, record(2, R"({"a":2})")));  // feed off
+  ds::ShadowWrite w3 = put({"u", "aux"}, ds::Section::desired, 0, record(1, R"({"b":1})"));
+  w3.feed = R"({"event":{"n":3}})";
+  store().write(w3);
+
+  std::vector<ds::FeedEntry> all = store().read_feed(0, 100);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].key, (ds::ShadowKey{"t", "main"}));
+  EXPECT_EQ(all[0].json, *w1.feed);
+  EXPECT_EQ(all[1].key, (ds::ShadowKey{"u", "aux"}));
+  EXPECT_EQ(all[1].json, *w3.feed);
+  EXPECT_LT(all[0].seq, all[1].seq);
+  EXPECT_EQ(store().read_feed(all[0].seq, 100), std::vector<ds::FeedEntry>{all[1]});
+  EXPECT_EQ(store().read_feed(0, 1), std::vector<ds::FeedEntry>{all[0]});
+
+  store().trim_feed(all[0].seq);
+  EXPECT_EQ(store().read_feed(0, 100), std::vector<ds::FeedEntry>{all[1]});
+  store().trim_feed(all[1].seq);
+  EXPECT_TRUE(store().read_feed(0, 100).empty());
+  reopen();
+  ds::ShadowWrite w4 = put({"v", "main"}, ds::Section::reported, 0, record(1, R"({"a":3})"));
+  w4.feed = R"({"event":{"n":4}})";
+  store().write(w4);
+  std::vector<ds::FeedEntry> after = store().read_feed(0, 100);
+  ASSERT_EQ(after.size(), 1u);
+  if (GetParam().name != "memory") {
+    EXPECT_GT(after[0].seq, all[1].seq);  // a durable store never reuses one
+  }
+}
+
 TEST_P(Conformance, KeepsRegistrationsByIdAcrossReopen) {
   EXPECT_TRUE(store().list_registrations().empty());
   const ds::RegistrationRecord b{"ops.alerts-2", R"({"id":"ops.alerts-2","match":"^My House#.*$"})", 7};

@@ -46,11 +46,12 @@ std::vector<long> run_and_kill(const std::string& db, long first_key, int millis
   return keys;
 }
 
-std::string integrity(const std::string& db) {
+// The first column of the first row of `sql` on the database, as text.
+std::string scalar(const std::string& db, const char* sql) {
   sqlite3* h = nullptr;
   sqlite3_open(db.c_str(), &h);
   sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, nullptr);
+  sqlite3_prepare_v2(h, sql, -1, &st, nullptr);
   std::string out = sqlite3_step(st) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(st, 0)) : "?";
   sqlite3_finalize(st);
   sqlite3_close(h);
@@ -68,7 +69,7 @@ TEST(CrashDurability, NoAcknowledgedWriteIsLostWhenTheWriterIsKilled) {
     std::vector<long> keys = run_and_kill(db, next_key, 40 + static_cast<int>(rng() % 160));
     acknowledged.insert(acknowledged.end(), keys.begin(), keys.end());
     next_key += 1'000'000;  // each round writes keys of its own
-    ASSERT_EQ(integrity(db), "ok") << "round " << round;
+    ASSERT_EQ(scalar(db, "PRAGMA integrity_check"), "ok") << "round " << round;
   }
   ASSERT_GT(acknowledged.size(), 100u) << "the writer hardly wrote; the test proves nothing";
   ds::SqliteOptions o;
@@ -82,6 +83,19 @@ TEST(CrashDurability, NoAcknowledgedWriteIsLostWhenTheWriterIsKilled) {
   }
   for (long k : acknowledged) ASSERT_TRUE(present.count("k" + std::to_string(k))) << "lost acknowledged write " << k;
   RecordProperty("acknowledged_writes", static_cast<int>(acknowledged.size()));
+
+  // The change feed: every stored write has its entry (the same count as history events, both
+  // written in the write's transaction), and so every acknowledged write is in it.
+  std::vector<ds::FeedEntry> feed = store->read_feed(0, SIZE_MAX >> 1);
+  EXPECT_EQ(std::to_string(feed.size()), scalar(db, "SELECT count(*) FROM history"));
+  std::set<std::string> in_feed;
+  for (const ds::FeedEntry& e : feed) {
+    const boost::json::value entry = ds::parse_json(e.json);
+    for (const auto& change : entry.at("event").at("reported").at("changes").as_array()) {
+      in_feed.insert(std::string(change.at("path").as_string()));
+    }
+  }
+  for (long k : acknowledged) ASSERT_TRUE(in_feed.count("/k" + std::to_string(k))) << "no feed entry for write " << k;
 }
 
 }  // namespace

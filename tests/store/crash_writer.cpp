@@ -1,5 +1,6 @@
 // Child process of the crash test: writes reports through the engine on a SQLite store from
-// four threads and prints "key\n" for every acknowledged write, until it is killed.
+// four threads, with the change feed on, and prints "key\n" for every acknowledged write, until
+// it is killed.
 // Usage: crash_writer DB_PATH FIRST_KEY
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/sqlite_store.hpp"
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   options.path = argv[1];
   auto store = deviceshadow::open_sqlite_store(options);
   deviceshadow::Engine engine(*store);
+  engine.set_change_feed(true);
   std::atomic<long> next{std::stol(argv[2])};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {

@@ -51,7 +51,7 @@ TEST(Sqlite, WritesSurviveReopen) {
   EXPECT_EQ(scalar(dir.path() / "nested" / "dir" / "shadows.db", "PRAGMA integrity_check"), "ok");
 }
 
-// A version 1 database (before registrations) is migrated in place; its shadows stay.
+// A version 1 database (before registrations and the feed) is migrated in place; its shadows stay.
 TEST(Sqlite, MigratesAVersion1Database) {
   TempDir dir;
   auto db = dir.path() / "nested" / "dir" / "shadows.db";
@@ -64,6 +64,7 @@ TEST(Sqlite, MigratesAVersion1Database) {
     engine.update(r);
   }
   scalar(db, "DROP TABLE registrations");
+  scalar(db, "DROP TABLE feed");
   scalar(db, "PRAGMA user_version = 1");
   auto store = ds::open_sqlite_store(options_in(dir));
   EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));

@@ -27,6 +27,10 @@ class ForwardingStore : public deviceshadow::Store {
   void put_registration(const deviceshadow::RegistrationRecord& r) override { inner_.put_registration(r); }
   std::vector<deviceshadow::RegistrationRecord> list_registrations() override { return inner_.list_registrations(); }
   bool remove_registration(std::string_view id) override { return inner_.remove_registration(id); }
+  std::vector<deviceshadow::FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override {
+    return inner_.read_feed(after, limit);
+  }
+  void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  protected:
