@@ -63,6 +63,15 @@ Digest hmac(std::string_view key, std::string_view data) {
   return sha256({{outer.data(), kBlock}, view(inner_hash)});
 }
 
+}  // namespace
+
+std::string hex_hmac_sha256(std::string_view key, std::string_view data) {
+  const Digest d = hmac(key, data);
+  return to_hex(d.data(), d.size());
+}
+
+namespace {
+
 // The signing key of a day, region and service; derived once and kept per thread, since the
 // derivation takes four HMACs and changes once a day.
 Digest signing_key(const Credentials& credentials, const SigningScope& scope) {

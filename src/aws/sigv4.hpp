@@ -34,6 +34,8 @@ struct SigningScope {
 };
 
 std::string hex_sha256(std::string_view data);
+// HMAC-SHA256 (RFC 2104) of data under key, as lowercase hex.
+std::string hex_hmac_sha256(std::string_view key, std::string_view data);
 // The current time as YYYYMMDDTHHMMSSZ.
 std::string amz_date_now();
 

@@ -1,0 +1,54 @@
+// The event a registration receives for one stored write: a CloudEvents 1.0 structured JSON
+// document built from the write's change-feed entry (FeedEntry), and the webhook signature.
+//
+//   {"specversion":"1.0","id":<change event id>,"source":"deviceshadow",
+//    "type":"deviceshadow.shadow.updated"|"deviceshadow.shadow.deleted",
+//    "subject":"{thing}#{name}","time":<write timestamp>,"datacontenttype":"application/json",
+//    "data":{"thing","name","op","clientToken"?,"registration",
+//            "reported"|"desired":{"version","old"?,"new"?,"diff"?},"acknowledged"?,"truncated"?}}
+//
+// A section appears when the registration selects it and the write stored it; "old" and "new"
+// (the section's whole state before and after) and "diff" (its changes) as `include` asks.
+// "acknowledged" appears when the write acknowledged desired leaves and the registration
+// selects desired (an acknowledgement is a change of desired).
+#pragma once
+
+#include "notify/registration.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deviceshadow::notify {
+
+// The parts of a feed entry that decide whether a registration gets an event.
+struct FeedWrite {
+  std::string id;       // the change event's id; receivers deduplicate by it
+  std::string thing;
+  std::string name;
+  bool reported = false;  // the write stored reported
+  bool desired = false;   // the write stored desired
+  std::vector<std::string> reported_paths;  // the paths of its changes, by section
+  std::vector<std::string> desired_paths;
+};
+
+// Reads what matching needs from a feed entry's JSON (FeedEntry::json).
+FeedWrite read_feed_write(std::string_view entry_json);
+
+// True when `registration` gets an event for the write: it is enabled, selects a section the
+// write stored, matches "{thing}#{name}", and (with paths) a change of a selected section lies
+// at, below or above one of its paths.
+bool wants(const Registration& registration, const FeedWrite& write);
+
+// The CloudEvent of the write for the registration. When it would be longer than max_bytes,
+// it is built without "old" and "new" and with "truncated": true.
+std::string build_event(const Registration& registration, std::string_view entry_json,
+                        std::size_t max_bytes = SIZE_MAX);
+
+// The value of the X-Shadow-Signature header: "t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
+// t + "." + body)>".
+std::string webhook_signature(std::string_view secret, std::int64_t unix_seconds, std::string_view body);
+
+}  // namespace deviceshadow::notify
