@@ -83,7 +83,7 @@ bool valid_pointer(std::string_view p) {
   return true;
 }
 
-Target parse_target(const json::object& t) {
+TargetConfig parse_target(const json::object& t) {
   const std::string type = required_string(t, "type", "target.type");
   if (type == "webhook") {
     allow_only(t, {"type", "url", "secret", "headers", "timeoutMs"}, "target.");
@@ -153,7 +153,7 @@ std::string_view to_string(SectionFilter f) {
   return "both";
 }
 
-json::object render_target(const Target& target, bool hide_secrets) {
+json::object render_target(const TargetConfig& target, bool hide_secrets) {
   auto secret = [&](const std::string& s) { return json::string(hide_secrets ? "***" : s); };
   return std::visit(
       [&](const auto& t) -> json::object {

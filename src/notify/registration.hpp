@@ -59,7 +59,7 @@ struct MqttTarget {
   std::string password;
 };
 
-using Target = std::variant<WebhookTarget, SqsTarget, SnsTarget, MqttTarget>;
+using TargetConfig = std::variant<WebhookTarget, SqsTarget, SnsTarget, MqttTarget>;
 
 inline constexpr int kDefaultMaxAttempts = 10;
 
@@ -71,7 +71,7 @@ struct Registration {
   bool include_new = true;
   bool include_diff = true;
   std::vector<std::string> paths;  // empty: every path
-  Target target;
+  TargetConfig target;
   bool enabled = true;
   int max_attempts = kDefaultMaxAttempts;
 

@@ -26,6 +26,7 @@ struct HttpRequest {
   std::string target;  // raw path and query, still percent-encoded
   std::string authorization;
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // every header, as sent, in order
 };
 
 struct HttpResponse {

@@ -179,6 +179,8 @@ class Session : public std::enable_shared_from_this<Session> {
     request.target = std::string(req.target());
     request.authorization = std::string(req[http::field::authorization]);
     request.body = std::move(req.body());
+    request.headers.reserve(static_cast<std::size_t>(std::distance(req.begin(), req.end())));
+    for (const auto& field : req) request.headers.emplace_back(field.name_string(), field.value());
     stream_.expires_never();  // the handler may take its time; the client waits
     // The work guard keeps the I/O loop running (even while stopping) until the response is out.
     auto work = asio::make_work_guard(stream_.get_executor());
@@ -234,7 +236,9 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::server, "shadowd");
     res->set(http::field::content_type, response.content_type);
     for (auto& [name, value] : response.headers) res->set(name, value);
-    res->body() = std::move(response.body);
+    // 1xx, 204 and 304 have no body (RFC 9110 §6.4.1); Beast refuses to write one.
+    const bool bodiless = response.status < 200 || response.status == 204 || response.status == 304;
+    if (!bodiless) res->body() = std::move(response.body);
     res->keep_alive(keep_alive && !server_.stopping);
     res->prepare_payload();
     stream_.expires_after(server_.options.read_timeout);

@@ -1,4 +1,5 @@
-// The HTTP transport on its own: a handler that throws is answered 500 and the server goes on.
+// The HTTP transport on its own: a handler that throws is answered 500 and the server goes on;
+// a bodiless status is written without the body a handler gave it.
 #include "server/http.hpp"
 
 #include <arpa/inet.h>
@@ -36,7 +37,7 @@ std::string exchange(unsigned short port, const std::string& request) {
   return out;
 }
 
-TEST(HttpServer, AHandlerThatThrowsIsAnswered500AndTheServerGoesOn) {
+TEST(HttpServer, HandlerMistakesNeverEndTheServer) {
   srv::HttpServerOptions options;
   options.port = 0;
   options.workers = 2;
@@ -44,6 +45,7 @@ TEST(HttpServer, AHandlerThatThrowsIsAnswered500AndTheServerGoesOn) {
       options,
       [](const srv::HttpRequest& r) -> srv::HttpResponse {
         if (r.target == "/throw") throw std::runtime_error("handler bug");
+        if (r.target == "/204") return {204, "application/json", "a body a 204 must not have", {}};
         return {200, "application/json", R"({"ok":true})", {}};
       },
       [](int status, const std::string& message) {
@@ -55,6 +57,9 @@ TEST(HttpServer, AHandlerThatThrowsIsAnswered500AndTheServerGoesOn) {
   EXPECT_NE(thrown.find(R"({"error":"internal error"})"), std::string::npos) << thrown;
   const std::string fine = exchange(server.port(), "GET /fine HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(fine.rfind("HTTP/1.1 200", 0), 0u) << fine;
+  const std::string empty = exchange(server.port(), "GET /204 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(empty.rfind("HTTP/1.1 204", 0), 0u) << empty;
+  EXPECT_EQ(empty.find("a body"), std::string::npos) << empty;
   server.stop();
   runner.join();
 }
