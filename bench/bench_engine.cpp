@@ -1,6 +1,7 @@
 // Durable report throughput through the engine on SQLite (synchronous=FULL), and its latency.
 // Runs, in one process, each scenario with group commit and with the baseline that commits
-// one transaction per write, and prints a table with the ratio.
+// one transaction per write, and prints a table with the ratio; then group commit with the
+// change feed on (each write also appends its outbox entry), against group commit without.
 //
 //   bench_engine [--seconds S] [--threads N] [--dir DIR]
 #include "deviceshadow/engine.hpp"
@@ -28,13 +29,14 @@ struct Result {
 };
 
 // Each writer reports a changing sensor value with a fresh timestamp, like a device.
-Result run(const std::filesystem::path& dir, bool group_commit, bool hot, int threads, double seconds) {
+Result run(const std::filesystem::path& dir, bool group_commit, bool hot, int threads, double seconds, bool feed = false) {
   std::filesystem::remove_all(dir);
   ds::SqliteOptions options;
   options.path = (dir / "shadows.db").string();
   options.group_commit = group_commit;
   auto store = ds::open_sqlite_store(options);
   ds::Engine engine(*store);
+  engine.set_change_feed(feed);
   std::atomic<bool> stop{false};
   std::vector<std::vector<double>> latencies(static_cast<std::size_t>(threads));
   std::vector<std::thread> workers;
@@ -87,5 +89,12 @@ int main(int argc, char** argv) {
     std::printf("| %s | ratio | %.1fx | | |\n", what, grouped.per_second / baseline.per_second);
     std::fflush(stdout);
   }
+  Result without = run(dir, true, false, threads, seconds);
+  Result with_feed = run(dir, true, false, threads, seconds, true);
+  std::printf("| distinct | group commit, change feed off | %.0f | %.0f | %.0f |\n", without.per_second, without.p50_us,
+              without.p99_us);
+  std::printf("| distinct | group commit, change feed on (outbox) | %.0f | %.0f | %.0f |\n", with_feed.per_second,
+              with_feed.p50_us, with_feed.p99_us);
+  std::printf("| distinct | ratio feed on / off | %.2f | | |\n", with_feed.per_second / without.per_second);
   std::filesystem::remove_all(dir);
 }
