@@ -3,6 +3,7 @@
 #include "deviceshadow/sqlite_store.hpp"
 #include "support/stores.hpp"
 
+#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -17,7 +18,9 @@
 
 namespace {
 
-// Runs the writer for `millis` ms, then SIGKILLs it; returns the keys it acknowledged.
+// Runs the writer until it acknowledged its first write and `millis` ms more, then SIGKILLs
+// it; returns the keys it acknowledged. Waiting for the first write keeps a slow start (a
+// sanitizer build, a busy machine) from eating the round.
 std::vector<long> run_and_kill(const std::string& db, long first_key, int millis) {
   int out[2];
   EXPECT_EQ(pipe(out), 0);
@@ -30,13 +33,19 @@ std::vector<long> run_and_kill(const std::string& db, long first_key, int millis
     _exit(127);
   }
   close(out[1]);
+  std::string text;
+  char buf[4096];
+  pollfd first{out[0], POLLIN, 0};
+  while (text.find('\n') == std::string::npos && poll(&first, 1, 60'000) > 0) {
+    ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
   usleep(static_cast<useconds_t>(millis) * 1000);
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFSIGNALED(status)) << "writer exited on its own with status " << status;
-  std::string text;
-  char buf[4096];
   for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
   close(out[0]);
   std::vector<long> keys;
