@@ -123,6 +123,19 @@ struct RegistrationRecord {
   friend bool operator==(const RegistrationRecord&, const RegistrationRecord&) = default;
 };
 
+// An event a registration's target refused for good or failed maxAttempts times: kept until it
+// is redriven or deleted.
+struct DeadLetter {
+  std::string registration;
+  std::string event_id;  // the CloudEvent's id
+  std::string event;     // the CloudEvent as last sent
+  int attempts = 0;
+  std::string last_error;
+  std::int64_t failed_ns = 0;
+
+  friend bool operator==(const DeadLetter&, const DeadLetter&) = default;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -155,10 +168,21 @@ class Store {
   virtual std::optional<std::string> unready() = 0;
 
   // Notification registrations, kept in the store so that every process on it sees one set.
-  // put creates or replaces by id; remove says whether one existed; list is sorted by id.
+  // put creates or replaces by id; list is sorted by id; remove says whether one existed and
+  // also drops its delivery state (checkpoint, dead letters).
   virtual void put_registration(const RegistrationRecord& registration) = 0;
   virtual std::vector<RegistrationRecord> list_registrations() = 0;
   virtual bool remove_registration(std::string_view id) = 0;
+
+  // Delivery state of a registration. The checkpoint is the feed seq up to which every entry
+  // is delivered or dead-lettered (outbox stores; DynamoDB keeps its own per stream shard and
+  // throws Error(unavailable) here). Dead letters are listed by event id, ids > after.
+  virtual std::optional<std::uint64_t> checkpoint(std::string_view registration) = 0;
+  virtual void put_checkpoint(std::string_view registration, std::uint64_t seq) = 0;
+  virtual void put_dead_letter(const DeadLetter& letter) = 0;
+  virtual std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after,
+                                               std::size_t limit) = 0;
+  virtual bool remove_dead_letter(std::string_view registration, std::string_view event_id) = 0;
 
   // The outbox: entries with seq > after, in seq order, at most limit. Throws
   // Error(unavailable) on a store whose feed is not an outbox (DynamoDB: its stream).

@@ -66,6 +66,13 @@ class MeteredStore final : public Store {
   void put_registration(const RegistrationRecord& r) override { inner_.put_registration(r); }
   std::vector<RegistrationRecord> list_registrations() override { return inner_.list_registrations(); }
   bool remove_registration(std::string_view id) override { return inner_.remove_registration(id); }
+  std::optional<std::uint64_t> checkpoint(std::string_view r) override { return inner_.checkpoint(r); }
+  void put_checkpoint(std::string_view r, std::uint64_t seq) override { inner_.put_checkpoint(r, seq); }
+  void put_dead_letter(const DeadLetter& d) override { inner_.put_dead_letter(d); }
+  std::vector<DeadLetter> dead_letters(std::string_view r, std::string_view after, std::size_t limit) override {
+    return inner_.dead_letters(r, after, limit);
+  }
+  bool remove_dead_letter(std::string_view r, std::string_view id) override { return inner_.remove_dead_letter(r, id); }
   std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override { return inner_.read_feed(after, limit); }
   void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
   bool shares_versions() const override { return inner_.shares_versions(); }

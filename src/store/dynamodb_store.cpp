@@ -166,6 +166,8 @@ std::string history_pk(const ShadowKey& key) { return "DH#" + key.thing + "#" + 
 // Every notification registration is one item of this partition, its id the sort key; no
 // thing's partition can collide with it ("DS#…", "DH#…").
 constexpr std::string_view kRegistrationsPk = "NR#";
+// A registration's dead letters: one partition per registration, the event id the sort key.
+std::string dead_letters_pk(std::string_view registration) { return "NDL#" + std::string(registration); }
 std::string section_prefix(Section s) { return s == Section::reported ? "DSR#" : "DSD#"; }
 constexpr std::string_view kCombinedPrefix = "DSC#";
 constexpr std::string_view kThingIndexSk = "T#";
@@ -485,6 +487,58 @@ class DynamoDbStore final : public Store {
     json::value old = call("DeleteItem",
                            json::object{{"TableName", options_.table},
                                         {"Key", json::object{{"PK", S(kRegistrationsPk)}, {"SK", S(id)}}},
+                                        {"ReturnValues", "ALL_OLD"}},
+                           true);
+    for (std::vector<DeadLetter> page; !(page = dead_letters(id, "", 100)).empty();) {
+      for (const DeadLetter& d : page) remove_dead_letter(id, d.event_id);
+    }
+    return old.as_object().contains("Attributes");
+  }
+
+  // Checkpoints of a DynamoDB table's feed are kept per stream shard, not per registration.
+  std::optional<std::uint64_t> checkpoint(std::string_view) override {
+    throw Error(ErrorCode::unavailable, "a DynamoDB table's change feed is its stream, not an outbox");
+  }
+  void put_checkpoint(std::string_view, std::uint64_t) override {
+    throw Error(ErrorCode::unavailable, "a DynamoDB table's change feed is its stream, not an outbox");
+  }
+
+  void put_dead_letter(const DeadLetter& d) override {
+    call("PutItem",
+         json::object{{"TableName", options_.table},
+                      {"Item", json::object{{"PK", S(dead_letters_pk(d.registration))}, {"SK", S(d.event_id)},
+                                            {"event", S(d.event)}, {"attempts", N(d.attempts)},
+                                            {"lastError", S(d.last_error)}, {"failed", N(d.failed_ns)}}}},
+         true);
+  }
+
+  std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after, std::size_t limit) override {
+    json::object q = base_query(dead_letters_pk(registration));
+    q["KeyConditionExpression"] = "PK = :pk";
+    if (!after.empty()) {  // a key condition may not compare with an empty string
+      q["KeyConditionExpression"] = "PK = :pk AND SK > :after";
+      q["ExpressionAttributeValues"].as_object()[":after"] = S(after);
+    }
+    std::vector<DeadLetter> out;
+    while (out.size() < limit) {
+      q["Limit"] = static_cast<std::int64_t>(std::min<std::size_t>(limit - out.size(), 1000));
+      json::value page = call("Query", q, true);
+      for (const json::value& v : page.at("Items").as_array()) {
+        const json::object& item = v.as_object();
+        out.push_back({std::string(registration), get_s(item, "SK"), get_s(item, "event"),
+                       static_cast<int>(get_n(item, "attempts")), get_s(item, "lastError"), get_n(item, "failed")});
+      }
+      const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+      if (!last) break;
+      q["ExclusiveStartKey"] = *last;
+    }
+    return out;
+  }
+
+  bool remove_dead_letter(std::string_view registration, std::string_view event_id) override {
+    json::value old = call("DeleteItem",
+                           json::object{{"TableName", options_.table},
+                                        {"Key", json::object{{"PK", S(dead_letters_pk(registration))}, {"SK", S(event_id)}}},
                                         {"ReturnValues", "ALL_OLD"}},
                            true);
     return old.as_object().contains("Attributes");

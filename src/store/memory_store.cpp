@@ -117,7 +117,38 @@ class MemoryStore final : public Store {
   }
   bool remove_registration(std::string_view id) override {
     std::unique_lock lock(mutex_);
+    checkpoints_.erase(std::string(id));
+    dead_letters_.erase(std::string(id));
     return registrations_.erase(std::string(id)) > 0;
+  }
+
+  std::optional<std::uint64_t> checkpoint(std::string_view registration) override {
+    std::shared_lock lock(mutex_);
+    auto it = checkpoints_.find(std::string(registration));
+    return it == checkpoints_.end() ? std::nullopt : std::optional(it->second);
+  }
+  void put_checkpoint(std::string_view registration, std::uint64_t seq) override {
+    std::unique_lock lock(mutex_);
+    if (registrations_.count(std::string(registration))) checkpoints_[std::string(registration)] = seq;
+  }
+  void put_dead_letter(const DeadLetter& letter) override {
+    std::unique_lock lock(mutex_);
+    dead_letters_[letter.registration][letter.event_id] = letter;
+  }
+  std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after, std::size_t limit) override {
+    std::shared_lock lock(mutex_);
+    std::vector<DeadLetter> out;
+    auto letters = dead_letters_.find(std::string(registration));
+    if (letters == dead_letters_.end()) return out;
+    for (auto it = letters->second.upper_bound(std::string(after)); it != letters->second.end() && out.size() < limit; ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }
+  bool remove_dead_letter(std::string_view registration, std::string_view event_id) override {
+    std::unique_lock lock(mutex_);
+    auto letters = dead_letters_.find(std::string(registration));
+    return letters != dead_letters_.end() && letters->second.erase(std::string(event_id)) > 0;
   }
 
   std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override {
@@ -138,6 +169,8 @@ class MemoryStore final : public Store {
   std::map<ShadowKey, ShadowRecord> shadows_;
   std::map<ShadowKey, std::map<std::string, HistoryEvent>> history_;
   std::map<std::string, RegistrationRecord> registrations_;
+  std::map<std::string, std::uint64_t> checkpoints_;
+  std::map<std::string, std::map<std::string, DeadLetter>> dead_letters_;  // registration -> event id ->
   std::deque<FeedEntry> feed_;  // in seq order
   std::uint64_t last_seq_ = 0;
 };

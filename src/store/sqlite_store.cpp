@@ -146,12 +146,17 @@ CREATE INDEX history_expiry ON history(expires);
 PRAGMA user_version = 1;
 )sql";
 
-// Version 2: notification registrations and the change feed's outbox.
+// Version 2: notifications -- registrations, the change feed's outbox, delivery state.
 constexpr const char* kSchemaV2 = R"sql(
 CREATE TABLE registrations(
-  id TEXT NOT NULL PRIMARY KEY, document TEXT NOT NULL, updated INTEGER NOT NULL) WITHOUT ROWID;
+  id TEXT NOT NULL PRIMARY KEY, document TEXT NOT NULL, updated INTEGER NOT NULL,
+  checkpoint INTEGER) WITHOUT ROWID;
 CREATE TABLE feed(
   seq INTEGER PRIMARY KEY AUTOINCREMENT, thing TEXT NOT NULL, name TEXT NOT NULL, entry TEXT NOT NULL);
+CREATE TABLE dead_letters(
+  registration TEXT NOT NULL, event_id TEXT NOT NULL, event TEXT NOT NULL, attempts INTEGER NOT NULL,
+  last_error TEXT NOT NULL, failed INTEGER NOT NULL,
+  PRIMARY KEY (registration, event_id)) WITHOUT ROWID;
 PRAGMA user_version = 2;
 )sql";
 
@@ -180,9 +185,22 @@ constexpr const char* kHistoryDesc =
     "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id DESC LIMIT ?6";
 constexpr const char* kPurgeTombstones = "DELETE FROM sections WHERE deleted = 1 AND expires <= ?1";
 constexpr const char* kPurgeHistory = "DELETE FROM history WHERE expires <= ?1";
-constexpr const char* kPutRegistration = "INSERT OR REPLACE INTO registrations(id, document, updated) VALUES (?1, ?2, ?3)";
+// A put keeps the registration's checkpoint.
+constexpr const char* kPutRegistration =
+    "INSERT INTO registrations(id, document, updated) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT(id) DO UPDATE SET document = excluded.document, updated = excluded.updated";
 constexpr const char* kListRegistrations = "SELECT id, document, updated FROM registrations ORDER BY id";
 constexpr const char* kRemoveRegistration = "DELETE FROM registrations WHERE id = ?1";
+constexpr const char* kRemoveDeadLetters = "DELETE FROM dead_letters WHERE registration = ?1";
+constexpr const char* kCheckpoint = "SELECT checkpoint FROM registrations WHERE id = ?1 AND checkpoint IS NOT NULL";
+constexpr const char* kPutCheckpoint = "UPDATE registrations SET checkpoint = ?2 WHERE id = ?1";
+constexpr const char* kPutDeadLetter =
+    "INSERT OR REPLACE INTO dead_letters(registration, event_id, event, attempts, last_error, failed) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+constexpr const char* kDeadLetters =
+    "SELECT registration, event_id, event, attempts, last_error, failed FROM dead_letters "
+    "WHERE registration = ?1 AND event_id > ?2 ORDER BY event_id LIMIT ?3";
+constexpr const char* kRemoveDeadLetter = "DELETE FROM dead_letters WHERE registration = ?1 AND event_id = ?2";
 constexpr const char* kAppendFeed = "INSERT INTO feed(thing, name, entry) VALUES (?1, ?2, ?3)";
 constexpr const char* kReadFeed = "SELECT seq, thing, name, entry FROM feed WHERE seq > ?1 ORDER BY seq LIMIT ?2";
 constexpr const char* kTrimFeed = "DELETE FROM feed WHERE seq <= ?1";
@@ -355,6 +373,52 @@ class SqliteStore final : public Store {
     bool removed = false;
     run_on_writer([&](Connection& c) {
       Query(c.statement(kRemoveRegistration)).bind(1, id).run();
+      removed = sqlite3_changes(c.db()) > 0;
+      Query(c.statement(kRemoveDeadLetters)).bind(1, id).run();
+    });
+    return removed;
+  }
+
+  // The checkpoint lives in the registration's row: it exists only while the registration does.
+  std::optional<std::uint64_t> checkpoint(std::string_view registration) override {
+    return with_reader([&](Connection& c) -> std::optional<std::uint64_t> {
+      Query q(c.statement(kCheckpoint));
+      q.bind(1, registration);
+      if (!q.step()) return std::nullopt;
+      return static_cast<std::uint64_t>(q.integer(0));
+    });
+  }
+
+  void put_checkpoint(std::string_view registration, std::uint64_t seq) override {
+    run_on_writer([&](Connection& c) {
+      Query(c.statement(kPutCheckpoint)).bind(1, registration).bind(2, static_cast<std::int64_t>(seq)).run();
+    });
+  }
+
+  void put_dead_letter(const DeadLetter& d) override {
+    run_on_writer([&](Connection& c) {
+      Query q(c.statement(kPutDeadLetter));
+      q.bind(1, d.registration).bind(2, d.event_id).bind(3, d.event).bind(4, std::int64_t{d.attempts});
+      q.bind(5, d.last_error).bind(6, d.failed_ns).run();
+    });
+  }
+
+  std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after, std::size_t limit) override {
+    return with_reader([&](Connection& c) {
+      Query q(c.statement(kDeadLetters));
+      q.bind(1, registration).bind(2, after).bind(3, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+      std::vector<DeadLetter> out;
+      while (q.step()) {
+        out.push_back({q.text(0), q.text(1), q.text(2), static_cast<int>(q.integer(3)), q.text(4), q.integer(5)});
+      }
+      return out;
+    });
+  }
+
+  bool remove_dead_letter(std::string_view registration, std::string_view event_id) override {
+    bool removed = false;
+    run_on_writer([&](Connection& c) {
+      Query(c.statement(kRemoveDeadLetter)).bind(1, registration).bind(2, event_id).run();
       removed = sqlite3_changes(c.db()) > 0;
     });
     return removed;

@@ -288,6 +288,45 @@ TEST_P(Conformance, FeedEntriesAreWrittenWithTheirWritesOnly) {
   }
 }
 
+TEST_P(Conformance, KeepsDeliveryStateWithItsRegistration) {
+  const ds::DeadLetter d1{"reg", "00000000000000000001#R1", R"({"id":"e1"})", 10, "webhook: HTTP 503", 100};
+  const ds::DeadLetter d2{"reg", "00000000000000000002#R2", R"({"id":"e2"})", 1, "webhook: HTTP 400: no", 200};
+  const ds::DeadLetter other{"other", "00000000000000000001#R1", "{}", 3, "x", 300};
+  store().put_registration({"reg", "{}", 1});
+  store().put_registration({"other", "{}", 1});
+  for (const auto& d : {d2, d1, other}) store().put_dead_letter(d);
+  EXPECT_EQ(store().dead_letters("reg", "", 10), (std::vector<ds::DeadLetter>{d1, d2}));
+  EXPECT_EQ(store().dead_letters("reg", "", 1), std::vector<ds::DeadLetter>{d1});
+  EXPECT_EQ(store().dead_letters("reg", d1.event_id, 10), std::vector<ds::DeadLetter>{d2});
+  ds::DeadLetter again = d1;
+  again.attempts = 20;
+  store().put_dead_letter(again);  // replaces
+  EXPECT_EQ(store().dead_letters("reg", "", 10).front().attempts, 20);
+  EXPECT_TRUE(store().remove_dead_letter("reg", d2.event_id));
+  EXPECT_FALSE(store().remove_dead_letter("reg", d2.event_id));
+  EXPECT_EQ(store().dead_letters("reg", "", 10).size(), 1u);
+
+  if (GetParam().needs_dynamodb) {  // checkpoints are kept per stream shard there
+    EXPECT_THROW(store().checkpoint("reg"), ds::Error);
+  } else {
+    EXPECT_EQ(store().checkpoint("reg"), std::nullopt);
+    store().put_checkpoint("reg", 41);
+    store().put_checkpoint("reg", 42);
+    store().put_checkpoint("never-registered", 7);  // no registration, no checkpoint
+    EXPECT_EQ(store().checkpoint("reg"), 42u);
+    EXPECT_EQ(store().checkpoint("never-registered"), std::nullopt);
+    store().put_registration({"reg", R"({"enabled":false})", 2});  // a new version keeps its place
+    EXPECT_EQ(store().checkpoint("reg"), 42u);
+  }
+  // Removing a registration removes its delivery state, and only its own.
+  EXPECT_TRUE(store().remove_registration("reg"));
+  EXPECT_TRUE(store().dead_letters("reg", "", 10).empty());
+  EXPECT_EQ(store().dead_letters("other", "", 10), std::vector<ds::DeadLetter>{other});
+  if (!GetParam().needs_dynamodb) {
+    EXPECT_EQ(store().checkpoint("reg"), std::nullopt);
+  }
+}
+
 TEST_P(Conformance, KeepsRegistrationsByIdAcrossReopen) {
   EXPECT_TRUE(store().list_registrations().empty());
   const ds::RegistrationRecord b{"ops.alerts-2", R"({"id":"ops.alerts-2","match":"^My House#.*$"})", 7};

@@ -65,6 +65,7 @@ TEST(Sqlite, MigratesAVersion1Database) {
   }
   scalar(db, "DROP TABLE registrations");
   scalar(db, "DROP TABLE feed");
+  scalar(db, "DROP TABLE dead_letters");
   scalar(db, "PRAGMA user_version = 1");
   auto store = ds::open_sqlite_store(options_in(dir));
   EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
