@@ -19,10 +19,9 @@ SHADOWCTL = os.environ.get("SHADOWCTL", "build/default/shadowctl")
 class Server:
     """One shadowd process on a free port; stderr is kept for inspection."""
 
-    def __init__(self, *args, data_dir=None, env=None):
+    def __init__(self, *args, data_dir=None):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="shadowd-e2e-")
         self.args = list(args)
-        self.env = {**os.environ, **(env or {})}
         self.proc = None
         self.log = []
         self.start()
@@ -30,7 +29,7 @@ class Server:
     def start(self):
         store = [] if any(a.startswith("--store") for a in self.args) else ["--store", f"sqlite:{self.data_dir}/shadows.db"]
         self.proc = subprocess.Popen([SHADOWD, "--listen", "127.0.0.1:0", *store, *self.args],
-                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=self.env)
+                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         self.log = []
         deadline = time.time() + 20
         while time.time() < deadline:
