@@ -189,6 +189,9 @@ class Store {
   virtual std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) = 0;
   // Drops the entries with seq <= up_to: every consumer has them.
   virtual void trim_feed(std::uint64_t up_to) = 0;
+  // The seq of the last entry ever appended (0: none), trimmed or not: a registration created
+  // now starts after it.
+  virtual std::uint64_t feed_end() = 0;
 };
 
 }  // namespace deviceshadow

@@ -75,6 +75,7 @@ class MeteredStore final : public Store {
   bool remove_dead_letter(std::string_view r, std::string_view id) override { return inner_.remove_dead_letter(r, id); }
   std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override { return inner_.read_feed(after, limit); }
   void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
+  std::uint64_t feed_end() override { return inner_.feed_end(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  private:

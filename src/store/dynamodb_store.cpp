@@ -551,6 +551,9 @@ class DynamoDbStore final : public Store {
   void trim_feed(std::uint64_t) override {
     throw Error(ErrorCode::unavailable, "a DynamoDB table's change feed is its stream, not an outbox");
   }
+  std::uint64_t feed_end() override {
+    throw Error(ErrorCode::unavailable, "a DynamoDB table's change feed is its stream, not an outbox");
+  }
 
   std::optional<std::string> unready() override {
     try {

@@ -164,6 +164,11 @@ class MemoryStore final : public Store {
     while (!feed_.empty() && feed_.front().seq <= up_to) feed_.pop_front();
   }
 
+  std::uint64_t feed_end() override {
+    std::shared_lock lock(mutex_);
+    return last_seq_;
+  }
+
  private:
   std::shared_mutex mutex_;
   std::map<ShadowKey, ShadowRecord> shadows_;

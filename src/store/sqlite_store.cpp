@@ -204,6 +204,8 @@ constexpr const char* kRemoveDeadLetter = "DELETE FROM dead_letters WHERE regist
 constexpr const char* kAppendFeed = "INSERT INTO feed(thing, name, entry) VALUES (?1, ?2, ?3)";
 constexpr const char* kReadFeed = "SELECT seq, thing, name, entry FROM feed WHERE seq > ?1 ORDER BY seq LIMIT ?2";
 constexpr const char* kTrimFeed = "DELETE FROM feed WHERE seq <= ?1";
+// AUTOINCREMENT keeps the largest seq ever used here, also once its rows are trimmed.
+constexpr const char* kFeedEnd = "SELECT seq FROM sqlite_sequence WHERE name = 'feed'";
 
 ShadowRecord read_record(Connection& c, const ShadowKey& key) {
   ShadowRecord record;
@@ -436,6 +438,13 @@ class SqliteStore final : public Store {
 
   void trim_feed(std::uint64_t up_to) override {
     run_on_writer([&](Connection& c) { Query(c.statement(kTrimFeed)).bind(1, static_cast<std::int64_t>(up_to)).run(); });
+  }
+
+  std::uint64_t feed_end() override {
+    return with_reader([](Connection& c) -> std::uint64_t {
+      Query q(c.statement(kFeedEnd));
+      return q.step() ? static_cast<std::uint64_t>(q.integer(0)) : 0;
+    });
   }
 
   std::optional<std::string> unready() override {

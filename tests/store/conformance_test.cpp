@@ -250,8 +250,10 @@ TEST_P(Conformance, ReadyWhenOpen) { EXPECT_EQ(store().unready(), std::nullopt);
 TEST_P(Conformance, FeedEntriesAreWrittenWithTheirWritesOnly) {
   if (GetParam().needs_dynamodb) {  // its feed is the table's stream
     EXPECT_THROW(store().read_feed(0, 10), ds::Error);
+    EXPECT_THROW(store().feed_end(), ds::Error);
     return;
   }
+  EXPECT_EQ(store().feed_end(), 0u);
   ds::ShadowWrite w1 = put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"a":1})"));
   w1.feed = R"({"event":{"n":1}})";
   store().write(w1);
@@ -270,6 +272,7 @@ TEST_P(Conformance, FeedEntriesAreWrittenWithTheirWritesOnly) {
   EXPECT_EQ(all[1].key, (ds::ShadowKey{"u", "aux"}));
   EXPECT_EQ(all[1].json, *w3.feed);
   EXPECT_LT(all[0].seq, all[1].seq);
+  EXPECT_EQ(store().feed_end(), all[1].seq);
   EXPECT_EQ(store().read_feed(all[0].seq, 100), std::vector<ds::FeedEntry>{all[1]});
   EXPECT_EQ(store().read_feed(0, 1), std::vector<ds::FeedEntry>{all[0]});
 
@@ -277,6 +280,7 @@ TEST_P(Conformance, FeedEntriesAreWrittenWithTheirWritesOnly) {
   EXPECT_EQ(store().read_feed(0, 100), std::vector<ds::FeedEntry>{all[1]});
   store().trim_feed(all[1].seq);
   EXPECT_TRUE(store().read_feed(0, 100).empty());
+  EXPECT_EQ(store().feed_end(), all[1].seq);  // trimmed, not forgotten
   reopen();
   ds::ShadowWrite w4 = put({"v", "main"}, ds::Section::reported, 0, record(1, R"({"a":3})"));
   w4.feed = R"({"event":{"n":4}})";
@@ -286,6 +290,7 @@ TEST_P(Conformance, FeedEntriesAreWrittenWithTheirWritesOnly) {
   if (GetParam().name != "memory") {
     EXPECT_GT(after[0].seq, all[1].seq);  // a durable store never reuses one
   }
+  EXPECT_EQ(store().feed_end(), after[0].seq);
 }
 
 TEST_P(Conformance, KeepsDeliveryStateWithItsRegistration) {

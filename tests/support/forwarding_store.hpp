@@ -38,6 +38,7 @@ class ForwardingStore : public deviceshadow::Store {
     return inner_.read_feed(after, limit);
   }
   void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
+  std::uint64_t feed_end() override { return inner_.feed_end(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  protected:
