@@ -166,6 +166,9 @@ class Engine {
   // enabled.
   void set_change_feed(bool on) noexcept { feed_.store(on, std::memory_order_relaxed); }
   bool change_feed() const noexcept { return feed_.load(std::memory_order_relaxed); }
+  // Called on the writing thread after each stored write that carried a feed entry, so that
+  // the feed's reader needs not poll. Set before writes begin; must not throw.
+  void set_feed_listener(std::function<void()> listener) { feed_listener_ = std::move(listener); }
 
   const EngineOptions& options() const noexcept { return options_; }
   const EngineStats& stats() const noexcept { return stats_; }
@@ -177,6 +180,7 @@ class Engine {
   EngineOptions options_;
   EngineStats stats_;
   std::atomic<bool> feed_{false};
+  std::function<void()> feed_listener_;
   std::unique_ptr<Impl> impl_;
 };
 

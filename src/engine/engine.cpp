@@ -329,6 +329,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
       }
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
+      if (write.feed && feed_listener_) feed_listener_();
       const std::uint64_t new_version = write.sections.front().record.version;
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
       if (store_.shares_versions()) share_version(record, new_version);
@@ -414,6 +415,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);
     store_.write(write);
+    if (write.feed && feed_listener_) feed_listener_();
     if (store_.shares_versions()) share_version(result.record, write.sections.front().record.version);
     impl_->cache.put(key, result.record);
     ++stats_.stored_writes;

@@ -2,6 +2,7 @@
 
 #include "aws/sigv4.hpp"
 #include "deviceshadow/json.hpp"
+#include "deviceshadow/timestamp.hpp"
 
 namespace deviceshadow::notify {
 namespace {
@@ -17,6 +18,8 @@ FeedWrite read_feed_write(std::string_view entry_json) {
   w.id = std::string(event.at("id").as_string());
   w.thing = std::string(event.at("thing").as_string());
   w.name = std::string(event.at("name").as_string());
+  w.timestamp_ns = parse_rfc3339(event.at("timestamp").as_string()).value_or(Timestamp{}).unix_nanos();
+  w.deleted = event.at("op").as_string() == "delete";
   for (Section s : kSections) {
     const json::value* section = event.if_contains(to_string(s));
     if (!section) continue;
@@ -34,6 +37,10 @@ bool wants(const Registration& r, const FeedWrite& w) {
   if (!reported && !desired) return false;
   if (!r.matches_shadow(w.thing, w.name)) return false;
   return (reported && r.matches_paths(w.reported_paths)) || (desired && r.matches_paths(w.desired_paths));
+}
+
+std::string_view event_type(const FeedWrite& w) {
+  return w.deleted ? "deviceshadow.shadow.deleted" : "deviceshadow.shadow.updated";
 }
 
 std::string build_event(const Registration& r, std::string_view entry_json, std::size_t max_bytes) {

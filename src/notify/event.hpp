@@ -28,6 +28,8 @@ struct FeedWrite {
   std::string id;       // the change event's id; receivers deduplicate by it
   std::string thing;
   std::string name;
+  std::int64_t timestamp_ns = 0;  // when the write was stored
+  bool deleted = false;           // a delete, not an update
   bool reported = false;  // the write stored reported
   bool desired = false;   // the write stored desired
   std::vector<std::string> reported_paths;  // the paths of its changes, by section
@@ -41,6 +43,9 @@ FeedWrite read_feed_write(std::string_view entry_json);
 // write stored, matches "{thing}#{name}", and (with paths) a change of a selected section lies
 // at, below or above one of its paths.
 bool wants(const Registration& registration, const FeedWrite& write);
+
+// The CloudEvent type of a write: "deviceshadow.shadow.updated" or "…deleted".
+std::string_view event_type(const FeedWrite& write);
 
 // The CloudEvent of the write for the registration. When it would be longer than max_bytes,
 // it is built without "old" and "new" and with "truncated": true.

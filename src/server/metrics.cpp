@@ -36,28 +36,20 @@ void sample(std::string& out, std::string_view name, std::string_view labels, co
   out += '\n';
 }
 
-}  // namespace
-
-void Histogram::observe(double seconds) {
-  std::size_t i = 0;
-  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
-  ++counts_[i];
-  sum_ += seconds;
-  ++count_;
-}
-
-void Histogram::render(std::string& out, std::string_view name, std::string_view labels) const {
+void render_histogram(std::string& out, std::string_view name, std::string_view labels, const Histogram& h) {
   std::uint64_t cumulative = 0;
   std::string bucket = std::string(name) + "_bucket";
   std::string prefix = labels.empty() ? "" : std::string(labels) + ",";
-  for (std::size_t i = 0; i <= kBounds.size(); ++i) {
-    cumulative += counts_[i];
-    std::string le = i < kBounds.size() ? format_double(kBounds[i]) : "+Inf";
+  for (std::size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
+    cumulative += h.counts[i];
+    std::string le = i < Histogram::kBounds.size() ? format_double(Histogram::kBounds[i]) : "+Inf";
     sample(out, bucket, prefix + "le=\"" + le + "\"", std::to_string(cumulative));
   }
-  sample(out, std::string(name) + "_sum", labels, format_double(sum_));
-  sample(out, std::string(name) + "_count", labels, std::to_string(count_));
+  sample(out, std::string(name) + "_sum", labels, format_double(h.sum));
+  sample(out, std::string(name) + "_count", labels, std::to_string(h.count));
 }
+
+}  // namespace
 
 std::string_view method_label(std::string_view method) {
   for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}) {
@@ -89,9 +81,9 @@ std::string Metrics::render(const EngineStats& engine) const {
            std::to_string(count));
   }
   header(out, "shadowd_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
-  for (const auto& [route, h] : request_latency_) h.render(out, "shadowd_http_request_duration_seconds", "route=\"" + route + "\"");
+  for (const auto& [route, h] : request_latency_) render_histogram(out, "shadowd_http_request_duration_seconds", "route=\"" + route + "\"", h);
   header(out, "shadowd_store_operation_duration_seconds", "histogram", "Store operation latency.");
-  for (const auto& [op, h] : store_latency_) h.render(out, "shadowd_store_operation_duration_seconds", "operation=\"" + op + "\"");
+  for (const auto& [op, h] : store_latency_) render_histogram(out, "shadowd_store_operation_duration_seconds", "operation=\"" + op + "\"", h);
   header(out, "shadowd_http_requests_in_flight", "gauge", "HTTP requests being served.");
   sample(out, "shadowd_http_requests_in_flight", "", std::to_string(in_flight_.load()));
   auto metric = [&](const char* type, const char* name, const char* help, const std::atomic<std::uint64_t>& v) {

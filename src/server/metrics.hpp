@@ -5,10 +5,10 @@
 #pragma once
 
 #include "deviceshadow/engine.hpp"
+#include "deviceshadow/histogram.hpp"
 #include "deviceshadow/store.hpp"
 #include "server/http.hpp"
 
-#include <array>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -17,19 +17,6 @@
 #include <tuple>
 
 namespace deviceshadow::server {
-
-class Histogram {
- public:
-  static constexpr std::array<double, 13> kBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                      0.1,    0.25,  0.5,    1,     2.5,   5};
-  void observe(double seconds);
-  void render(std::string& out, std::string_view name, std::string_view labels) const;
-
- private:
-  std::array<std::uint64_t, kBounds.size() + 1> counts_{};  // last: +Inf
-  double sum_ = 0;
-  std::uint64_t count_ = 0;
-};
 
 class Metrics {
  public:

@@ -1,0 +1,589 @@
+#include "notify/dispatcher.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/timestamp.hpp"
+#include "notify/event.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <random>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace deviceshadow::notify {
+
+// Wakes the readers when a write appended to the feed; the generation tells a reader that
+// looked at the feed before the wake-up that it must look again.
+class FeedSignal {
+ public:
+  void notify() {
+    {
+      std::lock_guard lock(mutex_);
+      ++generation_;
+    }
+    cv_.notify_all();
+  }
+  std::uint64_t generation() {
+    std::lock_guard lock(mutex_);
+    return generation_;
+  }
+  void wait(std::uint64_t seen, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, timeout, [&] { return generation_ != seen; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::uint64_t generation_ = 0;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::int64_t now_ns() { return now().unix_nanos(); }
+
+// Full jitter over the upper half: attempt n waits between d/2 and d, d = base * 2^(n-1) <= max.
+std::chrono::milliseconds backoff(int attempt, const DispatcherOptions& o) {
+  static thread_local std::mt19937_64 random{std::random_device{}()};
+  const int shift = std::min(attempt - 1, 20);
+  const auto full = std::min<std::chrono::milliseconds>(o.retry_max, o.retry_base * (std::int64_t{1} << shift));
+  std::uniform_int_distribution<std::int64_t> pick(full.count() / 2, full.count());
+  return std::chrono::milliseconds(pick(random));
+}
+
+std::uint64_t count_dead_letters(Store& store, std::string_view id) {
+  std::uint64_t n = 0;
+  std::string after;
+  for (;;) {
+    std::vector<DeadLetter> page = store.dead_letters(id, after, 1000);
+    n += page.size();
+    if (page.size() < 1000) return n;
+    after = page.back().event_id;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Target> make_target(const Registration& r) {
+  if (const auto* webhook = std::get_if<WebhookTarget>(&r.target)) return make_webhook_target(*webhook);
+  throw Error::invalid_request("target.type: this server delivers to webhook targets only (sqs, sns and mqtt are not "
+                               "available yet)",
+                               "target.type");
+}
+
+// One enabled registration's delivery: a reader thread and `concurrency` sender threads.
+class Dispatcher::Worker {
+ public:
+  Worker(Store& store, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
+         const DispatcherOptions& options, const NotifyLog& log, FeedSignal& signal)
+      : store_(store),
+        registration_(std::move(registration)),
+        target_(std::move(target)),
+        options_(options),
+        log_(log),
+        signal_(signal),
+        read_pos_(checkpoint),
+        stored_checkpoint_(checkpoint) {
+    status_.id = registration_.id;
+    status_.enabled = true;
+    status_.dead_letters = count_dead_letters(store_, registration_.id);
+    reader_ = std::thread([this] { read_loop(); });
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, options_.concurrency); ++i) {
+      senders_.emplace_back([this] { send_loop(); });
+    }
+  }
+
+  // Stops after the deliveries in flight end, and stores the checkpoint reached.
+  ~Worker() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    signal_.notify();
+    for (std::thread& t : senders_) t.join();
+    reader_.join();
+    store_checkpoint(true);
+  }
+
+  std::uint64_t stored_checkpoint() const {
+    std::lock_guard lock(mutex_);
+    return stored_checkpoint_;
+  }
+
+  RegistrationStatus status(std::uint64_t feed_end) const {
+    std::lock_guard lock(mutex_);
+    RegistrationStatus s = status_;
+    s.pending = open_.size() + (feed_end > read_pos_ ? feed_end - read_pos_ : 0);
+    if (!open_.empty()) s.lag_seconds = std::max<double>(0, (now_ns() - open_.begin()->second) / 1e9);
+    return s;
+  }
+
+  std::size_t redrive(std::vector<DeadLetter> letters) {
+    std::lock_guard lock(mutex_);
+    std::size_t n = 0;
+    for (DeadLetter& letter : letters) {
+      if (!redriving_.insert(letter.event_id).second) continue;  // already queued
+      Pending p;
+      p.id = letter.event_id;
+      p.event = std::move(letter.event);
+      p.prior_attempts = letter.attempts;
+      p.written_ns = now_ns();
+      try {  // the event names its shadow and type; queue it behind that shadow's events
+        const json::value event = parse_json(p.event);
+        p.type = std::string(event.at("type").as_string());
+        p.thing = std::string(event.at("data").at("thing").as_string());
+        p.name = std::string(event.at("data").at("name").as_string());
+      } catch (const std::exception&) {
+        p.thing = p.id;  // unreadable: deliver as it is, on a queue of its own
+      }
+      enqueue(std::move(p));
+      ++n;
+    }
+    cv_.notify_all();
+    return n;
+  }
+
+  void forget_dead_letters(std::uint64_t n) {
+    std::lock_guard lock(mutex_);
+    status_.dead_letters -= std::min(n, status_.dead_letters);
+  }
+
+ private:
+  struct Pending {
+    std::uint64_t seq = 0;  // 0: a redriven dead letter, outside the feed
+    std::string id, type, thing, name;
+    std::string entry;  // the feed entry, until the event is built from it
+    std::string event;  // the CloudEvent
+    std::int64_t written_ns = 0;
+    int attempts = 0;        // failed attempts so far
+    int prior_attempts = 0;  // a redriven dead letter's attempts before
+  };
+  struct Shadow {
+    std::deque<Pending> events;  // the head is being delivered, waits for a retry, or is ready
+  };
+
+  // Queues an event behind its shadow's; a shadow with events is in exactly one of ready_,
+  // delayed_ or a sender's hands. Requires mutex_.
+  void enqueue(Pending p) {
+    std::string key = p.thing + '#' + p.name;
+    Shadow& shadow = shadows_[key];
+    shadow.events.push_back(std::move(p));
+    if (shadow.events.size() == 1) ready_.push_back(std::move(key));
+  }
+
+  void read_loop() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      if (open_.size() >= options_.window) {
+        cv_.wait_for(lock, options_.poll, [&] { return stopping_ || open_.size() < options_.window; });
+        store_checkpoint_locked(lock, false);
+        continue;
+      }
+      const std::size_t room = std::min(options_.page, options_.window - open_.size());
+      const std::uint64_t after = read_pos_;
+      lock.unlock();
+      const std::uint64_t seen = signal_.generation();
+      std::vector<FeedEntry> page;
+      std::vector<std::pair<FeedWrite, std::size_t>> wanted;  // and its index in page
+      try {
+        page = store_.read_feed(after, room);
+        for (std::size_t i = 0; i < page.size(); ++i) {
+          FeedWrite w = read_feed_write(page[i].json);
+          if (wants(registration_, w)) wanted.emplace_back(std::move(w), i);
+        }
+      } catch (const std::exception& e) {
+        log_(true, "reading the change feed failed", {{"registration", registration_.id}, {"error", e.what()}});
+        page.clear();
+        wanted.clear();
+        signal_.wait(seen, options_.poll);  // do not spin on a failing store
+        lock.lock();
+        continue;
+      }
+      if (page.empty()) {
+        store_checkpoint(false);
+        signal_.wait(seen, options_.poll);
+        lock.lock();
+        continue;
+      }
+      lock.lock();
+      for (auto& [w, i] : wanted) {
+        Pending p;
+        p.seq = page[i].seq;
+        p.id = std::move(w.id);
+        p.type = std::string(event_type(w));
+        p.thing = std::move(w.thing);
+        p.name = std::move(w.name);
+        p.entry = std::move(page[i].json);
+        p.written_ns = w.timestamp_ns;
+        open_.emplace(p.seq, p.written_ns);
+        enqueue(std::move(p));
+      }
+      read_pos_ = page.back().seq;
+      if (!wanted.empty()) cv_.notify_all();
+      store_checkpoint_locked(lock, false);
+    }
+  }
+
+  void send_loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      while (!delayed_.empty() && delayed_.begin()->first <= Clock::now()) {
+        ready_.push_back(std::move(delayed_.begin()->second));
+        delayed_.erase(delayed_.begin());
+      }
+      if (stopping_) return;
+      if (ready_.empty()) {
+        if (delayed_.empty()) {
+          cv_.wait(lock);
+        } else {
+          cv_.wait_until(lock, delayed_.begin()->first);
+        }
+        continue;
+      }
+      std::string key = std::move(ready_.front());
+      ready_.pop_front();
+      Pending& p = shadows_.at(key).events.front();  // stable: only this sender touches the head
+      lock.unlock();
+      DeliveryResult result = attempt(p);
+      lock.lock();
+      finish(key, p, std::move(result), lock);
+    }
+  }
+
+  // One delivery of the event; never throws.
+  DeliveryResult attempt(Pending& p) {
+    try {
+      if (p.event.empty()) {
+        p.event = build_event(registration_, p.entry, target_->max_event_bytes());
+        std::string().swap(p.entry);
+      }
+      return target_->deliver({p.id, p.type, p.thing, p.name, p.event});
+    } catch (const std::exception& e) {
+      return {DeliveryResult::Outcome::reject, std::string("cannot build the event: ") + e.what()};
+    }
+  }
+
+  // Requires mutex_ (released while the store is written).
+  void finish(const std::string& key, Pending& p, DeliveryResult result, std::unique_lock<std::mutex>& lock) {
+    using Outcome = DeliveryResult::Outcome;
+    if (result.outcome != Outcome::delivered) {
+      ++status_.failed;
+      status_.last_error = result.error;
+      ++p.attempts;
+      if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
+        delayed_.emplace(Clock::now() + backoff(p.attempts, options_), key);
+        return;
+      }
+    }
+    const bool redriven = p.seq == 0;
+    lock.unlock();
+    try {
+      if (result.outcome == Outcome::delivered) {
+        if (redriven) store_.remove_dead_letter(registration_.id, p.id);
+      } else {
+        store_.put_dead_letter({registration_.id, p.id, p.event, p.prior_attempts + p.attempts, result.error, now_ns()});
+      }
+    } catch (const std::exception& e) {  // the store is failing: keep the event and try later
+      log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
+      lock.lock();
+      delayed_.emplace(Clock::now() + options_.retry_max, key);
+      return;
+    }
+    lock.lock();
+    if (result.outcome == Outcome::delivered) {
+      ++status_.delivered;
+      status_.latency.observe(std::max<double>(0, (now_ns() - p.written_ns) / 1e9));
+      if (redriven) --status_.dead_letters;
+    } else {
+      ++status_.dead_lettered;
+      if (!redriven) ++status_.dead_letters;
+      log_(true, "event dead-lettered",
+           {{"registration", registration_.id}, {"event", p.id}, {"subject", key},
+            {"attempts", std::to_string(p.prior_attempts + p.attempts)}, {"error", result.error}});
+    }
+    if (redriven) redriving_.erase(p.id);
+    if (p.seq) open_.erase(p.seq);
+    Shadow& shadow = shadows_.at(key);
+    shadow.events.pop_front();
+    if (shadow.events.empty()) {
+      shadows_.erase(key);
+    } else {
+      ready_.push_back(key);
+    }
+    cv_.notify_all();  // a sender for the shadow's next event; the reader for the window
+  }
+
+  // The checkpoint: every feed entry up to it is finished. Requires mutex_.
+  std::uint64_t reached() const { return open_.empty() ? read_pos_ : open_.begin()->first - 1; }
+
+  void store_checkpoint(bool force) {
+    std::unique_lock lock(mutex_);
+    store_checkpoint_locked(lock, force);
+  }
+
+  // Stores the checkpoint reached when it moved and the interval passed (or `force`).
+  void store_checkpoint_locked(std::unique_lock<std::mutex>& lock, bool force) {
+    const std::uint64_t seq = reached();
+    if (seq <= stored_checkpoint_ || (!force && Clock::now() - last_checkpoint_ < options_.checkpoint_interval)) return;
+    last_checkpoint_ = Clock::now();
+    lock.unlock();
+    bool stored = false;
+    try {
+      store_.put_checkpoint(registration_.id, seq);
+      stored = true;
+    } catch (const std::exception& e) {
+      log_(true, "storing a checkpoint failed", {{"registration", registration_.id}, {"error", e.what()}});
+    }
+    lock.lock();
+    if (stored) stored_checkpoint_ = std::max(stored_checkpoint_, seq);
+  }
+
+  Store& store_;
+  const Registration registration_;
+  const std::unique_ptr<Target> target_;
+  const DispatcherOptions& options_;
+  const NotifyLog& log_;
+  FeedSignal& signal_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::uint64_t read_pos_;                       // the last feed seq read
+  std::uint64_t stored_checkpoint_;
+  Clock::time_point last_checkpoint_{};
+  std::map<std::uint64_t, std::int64_t> open_;   // wanted feed entries not finished: seq → write time
+  std::unordered_map<std::string, Shadow> shadows_;  // by "{thing}#{name}"
+  std::deque<std::string> ready_;
+  std::multimap<Clock::time_point, std::string> delayed_;
+  std::unordered_set<std::string> redriving_;    // ids of the dead letters queued again
+  RegistrationStatus status_;
+  std::thread reader_;
+  std::vector<std::thread> senders_;
+};
+
+// Trims the feed up to the smallest stored checkpoint of the enabled registrations.
+class Dispatcher::Trimmer {
+ public:
+  explicit Trimmer(Dispatcher& d) : thread_([this, &d] { run(d); }) {}
+  ~Trimmer() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void run(Dispatcher& d) {
+    std::uint64_t trimmed = 0;
+    std::unique_lock lock(mutex_);
+    while (!cv_.wait_for(lock, d.options_.trim_interval, [&] { return stopping_; })) {
+      try {
+        std::optional<std::uint64_t> up_to;
+        {
+          std::lock_guard registrations(d.mutex_);
+          for (const auto& [id, entry] : d.registrations_) {
+            if (entry.worker) up_to = std::min(up_to.value_or(UINT64_MAX), entry.worker->stored_checkpoint());
+          }
+          // With no registration enabled the feed is off, and a new one starts at its end.
+          if (!up_to) up_to = d.store_.feed_end();
+        }
+        if (*up_to > trimmed) {
+          d.store_.trim_feed(*up_to);
+          trimmed = *up_to;
+        }
+      } catch (const std::exception& e) {
+        d.log_(true, "trimming the change feed failed", {{"error", e.what()}});
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory targets, NotifyLog log)
+    : engine_(engine),
+      store_(engine.store()),
+      options_(options),
+      targets_(std::move(targets)),
+      log_(log ? std::move(log) : [](bool, std::string_view, std::vector<std::pair<std::string, std::string>>) {}),
+      signal_(std::make_unique<FeedSignal>()) {
+  try {
+    store_.feed_end();
+    available_ = true;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::unavailable) throw;
+  }
+  engine_.set_feed_listener([signal = signal_.get()] { signal->notify(); });
+  std::lock_guard lock(mutex_);
+  for (const RegistrationRecord& record : store_.list_registrations()) {
+    try {
+      Registration r = parse_registration(record.id, record.json);
+      Entry& entry = registrations_[r.id];
+      entry.registration = r;
+      if (available_ && r.enabled) {
+        auto target = targets_(r);
+        engine_.set_change_feed(true);
+        const std::uint64_t start = store_.checkpoint(r.id).value_or(store_.feed_end());
+        entry.worker = std::make_unique<Worker>(store_, r, std::move(target), start, options_, log_, *signal_);
+      }
+    } catch (const std::exception& e) {
+      log_(true, "a stored registration cannot start", {{"registration", record.id}, {"error", e.what()}});
+    }
+  }
+  update_feed_switch();
+  if (available_) trimmer_ = std::make_unique<Trimmer>(*this);
+}
+
+Dispatcher::~Dispatcher() {
+  trimmer_.reset();
+  {
+    std::lock_guard lock(mutex_);
+    registrations_.clear();  // stops the workers
+  }
+  engine_.set_change_feed(false);
+  engine_.set_feed_listener({});
+}
+
+void Dispatcher::update_feed_switch() {
+  bool any = false;
+  for (const auto& [id, entry] : registrations_) any = any || entry.worker != nullptr;
+  engine_.set_change_feed(any);
+}
+
+Registration Dispatcher::put(std::string_view id, std::string_view json) {
+  Registration r = parse_registration(id, json);
+  std::unique_ptr<Target> target = targets_(r);  // refuses a type this build cannot deliver to
+  if (!available_) {
+    throw Error(ErrorCode::unavailable,
+                "notifications need a store with a change feed; the DynamoDB store has none yet (use sqlite or memory)");
+  }
+  std::lock_guard lock(mutex_);
+  store_.put_registration({r.id, render_registration(r), now_ns()});
+  Entry& entry = registrations_[r.id];
+  const bool was_enabled = entry.worker != nullptr;
+  entry.worker.reset();  // stops it; its checkpoint is stored
+  entry.registration = r;
+  try {
+    if (r.enabled) {
+      engine_.set_change_feed(true);  // before the feed's end is read: every later write has an entry
+      std::uint64_t start = 0;
+      if (was_enabled) {
+        start = store_.checkpoint(r.id).value_or(store_.feed_end());
+      } else {  // new or enabled again: it skips what was written before
+        start = store_.feed_end();
+        store_.put_checkpoint(r.id, start);
+      }
+      entry.worker = std::make_unique<Worker>(store_, r, std::move(target), start, options_, log_, *signal_);
+    }
+  } catch (...) {
+    update_feed_switch();
+    throw;
+  }
+  update_feed_switch();
+  return r;
+}
+
+std::vector<Registration> Dispatcher::list() const {
+  std::lock_guard lock(mutex_);
+  std::vector<Registration> out;
+  for (const auto& [id, entry] : registrations_) out.push_back(entry.registration);
+  return out;
+}
+
+std::optional<Registration> Dispatcher::get(std::string_view id) const {
+  std::lock_guard lock(mutex_);
+  auto it = registrations_.find(id);
+  if (it == registrations_.end()) return std::nullopt;
+  return it->second.registration;
+}
+
+bool Dispatcher::remove(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  auto it = registrations_.find(id);
+  if (it != registrations_.end()) {
+    it->second.worker.reset();
+    registrations_.erase(it);
+    update_feed_switch();
+  }
+  return store_.remove_registration(id);
+}
+
+std::optional<RegistrationStatus> Dispatcher::status(std::string_view id) const {
+  std::lock_guard lock(mutex_);
+  auto it = registrations_.find(id);
+  if (it == registrations_.end()) return std::nullopt;
+  if (it->second.worker) return it->second.worker->status(store_.feed_end());
+  RegistrationStatus s;
+  s.id = it->first;
+  s.dead_letters = count_dead_letters(store_, id);
+  return s;
+}
+
+std::vector<RegistrationStatus> Dispatcher::statuses() const {
+  std::lock_guard lock(mutex_);
+  std::vector<RegistrationStatus> out;
+  const std::uint64_t feed_end = available_ ? store_.feed_end() : 0;
+  for (const auto& [id, entry] : registrations_) {
+    if (entry.worker) out.push_back(entry.worker->status(feed_end));
+  }
+  return out;
+}
+
+namespace {
+
+// The registration's dead letters with the given ids (every one when ids is empty, at most
+// `limit`), in id order.
+std::vector<DeadLetter> find_dead_letters(Store& store, std::string_view registration,
+                                          const std::vector<std::string>& ids, std::size_t limit) {
+  std::set<std::string, std::less<>> wanted(ids.begin(), ids.end());
+  std::vector<DeadLetter> out;
+  std::string after;
+  while (out.size() < limit) {
+    std::vector<DeadLetter> page = store.dead_letters(registration, after, 1000);
+    for (DeadLetter& letter : page) {
+      if (out.size() < limit && (wanted.empty() || wanted.contains(letter.event_id))) out.push_back(std::move(letter));
+    }
+    if (page.size() < 1000 || (!wanted.empty() && page.back().event_id >= *wanted.rbegin())) break;
+    after = page.back().event_id;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::size_t Dispatcher::redrive(std::string_view id, const std::vector<std::string>& event_ids) {
+  std::lock_guard lock(mutex_);
+  auto it = registrations_.find(id);
+  if (it == registrations_.end()) throw Error::not_found("no registration " + std::string(id));
+  if (!it->second.worker) {
+    throw Error::invalid_request("registration " + std::string(id) + " is disabled: enable it to redrive", "enabled");
+  }
+  return it->second.worker->redrive(find_dead_letters(store_, id, event_ids, options_.window));
+}
+
+std::size_t Dispatcher::delete_dead_letters(std::string_view id, const std::vector<std::string>& event_ids) {
+  std::lock_guard lock(mutex_);
+  auto it = registrations_.find(id);
+  if (it == registrations_.end()) throw Error::not_found("no registration " + std::string(id));
+  std::size_t n = 0;
+  for (;;) {
+    std::vector<DeadLetter> letters = find_dead_letters(store_, id, event_ids, 1000);
+    for (const DeadLetter& letter : letters) n += store_.remove_dead_letter(id, letter.event_id) ? 1 : 0;
+    if (letters.size() < 1000 || !event_ids.empty()) break;
+  }
+  if (it->second.worker) it->second.worker->forget_dead_letters(n);
+  return n;
+}
+
+
+}  // namespace deviceshadow::notify

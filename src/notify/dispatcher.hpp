@@ -1,0 +1,129 @@
+// The dispatcher: delivers the change feed to the targets of the registrations (SPEC §13).
+//
+// It owns the registrations of one store: creating, replacing and removing them goes through
+// it, so that the engine's change feed is on exactly while an enabled registration exists and
+// each registration's worker starts and stops with it.
+//
+// Each enabled registration has a worker: a reader that pages through the feed after the
+// registration's checkpoint and queues the entries it wants per shadow, and `concurrency`
+// senders that deliver the head of each shadow's queue. A shadow's events go out one at a
+// time in feed (= version) order; shadows do not wait for each other, and registrations never
+// wait for each other. A failed delivery is retried with jittered exponential backoff; after
+// maxAttempts, or when the target refuses the event for good, it becomes a dead letter and the
+// shadow's next event goes.
+//
+// The checkpoint (stored, so that a restart resumes there) is the feed seq up to which every
+// entry is delivered, dead-lettered or not wanted; it is written at most every
+// checkpoint_interval, so a crash redelivers what followed it (receivers deduplicate by id).
+// A worker holds at most `window` entries between its checkpoint and its reader, so memory
+// stays bounded however long a target is down; the feed itself is trimmed up to the smallest
+// stored checkpoint of the enabled registrations.
+#pragma once
+
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/histogram.hpp"
+#include "notify/registration.hpp"
+#include "notify/target.hpp"
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deviceshadow::notify {
+
+class FeedSignal;
+
+struct DispatcherOptions {
+  std::size_t concurrency = 8;        // deliveries in flight per registration
+  std::size_t window = 10000;         // feed entries a registration holds ahead of its checkpoint
+  std::size_t page = 500;             // feed entries read at once
+  std::chrono::milliseconds poll{200};  // the longest a reader sleeps when nobody wakes it
+  std::chrono::milliseconds retry_base{100};
+  std::chrono::milliseconds retry_max{60000};
+  std::chrono::milliseconds checkpoint_interval{100};
+  std::chrono::milliseconds trim_interval{1000};
+};
+
+// A registration's delivery counters since this process started, and its backlog.
+struct RegistrationStatus {
+  std::string id;
+  bool enabled = false;
+  std::uint64_t pending = 0;       // feed entries after its position not yet delivered or passed
+  double lag_seconds = 0;          // age of the oldest event held and not yet delivered
+  std::uint64_t delivered = 0;
+  std::uint64_t failed = 0;        // failed attempts
+  std::uint64_t dead_lettered = 0; // events dead-lettered
+  std::uint64_t dead_letters = 0;  // dead letters stored now
+  std::optional<std::string> last_error;
+  Histogram latency;               // from the write to its delivery
+};
+
+// Builds the target of a registration. Throws Error(invalid_request, "target.type") for a type
+// this build cannot deliver to.
+using TargetFactory = std::function<std::unique_ptr<Target>(const Registration&)>;
+// Receives the dispatcher's log lines (dead letters, failures of the feed or the store).
+using NotifyLog = std::function<void(bool error, std::string_view message,
+                                     std::vector<std::pair<std::string, std::string>> fields)>;
+
+// The targets this build delivers to (webhook; the others refuse with invalid_request).
+std::unique_ptr<Target> make_target(const Registration& registration);
+
+class Dispatcher {
+ public:
+  // Loads the store's registrations and starts the enabled ones. On a store without an outbox
+  // feed, registrations can be listed but not put (Error unavailable).
+  Dispatcher(Engine& engine, DispatcherOptions options = {}, TargetFactory targets = make_target, NotifyLog log = {});
+  ~Dispatcher();  // stops every worker; stored checkpoints stay where they got
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  // Creates or replaces a registration (validated by parse_registration; the target must be
+  // one this build delivers to). A new or re-enabled registration starts at the feed's end.
+  Registration put(std::string_view id, std::string_view json);
+  std::vector<Registration> list() const;
+  std::optional<Registration> get(std::string_view id) const;
+  // Stops its worker and removes it with its checkpoint and dead letters.
+  bool remove(std::string_view id);
+
+  std::optional<RegistrationStatus> status(std::string_view id) const;
+  std::vector<RegistrationStatus> statuses() const;
+
+  // Delivers the named dead letters again (all when ids is empty), after the registration's
+  // queued events; each is removed once delivered, or stored again with its new attempts.
+  // Returns how many were queued. Throws not_found for an unknown registration.
+  std::size_t redrive(std::string_view id, const std::vector<std::string>& event_ids);
+  // Deletes the named dead letters (all when ids is empty); returns how many.
+  std::size_t delete_dead_letters(std::string_view id, const std::vector<std::string>& event_ids);
+
+  // False on a store whose feed is not an outbox (DynamoDB, until its stream consumer).
+  bool available() const noexcept { return available_; }
+
+ private:
+  class Worker;
+  class Trimmer;
+  struct Entry {
+    Registration registration;
+    std::unique_ptr<Worker> worker;  // null while disabled
+  };
+  void update_feed_switch();  // requires mutex_
+
+  Engine& engine_;
+  Store& store_;
+  DispatcherOptions options_;
+  TargetFactory targets_;
+  NotifyLog log_;
+  bool available_ = false;
+
+  mutable std::mutex mutex_;  // guards registrations_; held while workers start and stop
+  std::map<std::string, Entry, std::less<>> registrations_;
+  std::unique_ptr<FeedSignal> signal_;
+  std::unique_ptr<Trimmer> trimmer_;
+};
+
+}  // namespace deviceshadow::notify

@@ -1,0 +1,328 @@
+// The dispatcher on the stores with an outbox (memory, SQLite), with a scripted target that
+// records what it is given and fails as a test tells it to.
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+#include "deviceshadow/memory_store.hpp"
+#include "deviceshadow/sqlite_store.hpp"
+#include "notify/dispatcher.hpp"
+#include "support/forwarding_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace ds = deviceshadow;
+namespace notify = deviceshadow::notify;
+using Outcome = notify::DeliveryResult::Outcome;
+
+namespace {
+
+// What every target built by a ScriptedTargets has delivered, and how it should answer.
+class ScriptedTargets {
+ public:
+  // Decides the outcome of one attempt: (registration, thing, attempt number of this event).
+  std::function<Outcome(const std::string&, const std::string&, int)> script = [](auto&, auto&, int) {
+    return Outcome::delivered;
+  };
+
+  notify::TargetFactory factory() {
+    return [this](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
+      if (!std::holds_alternative<notify::WebhookTarget>(r.target)) return notify::make_target(r);
+      return std::make_unique<Scripted>(*this, r.id);
+    };
+  }
+
+  // Delivered CloudEvents of a registration, parsed, in delivery order.
+  std::vector<ds::json::value> delivered(const std::string& registration) {
+    std::lock_guard lock(mutex_);
+    return delivered_[registration];
+  }
+  int attempts(const std::string& event_id) {
+    std::lock_guard lock(mutex_);
+    return attempts_[event_id];
+  }
+
+ private:
+  class Scripted final : public notify::Target {
+   public:
+    Scripted(ScriptedTargets& owner, std::string id) : owner_(owner), id_(std::move(id)) {}
+    notify::DeliveryResult deliver(const notify::Delivery& d) override {
+      int attempt;
+      {
+        std::lock_guard lock(owner_.mutex_);
+        attempt = ++owner_.attempts_[std::string(d.id)];
+      }
+      Outcome outcome = owner_.script(id_, std::string(d.thing), attempt);
+      if (outcome == Outcome::delivered) {
+        std::lock_guard lock(owner_.mutex_);
+        owner_.delivered_[id_].push_back(ds::parse_json(d.body));
+      }
+      return {outcome, outcome == Outcome::delivered ? "" : "scripted failure " + std::to_string(attempt)};
+    }
+
+   private:
+    ScriptedTargets& owner_;
+    std::string id_;
+  };
+  std::mutex mutex_;
+  std::map<std::string, std::vector<ds::json::value>> delivered_;
+  std::map<std::string, int> attempts_;
+};
+
+// Waits (10 s at most: a bound on liveness, not a timing assertion) until done() holds.
+bool eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+notify::DispatcherOptions fast_options() {
+  notify::DispatcherOptions o;
+  o.concurrency = 4;
+  o.retry_base = std::chrono::milliseconds(1);
+  o.retry_max = std::chrono::milliseconds(4);
+  o.checkpoint_interval = std::chrono::milliseconds(0);
+  o.trim_interval = std::chrono::milliseconds(10);
+  o.poll = std::chrono::milliseconds(20);
+  return o;
+}
+
+std::string hook(const std::string& extra = "") {
+  return R"({"target":{"type":"webhook","url":"http://127.0.0.1:9/"})" + extra + "}";
+}
+
+void report(ds::Engine& engine, const std::string& thing, const std::string& name, int value) {
+  ds::UpdateRequest r;
+  r.key = {thing, name};
+  r.section = ds::Section::reported;
+  r.state = ds::parse_json(R"({"v":)" + std::to_string(value) + "}").as_object();
+  engine.update(r);
+}
+
+class DispatcherTest : public testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "sqlite") {
+      dir_ = std::filesystem::temp_directory_path() /
+             ("dispatcher-" + std::to_string(::getpid()) + "-" + testing::UnitTest::GetInstance()->current_test_info()->name());
+      std::filesystem::remove_all(dir_);
+      std::filesystem::create_directories(dir_);
+    }
+    open();
+  }
+  void TearDown() override {
+    dispatcher.reset();
+    engine.reset();
+    store.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  void open() {
+    if (GetParam() == "sqlite") {
+      ds::SqliteOptions o;
+      o.path = (dir_ / "shadows.db").string();
+      o.durable = false;
+      store = ds::open_sqlite_store(o);
+    } else {
+      store = ds::make_memory_store();
+    }
+    engine = std::make_unique<ds::Engine>(*store);
+    dispatcher = std::make_unique<notify::Dispatcher>(*engine, fast_options(), targets.factory());
+  }
+  // Restarts the dispatcher and engine on the same data (SQLite: reopened, as by a new process).
+  void restart() {
+    dispatcher.reset();
+    engine.reset();
+    if (GetParam() == "sqlite") store.reset();
+    if (store) {
+      engine = std::make_unique<ds::Engine>(*store);
+      dispatcher = std::make_unique<notify::Dispatcher>(*engine, fast_options(), targets.factory());
+    } else {
+      open();
+    }
+  }
+
+  ScriptedTargets targets;
+  std::unique_ptr<ds::Store> store;
+  std::unique_ptr<ds::Engine> engine;
+  std::unique_ptr<notify::Dispatcher> dispatcher;
+  std::filesystem::path dir_;
+};
+
+std::vector<std::int64_t> versions_of(const std::vector<ds::json::value>& events, const std::string& thing) {
+  std::vector<std::int64_t> out;
+  for (const auto& e : events) {
+    if (e.at("data").at("thing").as_string() == thing) out.push_back(e.at("data").at("reported").at("version").as_int64());
+  }
+  return out;
+}
+
+std::vector<std::int64_t> one_to(std::int64_t n) {
+  std::vector<std::int64_t> v;
+  for (std::int64_t i = 1; i <= n; ++i) v.push_back(i);
+  return v;
+}
+
+TEST_P(DispatcherTest, DeliversEveryMatchingWriteInVersionOrderPerShadow) {
+  dispatcher->put("all", hook());
+  dispatcher->put("only-a", hook(R"(,"match":"a#.*")"));
+  EXPECT_TRUE(engine->change_feed());
+  for (int i = 0; i < 40; ++i) {
+    report(*engine, "a", "main", i);
+    report(*engine, "b", "main", i);
+  }
+  ASSERT_TRUE(eventually([&] { return targets.delivered("all").size() == 80 && targets.delivered("only-a").size() == 40; }));
+  EXPECT_EQ(versions_of(targets.delivered("all"), "a"), one_to(40));
+  EXPECT_EQ(versions_of(targets.delivered("all"), "b"), one_to(40));
+  EXPECT_EQ(versions_of(targets.delivered("only-a"), "b"), std::vector<std::int64_t>{});
+  const ds::json::value first = targets.delivered("only-a").front();
+  EXPECT_EQ(first.at("type").as_string(), "deviceshadow.shadow.updated");
+  EXPECT_EQ(first.at("subject").as_string(), "a#main");
+  EXPECT_EQ(first.at("data").at("registration").as_string(), "only-a");
+  // Every entry is finished, so the checkpoints reach the feed's end and the feed is trimmed.
+  ASSERT_TRUE(eventually([&] { return store->read_feed(0, 10).empty(); }));
+  EXPECT_EQ(store->checkpoint("all"), store->feed_end());
+  EXPECT_EQ(dispatcher->status("all")->delivered, 80u);
+  EXPECT_EQ(dispatcher->status("all")->pending, 0u);
+}
+
+TEST_P(DispatcherTest, RetriesInOrderAndDeadLettersAfterMaxAttempts) {
+  // Shadow "bad" fails every attempt; shadow "flaky" fails twice per event, then succeeds.
+  targets.script = [](const std::string&, const std::string& thing, int attempt) {
+    if (thing == "bad") return Outcome::retry;
+    if (thing == "flaky") return attempt <= 2 ? Outcome::retry : Outcome::delivered;
+    return Outcome::delivered;
+  };
+  dispatcher->put("r", hook(R"(,"maxAttempts":3)"));
+  for (int i = 0; i < 5; ++i) {
+    report(*engine, "bad", "main", i);
+    report(*engine, "flaky", "main", i);
+    report(*engine, "good", "main", i);
+  }
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_letters == 5 && targets.delivered("r").size() == 10; }));
+  EXPECT_EQ(versions_of(targets.delivered("r"), "flaky"), one_to(5));
+  EXPECT_EQ(versions_of(targets.delivered("r"), "good"), one_to(5));
+  const auto status = *dispatcher->status("r");
+  EXPECT_EQ(status.failed, 5u * 3 + 5u * 2);
+  EXPECT_EQ(status.dead_lettered, 5u);
+  EXPECT_EQ(status.last_error.value_or("").rfind("scripted failure", 0), 0u);
+  std::vector<ds::DeadLetter> letters = store->dead_letters("r", "", 100);
+  ASSERT_EQ(letters.size(), 5u);
+  for (const auto& letter : letters) {
+    EXPECT_EQ(letter.attempts, 3);
+    EXPECT_EQ(letter.last_error, "scripted failure 3");
+    EXPECT_EQ(ds::parse_json(letter.event).at("data").at("thing").as_string(), "bad");
+  }
+
+  // Once the target heals, a redrive delivers them and removes them.
+  targets.script = [](auto&, auto&, int) { return Outcome::delivered; };
+  EXPECT_EQ(dispatcher->redrive("r", {letters[0].event_id}), 1u);
+  ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 100).size() == 4; }));
+  EXPECT_EQ(dispatcher->redrive("r", {}), 4u);
+  ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 100).empty(); }));
+  EXPECT_EQ(versions_of(targets.delivered("r"), "bad").size(), 5u);
+  EXPECT_EQ(dispatcher->status("r")->dead_letters, 0u);
+}
+
+TEST_P(DispatcherTest, ARejectedEventIsDeadLetteredAtOnceAndCanBeDeleted) {
+  targets.script = [](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; };
+  dispatcher->put("r", hook());
+  report(*engine, "x", "main", 1);
+  report(*engine, "x", "main", 2);
+  ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 10).size() == 2; }));
+  EXPECT_EQ(store->dead_letters("r", "", 10)[0].attempts, 1);
+  std::string first = store->dead_letters("r", "", 10)[0].event_id;
+  EXPECT_EQ(dispatcher->delete_dead_letters("r", {first}), 1u);
+  EXPECT_EQ(dispatcher->delete_dead_letters("r", {}), 1u);
+  EXPECT_TRUE(store->dead_letters("r", "", 10).empty());
+  EXPECT_EQ(dispatcher->status("r")->dead_letters, 0u);
+  EXPECT_THROW(dispatcher->redrive("nobody", {}), ds::Error);
+}
+
+TEST_P(DispatcherTest, AStuckShadowOrRegistrationDelaysNoOther) {
+  // "stuck" never succeeds (and never dead-letters within the test); everything else flows.
+  targets.script = [](const std::string& registration, const std::string& thing, int) {
+    return registration == "down" || thing == "stuck" ? Outcome::retry : Outcome::delivered;
+  };
+  dispatcher->put("down", hook(R"(,"maxAttempts":1000)"));
+  dispatcher->put("up", hook(R"(,"maxAttempts":1000)"));
+  report(*engine, "stuck", "main", 0);
+  for (int i = 0; i < 20; ++i) report(*engine, "free", "main", i);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("up").size() == 20; }));
+  EXPECT_EQ(versions_of(targets.delivered("up"), "free"), one_to(20));
+  EXPECT_TRUE(targets.delivered("down").empty());
+  // The stuck event holds the checkpoint back, so nothing after it is trimmed away.
+  EXPECT_EQ(store->checkpoint("up"), store->checkpoint("down"));
+  EXPECT_EQ(dispatcher->status("up")->pending, 1u);
+  EXPECT_GT(dispatcher->status("up")->failed, 0u);
+}
+
+TEST_P(DispatcherTest, ANewRegistrationStartsAtTheFeedsEndAndADisabledOneSkipsWrites) {
+  EXPECT_FALSE(engine->change_feed());  // nothing registered: writes carry no entry
+  report(*engine, "t", "main", 0);
+  EXPECT_EQ(store->feed_end(), 0u);
+  dispatcher->put("r", hook());
+  report(*engine, "t", "main", 1);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 1; }));
+  EXPECT_EQ(versions_of(targets.delivered("r"), "t"), std::vector<std::int64_t>{2});
+
+  dispatcher->put("r", hook(R"(,"enabled":false)"));
+  EXPECT_FALSE(engine->change_feed());
+  report(*engine, "t", "main", 2);
+  dispatcher->put("r", hook());
+  report(*engine, "t", "main", 3);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 2; }));
+  EXPECT_EQ(versions_of(targets.delivered("r"), "t"), (std::vector<std::int64_t>{2, 4}));
+
+  EXPECT_TRUE(dispatcher->remove("r"));
+  EXPECT_FALSE(dispatcher->remove("r"));
+  EXPECT_FALSE(engine->change_feed());
+  EXPECT_FALSE(store->checkpoint("r"));
+}
+
+TEST_P(DispatcherTest, ARestartResumesFromTheCheckpoint) {
+  targets.script = [](auto&, auto&, int) { return Outcome::retry; };  // the target is down
+  dispatcher->put("r", hook(R"(,"maxAttempts":1000)"));
+  for (int i = 0; i < 30; ++i) report(*engine, "t" + std::to_string(i % 3), "main", i);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->failed >= 3; }));
+  restart();
+  targets.script = [](auto&, auto&, int) { return Outcome::delivered; };
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 30; }));
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(versions_of(targets.delivered("r"), "t" + std::to_string(t)), one_to(10));
+}
+
+TEST_P(DispatcherTest, RefusesTargetsItCannotDeliverToAndStoresWithoutAFeed) {
+  try {
+    dispatcher->put("q", R"({"target":{"type":"sqs","queueUrl":"https://sqs.us-east-1.amazonaws.com/1/q"}})");
+    FAIL() << "an sqs registration was accepted";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request);
+    EXPECT_EQ(e.details().field, "target.type");
+  }
+  EXPECT_TRUE(dispatcher->list().empty());
+
+  struct NoFeed final : ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::uint64_t feed_end() override { throw ds::Error(ds::ErrorCode::unavailable, "no outbox"); }
+  } no_feed(*store);
+  dispatcher.reset();
+  ds::Engine other(no_feed);
+  notify::Dispatcher d(other, fast_options(), targets.factory());
+  EXPECT_FALSE(d.available());
+  try {
+    d.put("r", hook());
+    FAIL() << "a registration was accepted without a feed";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::unavailable);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, DispatcherTest, testing::Values("memory", "sqlite"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
