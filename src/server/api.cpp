@@ -5,6 +5,7 @@
 #include "deviceshadow/timestamp.hpp"
 #include "deviceshadow/uri.hpp"
 #include "deviceshadow/validation.hpp"
+#include "notify/dispatcher.hpp"
 
 #include <charconv>
 #include <chrono>
@@ -163,8 +164,8 @@ void append_item_error(std::string& out, const std::string& thing, const std::st
 
 }  // namespace
 
-Api::Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger)
-    : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger) {}
+Api::Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger, notify::Dispatcher* dispatcher)
+    : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger), dispatcher_(dispatcher) {}
 
 HttpResponse Api::transport_error(int status, const std::string& message) const {
   ErrorCode code = status == 413   ? ErrorCode::document_too_large
@@ -228,7 +229,9 @@ HttpResponse Api::route(Context& ctx) {
   if (s.size() == 1 && s[0] == "metrics") {
     only("/metrics", {"GET"});
     if (ctx.token && ctx.token->role != Role::admin) throw Error(ErrorCode::forbidden, "metrics need an admin token");
-    return {200, "text/plain; version=0.0.4", metrics_.render(engine_.stats()), {}};
+    std::string text = metrics_.render(engine_.stats());
+    if (dispatcher_) render_notify_metrics(text, dispatcher_->statuses());
+    return {200, "text/plain; version=0.0.4", std::move(text), {}};
   }
   if (s.size() >= 2 && s[0] == "v1" && s[1] == "things") {
     if (s.size() == 2) {
@@ -254,6 +257,22 @@ HttpResponse Api::route(Context& ctx) {
         return history(ctx);
       }
     }
+  }
+  if (s.size() >= 2 && s[0] == "v1" && s[1] == "registrations" && dispatcher_) {
+    if (s.size() == 2) {
+      only("/v1/registrations", {"GET"});
+    } else if (s.size() == 3) {
+      only("/v1/registrations/{id}", {"GET", "PUT", "DELETE"});
+    } else if (s.size() == 4 && s[3] == "dead-letters") {
+      only("/v1/registrations/{id}/dead-letters", {"GET", "DELETE"});
+    } else if (s.size() == 5 && s[3] == "dead-letters" && s[4] == "redrive") {
+      only("/v1/registrations/{id}/dead-letters/redrive", {"POST"});
+    } else if (s.size() == 5 && s[3] == "dead-letters") {
+      only("/v1/registrations/{id}/dead-letters/{eventId}", {"DELETE"});
+    } else {
+      throw Error::not_found("no such endpoint: " + m + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
+    }
+    return registrations(ctx);
   }
   if (s.size() == 3 && s[0] == "v1" && s[1] == "batch" && (s[2] == "get" || s[2] == "update")) {
     only(s[2] == "get" ? "/v1/batch/get" : "/v1/batch/update", {"POST"});
@@ -429,6 +448,112 @@ HttpResponse Api::batch_update(Context& ctx) {
   }
   out += "]}";
   return json_response(200, std::move(out));
+}
+
+}  // namespace deviceshadow::server
+
+namespace deviceshadow::server {
+namespace {
+
+std::string render_status(const notify::RegistrationStatus& st) {
+  json::object o;
+  o["pending"] = st.pending;
+  o["lagSeconds"] = st.lag_seconds;
+  o["delivered"] = st.delivered;
+  o["failed"] = st.failed;
+  o["deadLetters"] = st.dead_letters;
+  if (st.last_error) o["lastError"] = *st.last_error;
+  return to_json(o);
+}
+
+// {"ids":[…]} or an empty body or {}: the event ids a dead-letter operation names (none: all).
+std::vector<std::string> read_event_ids(const std::string& body) {
+  std::vector<std::string> ids;
+  if (body.empty()) return ids;
+  json::value v = parse_json(body);
+  if (!v.is_object()) throw Error::invalid_request("the request body must be a JSON object");
+  for (const auto& m : v.get_object()) {
+    if (m.key() != "ids") throw Error::invalid_request("unknown member '" + std::string(m.key()) + "'", std::string(m.key()));
+  }
+  if (const json::value* list = v.get_object().if_contains("ids")) {
+    if (!list->is_array()) throw Error::invalid_request("ids must be an array of event ids", "ids");
+    for (const json::value& id : list->get_array()) {
+      if (!id.is_string()) throw Error::invalid_request("ids must be an array of event ids", "ids");
+      ids.emplace_back(id.get_string());
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+// The notification registrations (admin only): /v1/registrations[/{id}[/dead-letters[/…]]].
+HttpResponse Api::registrations(Context& ctx) {
+  if (ctx.token && ctx.token->role != Role::admin) throw Error(ErrorCode::forbidden, "registrations need an admin token");
+  const std::vector<std::string>& s = ctx.segments;
+  const std::string& m = ctx.request.method;
+  if (s.size() == 2) {
+    allow_only(ctx.query, {});
+    std::string out = "{\"registrations\":[";
+    for (const notify::Registration& r : dispatcher_->list()) {
+      if (out.back() != '[') out += ',';
+      out += notify::render_registration_public(r);
+    }
+    return json_response(200, out + "]}");
+  }
+  const std::string& id = s[2];
+  if (!notify::valid_registration_id(id)) {
+    throw Error::invalid_request("a registration id is 1-64 characters from A-Z a-z 0-9 _ . -", "id");
+  }
+  auto not_found = [&] { return Error::not_found("no registration " + id); };
+  if (s.size() == 3) {
+    allow_only(ctx.query, {});
+    if (m == "PUT") return json_response(200, notify::render_registration_public(dispatcher_->put(id, ctx.request.body)));
+    if (m == "DELETE") {
+      if (!dispatcher_->remove(id)) throw not_found();
+      return json_response(200, "{\"deleted\":" + to_json(json::value(id)) + "}");
+    }
+    std::optional<notify::Registration> r = dispatcher_->get(id);
+    std::optional<notify::RegistrationStatus> st = dispatcher_->status(id);
+    if (!r || !st) throw not_found();
+    std::string out = notify::render_registration_public(*r);
+    out.pop_back();
+    return json_response(200, out + ",\"status\":" + render_status(*st) + "}");
+  }
+  if (!dispatcher_->get(id)) throw not_found();
+  if (s.size() == 5 && s[4] == "redrive") {
+    allow_only(ctx.query, {});
+    const std::size_t n = dispatcher_->redrive(id, read_event_ids(ctx.request.body));
+    return json_response(202, "{\"redriven\":" + std::to_string(n) + "}");
+  }
+  if (m == "DELETE") {
+    allow_only(ctx.query, {});
+    std::vector<std::string> ids;
+    if (s.size() == 5) ids.push_back(s[4]);
+    const std::size_t n = dispatcher_->delete_dead_letters(id, ids);
+    if (s.size() == 5 && n == 0) throw Error::not_found("no dead letter " + s[4] + " of registration " + id);
+    return json_response(200, "{\"deleted\":" + std::to_string(n) + "}");
+  }
+  allow_only(ctx.query, {"limit", "cursor"});
+  const std::size_t limit = parse_limit(ctx.query);
+  const std::string after = ctx.query.contains("cursor") ? decode_cursor(ctx.query.at("cursor")) : "";
+  std::vector<DeadLetter> letters = engine_.store().dead_letters(id, after, limit + 1);
+  std::string out = "{\"deadLetters\":[";
+  for (std::size_t i = 0; i < letters.size() && i < limit; ++i) {
+    const DeadLetter& d = letters[i];
+    if (i) out += ',';
+    out += "{\"event\":" + d.event + ",\"attempts\":" + std::to_string(d.attempts) + ",\"lastError\":";
+    append_json_string(out, to_valid_utf8(d.last_error));
+    out += ",\"failedAt\":";
+    append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(d.failed_ns)));
+    out += '}';
+  }
+  out += ']';
+  if (letters.size() > limit) {
+    out += ",\"cursor\":";
+    append_json_string(out, encode_cursor(letters[limit - 1].event_id));
+  }
+  return json_response(200, out + "}");
 }
 
 }  // namespace deviceshadow::server

@@ -8,12 +8,18 @@
 #include "server/log.hpp"
 #include "server/metrics.hpp"
 
+namespace deviceshadow::notify {
+class Dispatcher;
+}
+
 namespace deviceshadow::server {
 
 class Api {
  public:
-  // auth == nullptr: the server is open (no token file).
-  Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger);
+  // auth == nullptr: the server is open (no token file). dispatcher == nullptr: no
+  // notification endpoints.
+  Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger,
+      notify::Dispatcher* dispatcher = nullptr);
 
   // Never throws. Safe to call concurrently.
   HttpResponse handle(const HttpRequest& request);
@@ -31,12 +37,14 @@ class Api {
   HttpResponse history(Context& ctx);
   HttpResponse batch_get(Context& ctx);
   HttpResponse batch_update(Context& ctx);
+  HttpResponse registrations(Context& ctx);
   void authorize(Context& ctx, Action action, std::string_view thing) const;
 
   Engine& engine_;
   const Authenticator* auth_;
   Metrics& metrics_;
   Logger& logger_;
+  notify::Dispatcher* dispatcher_;
 };
 
 }  // namespace deviceshadow::server

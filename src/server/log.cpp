@@ -8,7 +8,7 @@
 
 namespace deviceshadow::server {
 
-void Logger::log(LogLevel level, std::string_view message, std::initializer_list<Field> fields) {
+void Logger::log(LogLevel level, std::string_view message, std::span<const Field> fields) {
   if (!enabled(level)) return;
   static constexpr const char* kNames[] = {"debug", "info", "warn", "error"};
   const char* name = kNames[static_cast<int>(level)];

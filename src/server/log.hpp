@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,7 +18,10 @@ class Logger {
 
   Logger(LogLevel level = LogLevel::info, bool json = false) : level_(level), json_(json) {}
   bool enabled(LogLevel level) const { return level >= level_; }
-  void log(LogLevel level, std::string_view message, std::initializer_list<Field> fields = {});
+  void log(LogLevel level, std::string_view message, std::initializer_list<Field> fields = {}) {
+    log(level, message, std::span<const Field>(fields.begin(), fields.size()));
+  }
+  void log(LogLevel level, std::string_view message, std::span<const Field> fields);
 
  private:
   LogLevel level_;

@@ -1,5 +1,7 @@
 #include "server/metrics.hpp"
 
+#include "notify/dispatcher.hpp"
+
 #include <chrono>
 #include <cstdio>
 
@@ -50,6 +52,30 @@ void render_histogram(std::string& out, std::string_view name, std::string_view 
 }
 
 }  // namespace
+
+void render_notify_metrics(std::string& out, const std::vector<notify::RegistrationStatus>& registrations) {
+  if (registrations.empty()) return;
+  auto each = [&](const char* name, const char* type, const char* help, auto value) {
+    header(out, name, type, help);
+    for (const notify::RegistrationStatus& r : registrations) sample(out, name, "registration=\"" + r.id + "\"", value(r));
+  };
+  using S = const notify::RegistrationStatus&;
+  each("shadowd_notify_delivered_total", "counter", "Events delivered, by registration.",
+       [](S r) { return std::to_string(r.delivered); });
+  each("shadowd_notify_failed_attempts_total", "counter", "Failed delivery attempts, by registration.",
+       [](S r) { return std::to_string(r.failed); });
+  each("shadowd_notify_dead_lettered_total", "counter", "Events dead-lettered, by registration.",
+       [](S r) { return std::to_string(r.dead_lettered); });
+  each("shadowd_notify_pending", "gauge", "Change-feed entries not yet delivered or passed, by registration.",
+       [](S r) { return std::to_string(r.pending); });
+  each("shadowd_notify_lag_seconds", "gauge", "Age of the oldest undelivered event, by registration.",
+       [](S r) { return format_double(r.lag_seconds); });
+  header(out, "shadowd_notify_delivery_latency_seconds", "histogram",
+         "Time from a write to its delivery, by registration.");
+  for (S r : registrations) {
+    render_histogram(out, "shadowd_notify_delivery_latency_seconds", "registration=\"" + r.id + "\"", r.latency);
+  }
+}
 
 std::string_view method_label(std::string_view method) {
   for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}) {

@@ -15,6 +15,11 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
+
+namespace deviceshadow::notify {
+struct RegistrationStatus;
+}
 
 namespace deviceshadow::server {
 
@@ -35,6 +40,9 @@ class Metrics {
   std::atomic<std::int64_t> in_flight_{0};
   std::atomic<const HttpStats*> http_{nullptr};
 };
+
+// Appends the notification metrics of each enabled registration (label registration).
+void render_notify_metrics(std::string& out, const std::vector<notify::RegistrationStatus>& registrations);
 
 // The method's label: itself when it is one the server knows of, else "other".
 std::string_view method_label(std::string_view method);

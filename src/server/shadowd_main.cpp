@@ -4,6 +4,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/memory_store.hpp"
 #include "deviceshadow/sqlite_store.hpp"
+#include "notify/dispatcher.hpp"
 #include "server/api.hpp"
 #include "server/auth.hpp"
 #include "server/http.hpp"
@@ -20,6 +21,7 @@
 
 namespace ds = deviceshadow;
 namespace srv = deviceshadow::server;
+namespace notify = deviceshadow::notify;
 
 namespace {
 
@@ -63,6 +65,8 @@ struct Settings {
   std::size_t max_connections = 10000;
   std::size_t max_response_bytes_in_flight = std::size_t{256} << 20;
   std::size_t max_page_bytes = std::size_t{4} << 20;
+  std::size_t notify_concurrency = 8;
+  std::size_t notify_window = 10000;
   std::string log_format = "text";
   std::string log_level = "info";
 };
@@ -156,7 +160,15 @@ int serve(const Settings& s) {
   srv::Metrics metrics;
   srv::MeteredStore metered(*store, metrics);
   ds::Engine engine(metered, options);
-  srv::Api api(engine, auth ? &*auth : nullptr, metrics, logger);
+  notify::DispatcherOptions notify_options;
+  notify_options.concurrency = std::max<std::size_t>(1, s.notify_concurrency);
+  notify_options.window = std::max<std::size_t>(1, s.notify_window);
+  notify::Dispatcher dispatcher(engine, notify_options, notify::make_target,
+                                [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
+                                  std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
+                                  logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);
+                                });
+  srv::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher);
   srv::HttpServer server(
       http, [&](const srv::HttpRequest& r) { return api.handle(r); },
       [&](int status, const std::string& message) { return api.transport_error(status, message); });
@@ -246,6 +258,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-page-bytes", s.max_page_bytes,
                  "bytes of events in one history page and of shadows in one batch get response")
       ->envname(env("MAX_PAGE_BYTES"))->capture_default_str();
+  app.add_option("--notify-concurrency", s.notify_concurrency, "event deliveries in flight per notification registration")
+      ->envname(env("NOTIFY_CONCURRENCY"))->capture_default_str();
+  app.add_option("--notify-window", s.notify_window,
+                 "change-feed entries a registration holds in memory ahead of its checkpoint")
+      ->envname(env("NOTIFY_WINDOW"))->capture_default_str();
   app.add_option("--log-format", s.log_format, "text or json")->envname(env("LOG_FORMAT"))->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   app.add_option("--log-level", s.log_level, "debug, info, warn or error")->envname(env("LOG_LEVEL"))
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();

@@ -94,7 +94,19 @@ def shadow_path(thing, name="main", *rest):
     return "/v1/things/" + quote(thing, safe="") + "/shadows/" + quote(name, safe="") + "".join("/" + r for r in rest)
 
 
-class ServerTestCase(unittest.TestCase):
+class ApiTestCase(unittest.TestCase):
+    """Assertions on the API's answers."""
+
+    def assertError(self, response, status, code):
+        self.assertEqual(response.status_code, status, response.text)
+        self.assertEqual(response.headers["Content-Type"], "application/json")
+        body = response.json()
+        self.assertEqual(body["error"]["code"], code, body)
+        self.assertTrue(body["error"]["message"])
+        return body["error"]
+
+
+class ServerTestCase(ApiTestCase):
     """A test class sharing one open server on SQLite."""
 
     server_args = ()
@@ -106,11 +118,3 @@ class ServerTestCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.close()
-
-    def assertError(self, response, status, code):
-        self.assertEqual(response.status_code, status, response.text)
-        self.assertEqual(response.headers["Content-Type"], "application/json")
-        body = response.json()
-        self.assertEqual(body["error"]["code"], code, body)
-        self.assertTrue(body["error"]["message"])
-        return body["error"]

@@ -1,0 +1,372 @@
+"""Notifications end to end: registrations over REST, webhook delivery to real HTTP receivers
+(well-behaved, failing, hanging, resetting, speaking garbage, redirecting), dead letters, and
+delivery across kill -9 of shadowd."""
+import hashlib
+import hmac
+import json
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+import unittest
+from urllib.parse import quote
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import requests
+
+from harness import ApiTestCase, Server, ServerTestCase, shadow_path
+
+
+def eventually(check, timeout=20.0):
+    """Polls check() until it returns a true value (a bound on liveness, not a timing test)."""
+    deadline = time.time() + timeout
+    while True:
+        value = check()
+        if value or time.time() > deadline:
+            return value
+        time.sleep(0.02)
+
+
+class Receiver:
+    """A webhook receiver recording every POST; `answer(n)` gives the status of the n-th (from 1)."""
+
+    def __init__(self, answer=lambda n: 204, port=0, delay=0.0):
+        self.answer = answer
+        self.delay = delay
+        self.requests = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with outer.lock:
+                    outer.requests.append((self.path, dict(self.headers), body))
+                    n = len(outer.requests)
+                status = outer.answer(n)
+                time.sleep(outer.delay)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def events(self):
+        with self.lock:
+            return [json.loads(body) for _, _, body in self.requests]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class RawReceiver:
+    """A TCP listener that misbehaves: 'hang' never answers, 'reset' closes at once with RST,
+    'garbage' answers with bytes that are not HTTP, 'redirect' answers 302."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+        self.connections = 0
+        self.held = []
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            if self.mode == "hang":
+                self.held.append(conn)
+                continue
+            if self.mode == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                conn.close()
+                continue
+            try:
+                conn.recv(65536)
+                if self.mode == "garbage":
+                    conn.sendall(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
+                else:
+                    conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:9/\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                pass
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+def webhook(url, **extra):
+    target = {"type": "webhook", "url": url}
+    target.update(extra.pop("target", {}))
+    return {"target": target, **extra}
+
+
+class RegistrationApiTest(ServerTestCase):
+    def put(self, rid, body):
+        return self.server.request("PUT", f"/v1/registrations/{rid}", json=body)
+
+    def test_create_list_get_delete(self):
+        r = self.put("crud", webhook("http://127.0.0.1:9/x", target={"secret": "s3"}, match="^a#.*"))
+        self.assertEqual(r.status_code, 200, r.text)
+        body = r.json()
+        self.assertEqual(body["id"], "crud")
+        self.assertEqual(body["target"]["secret"], "***")
+        self.assertEqual(body["sections"], "both")
+        self.assertEqual(body["include"], ["old", "new", "diff"])
+        self.assertEqual(body["maxAttempts"], 10)
+        listed = self.server.get("/v1/registrations").json()["registrations"]
+        self.assertIn("crud", [x["id"] for x in listed])
+        self.assertNotIn("s3", json.dumps(listed))
+        one = self.server.get("/v1/registrations/crud").json()
+        self.assertEqual(one["status"]["pending"], 0)
+        self.assertEqual(one["status"]["delivered"], 0)
+        self.assertEqual(one["status"]["deadLetters"], 0)
+        self.assertEqual(self.server.delete("/v1/registrations/crud").status_code, 200)
+        self.assertError(self.server.get("/v1/registrations/crud"), 404, "not_found")
+        self.assertError(self.server.delete("/v1/registrations/crud"), 404, "not_found")
+
+    def test_bad_registrations_are_refused_naming_the_field(self):
+        cases = [
+            ("bad id!", webhook("http://h/"), "id"),
+            ("r1", webhook("http://h/", match="(unclosed"), "match"),
+            ("r1", webhook("ftp://h/"), "target.url"),
+            ("r1", webhook("http://h/", sections="neither"), "sections"),
+            ("r1", webhook("http://h/", include=[]), "include"),
+            ("r1", webhook("http://h/", maxAttempts=0), "maxAttempts"),
+            ("r1", {"target": {"type": "sqs", "queueUrl": "https://sqs.us-east-1.amazonaws.com/1/q"}}, "target.type"),
+            ("r1", {"target": {"type": "carrier-pigeon"}}, "target.type"),
+        ]
+        for rid, body, field in cases:
+            with self.subTest(field=field, body=body):
+                r = self.server.request("PUT", "/v1/registrations/" + rid.replace(" ", "%20"), json=body)
+                err = self.assertError(r, 400, "invalid_request")
+                self.assertEqual(err.get("field"), field, err)
+        self.assertError(self.server.request("PUT", "/v1/registrations/r1", data="{not json"), 400, "invalid_json")
+        self.assertError(self.server.get("/v1/registrations/r1"), 404, "not_found")
+        self.assertError(self.server.request("PATCH", "/v1/registrations/r1"), 405, "method_not_allowed")
+        self.assertError(self.server.get("/v1/registrations/r1/whatever"), 404, "not_found")
+        self.assertError(self.server.get("/v1/registrations/nobody/dead-letters"), 404, "not_found")
+
+
+class AdminOnlyTest(unittest.TestCase):
+    def test_registrations_need_an_admin_token(self):
+        tokens = {"admin-secret": "admin", "app-secret": "app", "device-secret": "device"}
+        with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as f:
+            for token, role in tokens.items():
+                f.write(f"{hashlib.sha256(token.encode()).hexdigest()} {role}\n")
+        try:
+            with Server("--tokens", f.name) as server:
+                body = webhook("http://127.0.0.1:9/")
+                for token in ("app-secret", "device-secret"):
+                    r = server.request("PUT", "/v1/registrations/r", token=token, json=body)
+                    self.assertEqual(r.status_code, 403, r.text)
+                    self.assertEqual(server.get("/v1/registrations", token=token).status_code, 403)
+                self.assertEqual(server.get("/v1/registrations").status_code, 401)
+                r = server.request("PUT", "/v1/registrations/r", token="admin-secret", json=body)
+                self.assertEqual(r.status_code, 200, r.text)
+        finally:
+            os.unlink(f.name)
+
+
+class DeliveryTest(ApiTestCase):
+    def setUp(self):
+        self.server = Server()
+        self.receivers = []
+
+    def tearDown(self):
+        self.server.close()
+        for r in self.receivers:
+            r.close()
+
+    def receiver(self, cls=Receiver, *args, **kw):
+        r = cls(*args, **kw)
+        self.receivers.append(r)
+        return r
+
+    def register(self, rid, body):
+        r = self.server.request("PUT", f"/v1/registrations/{rid}", json=body)
+        self.assertEqual(r.status_code, 200, r.text)
+
+    def report(self, thing, state, name="main"):
+        r = self.server.post(shadow_path(thing, name, "reported"), {"state": state})
+        self.assertEqual(r.status_code, 200, r.text)
+        return r.json()
+
+    def test_signed_cloudevents_for_reports_desires_and_deletes(self):
+        rec = self.receiver()
+        self.register("w", webhook(rec.url, target={"secret": "top-secret", "headers": {"X-Team": "ops"}},
+                                   include=["new", "diff"]))
+        self.report("My House", {"temp": 20}, name="climate")
+        self.server.post(shadow_path("My House", "climate", "desired"), {"state": {"temp": 22}})
+        self.assertEqual(self.server.delete(shadow_path("My House", "climate")).status_code, 200)
+        self.assertTrue(eventually(lambda: len(rec.requests) == 3), rec.requests)
+        for path, headers, body in rec.requests:
+            self.assertEqual(path, "/hook")
+            self.assertEqual(headers["Content-Type"], "application/cloudevents+json")
+            self.assertEqual(headers["X-Team"], "ops")
+            t, v1 = dict(p.split("=", 1) for p in headers["X-Shadow-Signature"].split(",")).values()
+            expected = hmac.new(b"top-secret", t.encode() + b"." + body, hashlib.sha256).hexdigest()
+            self.assertTrue(hmac.compare_digest(v1, expected))
+            self.assertLess(abs(int(t) - time.time()), 60)
+        reported, desired, deleted = rec.events()
+        self.assertEqual(reported["specversion"], "1.0")
+        self.assertEqual(reported["source"], "deviceshadow")
+        self.assertEqual(reported["subject"], "My House#climate")
+        self.assertEqual(reported["type"], "deviceshadow.shadow.updated")
+        self.assertEqual(reported["data"]["reported"]["new"], {"temp": 20})
+        self.assertNotIn("old", reported["data"]["reported"])
+        self.assertEqual(reported["data"]["reported"]["diff"][0]["path"], "/temp")
+        self.assertEqual(desired["data"]["desired"]["version"], 1)
+        self.assertEqual(deleted["type"], "deviceshadow.shadow.deleted")
+        self.assertEqual(len({e["id"] for e in rec.events()}), 3)
+        status = self.server.get("/v1/registrations/w").json()["status"]
+        self.assertEqual(status["delivered"], 3)
+        metrics = self.server.get("/metrics").text
+        self.assertIn('shadowd_notify_delivered_total{registration="w"} 3', metrics)
+        self.assertIn('shadowd_notify_delivery_latency_seconds_count{registration="w"} 3', metrics)
+
+    def test_a_receiver_down_then_up_gets_every_event_in_order(self):
+        rec = self.receiver(answer=lambda n: 503 if n <= 6 else 200)
+        self.register("w", webhook(rec.url, sections="reported"))
+        for i in range(1, 6):
+            self.report("t", {"n": i})
+        self.assertTrue(eventually(lambda: len({e["id"] for e in rec.events()}) == 5 and len(rec.requests) >= 11))
+        delivered = [e["data"]["reported"]["version"] for e in rec.events()[6:]]
+        self.assertEqual(delivered, [1, 2, 3, 4, 5])
+        status = self.server.get("/v1/registrations/w").json()["status"]
+        self.assertEqual(status["failed"], 6)
+        self.assertIn("503", status["lastError"])
+
+    def test_a_refusing_receiver_dead_letters_and_redrive_delivers_later(self):
+        status = {"code": 400}
+        rec = self.receiver(answer=lambda n: status["code"])
+        self.register("w", webhook(rec.url))
+        self.report("t", {"n": 1})
+        self.report("u", {"n": 1})
+        letters_path = "/v1/registrations/w/dead-letters"
+        self.assertTrue(eventually(lambda: len(self.server.get(letters_path).json()["deadLetters"]) == 2))
+        page = self.server.get(letters_path + "?limit=1").json()
+        self.assertEqual(len(page["deadLetters"]), 1)
+        letter = page["deadLetters"][0]
+        self.assertEqual(letter["attempts"], 1)
+        self.assertIn("400", letter["lastError"])
+        self.assertEqual(letter["event"]["type"], "deviceshadow.shadow.updated")
+        self.assertRegex(letter["failedAt"], r"^\d{4}-\d\d-\d\dT")
+        rest = self.server.get(letters_path + "?limit=1&cursor=" + page["cursor"]).json()
+        self.assertNotIn("cursor", rest)
+        self.assertNotEqual(rest["deadLetters"][0]["event"]["id"], letter["event"]["id"])
+        self.assertEqual(self.server.get("/v1/registrations/w").json()["status"]["deadLetters"], 2)
+        log = "".join(self.server.log)
+        self.assertIn("event dead-lettered", log)
+
+        status["code"] = 200
+        r = self.server.post(letters_path + "/redrive", {"ids": [letter["event"]["id"]]})
+        self.assertEqual(r.status_code, 202, r.text)
+        self.assertEqual(r.json(), {"redriven": 1})
+        self.assertTrue(eventually(lambda: len(self.server.get(letters_path).json()["deadLetters"]) == 1))
+        self.assertEqual(rec.events()[-1]["id"], letter["event"]["id"])
+        # Event ids hold "#": percent-encoded in the path.
+        r = self.server.delete(letters_path + "/" + quote(rest["deadLetters"][0]["event"]["id"], safe=""))
+        self.assertEqual(r.json(), {"deleted": 1})
+        self.assertError(self.server.delete(letters_path + "/no-such-event"), 404, "not_found")
+        self.assertEqual(self.server.post(letters_path + "/redrive").json(), {"redriven": 0})
+        self.assertError(self.server.post(letters_path + "/redrive", {"ids": "all"}), 400, "invalid_request")
+
+    def test_misbehaving_receivers_are_retried_or_dead_lettered_without_harm(self):
+        # hang: the timeout fails each attempt; reset and garbage: connection-level failures;
+        # redirect: not followed, a 3xx dead-letters at once.
+        cases = {"hang": 2, "reset": 2, "garbage": 2, "redirect": 1}
+        for mode in cases:
+            rec = self.receiver(RawReceiver, mode)
+            self.register(mode, webhook(rec.url, target={"timeoutMs": 300}, maxAttempts=2))
+        self.report("t", {"n": 1})
+        for mode, attempts in cases.items():
+            with self.subTest(mode=mode):
+                path = f"/v1/registrations/{mode}/dead-letters"
+                self.assertTrue(eventually(lambda: self.server.get(path).json()["deadLetters"]), mode)
+                letter = self.server.get(path).json()["deadLetters"][0]
+                self.assertEqual(letter["attempts"], attempts, letter)
+                self.assertTrue(letter["lastError"])
+        self.assertTrue(self.server.alive())
+
+
+class CrashTest(unittest.TestCase):
+    """kill -9 while writes and deliveries are under way: after a restart every acknowledged
+    write's event arrives (duplicates allowed, same id), in version order per shadow."""
+
+    def test_kill_9_loses_no_event(self):
+        rec = Receiver(answer=lambda n: 204, delay=0.05)  # slower than the writers: a backlog builds
+        server = Server()
+        try:
+            r = server.request("PUT", "/v1/registrations/w", json=webhook(rec.url, sections="reported"))
+            self.assertEqual(r.status_code, 200, r.text)
+            acknowledged = {}  # thing -> highest version acknowledged
+            stop = threading.Event()
+
+            def writer(thing):
+                url = server.url + shadow_path(thing, "main", "reported")
+                while not stop.is_set():
+                    try:
+                        r = requests.post(url, json={"state": {"n": time.time()}}, timeout=5)
+                    except Exception:
+                        return
+                    if r.status_code == 200:
+                        acknowledged[thing] = r.json()["reported"]["version"]
+
+            threads = [threading.Thread(target=writer, args=(f"t{i}",)) for i in range(3)]
+            for t in threads:
+                t.start()
+            time.sleep(1.5)
+            server.stop(signal.SIGKILL)
+            stop.set()
+            for t in threads:
+                t.join()
+            self.assertTrue(acknowledged)
+            delivered_before = len({e["id"] for e in rec.events()})
+            self.assertLess(delivered_before, sum(acknowledged.values()), "no backlog when shadowd was killed")
+            server.start()
+
+            def all_arrived():
+                seen = {}
+                for e in rec.events():
+                    thing = e["data"]["thing"]
+                    seen.setdefault(thing, set()).add(e["data"]["reported"]["version"])
+                return all(set(range(1, v + 1)) <= seen.get(t, set()) for t, v in acknowledged.items())
+
+            self.assertTrue(eventually(all_arrived, timeout=60), acknowledged)
+            # Per shadow, first deliveries come in version order.
+            for thing in acknowledged:
+                first_seen = []
+                for e in rec.events():
+                    v = e["data"]["reported"]["version"]
+                    if e["data"]["thing"] == thing and v not in first_seen:
+                        first_seen.append(v)
+                self.assertEqual(first_seen, sorted(first_seen), thing)
+        finally:
+            server.close()
+            rec.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
