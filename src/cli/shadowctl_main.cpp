@@ -1,4 +1,5 @@
 // shadowctl: command-line client of shadowd (SPEC.md §12).
+#include "cli/listen.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/uri.hpp"
@@ -14,6 +15,7 @@
 
 namespace ds = deviceshadow;
 namespace json = boost::json;
+namespace cli = deviceshadow::cli;
 
 namespace {
 
@@ -218,7 +220,7 @@ void print_dead_letters(const json::object& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shadowctl: talk to a shadowd server"};
+  CLI::App app{"shadowctl: talk to a shadowd server, or receive its notifications"};
   Client client;
   bool as_json = false;
   if (const char* s = std::getenv("SHADOWCTL_SERVER")) client.server = s;
@@ -270,7 +272,7 @@ int main(int argc, char** argv) {
     c->add_option("--cursor", cursor, "continue after a previous page");
   }
 
-  // Notification registrations (admin token).
+  // Notifications: registrations (admin token) and a webhook receiver to watch them.
   std::string registration, file;
   std::vector<std::string> event_ids;
   bool all = false;
@@ -293,7 +295,20 @@ int main(int argc, char** argv) {
   for (CLI::App* c : {reg_redrive, reg_purge}) c->add_option("event_id", event_ids, "dead letters, by event id");
   reg_purge->add_flag("--all", all, "every dead letter of the registration");
 
+  cli::ListenOptions listen_options;
+  CLI::App* listen_cmd = app.add_subcommand("listen", "receive webhook notifications and print each event");
+  listen_cmd->add_option("--port", listen_options.port, "port to listen on; 0 picks a free one")->required();
+  listen_cmd->add_option("--host", listen_options.host, "address to listen on")->capture_default_str();
+  listen_cmd->add_option("--secret", listen_options.secret,
+                         "refuse (401) events without a valid X-Shadow-Signature made with this secret, or "
+                         "signed more than 300 s from now");
+  listen_cmd->add_flag("--json", as_json, "print each event as received, one compact JSON line");
   CLI11_PARSE(app, argc, argv);
+
+  if (*listen_cmd) {
+    listen_options.json = as_json;
+    return cli::listen(listen_options);
+  }
 
   try {
     std::string base = "/v1/things/" + ds::percent_encode(thing);
