@@ -221,6 +221,10 @@ void print_dead_letters(const json::object& r) {
 
 int main(int argc, char** argv) {
   CLI::App app{"shadowctl: talk to a shadowd server, or receive its notifications"};
+  app.footer(
+      "Options above go before the command: shadowctl --server URL --token T --json get THING.\n"
+      "To watch writes: shadowctl listen --port 9000, then register http://127.0.0.1:9000/ as a\n"
+      "webhook with shadowctl registrations put ID (see docs/cli-notifications.md).");
   Client client;
   bool as_json = false;
   if (const char* s = std::getenv("SHADOWCTL_SERVER")) client.server = s;
