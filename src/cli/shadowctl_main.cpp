@@ -1,4 +1,5 @@
 // shadowctl: command-line client of shadowd (SPEC.md §12).
+#include "cli/listen.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/uri.hpp"
@@ -14,6 +15,7 @@
 
 namespace ds = deviceshadow;
 namespace json = boost::json;
+namespace cli = deviceshadow::cli;
 
 namespace {
 
@@ -95,6 +97,24 @@ std::string field(const json::object& o, const char* key) {
   return v->is_string() ? std::string(v->get_string()) : ds::to_json(*v);
 }
 
+// The reply's JSON (an empty success body is {}); a failure, HTTP 4xx/5xx or a body that is
+// not JSON, is thrown with the server's error code and message.
+json::value parse_reply(const Reply& reply) {
+  if (reply.body.empty() && reply.status < 400) return json::object();
+  json::value body;
+  try {
+    body = ds::parse_json(reply.body);
+  } catch (const ds::Error&) {
+    throw std::runtime_error("HTTP " + std::to_string(reply.status) + " with a body that is not JSON: " + reply.body);
+  }
+  if (reply.status >= 400) {
+    const json::value* e = body.is_object() ? body.get_object().if_contains("error") : nullptr;
+    if (!e || !e->is_object()) throw std::runtime_error("HTTP " + std::to_string(reply.status) + ": " + reply.body);
+    throw std::runtime_error(field(e->get_object(), "code") + ": " + field(e->get_object(), "message"));
+  }
+  return body;
+}
+
 void print_section(const char* name, const json::object& view) {
   std::cout << name << "  version " << field(view, "version");
   if (view.contains("timestamp")) std::cout << "  at " << field(view, "timestamp");
@@ -144,10 +164,67 @@ std::string read_state_argument(const std::string& arg) {
   return arg;
 }
 
+// The contents of `path`, or of stdin for "" and "-".
+std::string read_file_or_stdin(const std::string& path) {
+  std::stringstream in;
+  if (path.empty() || path == "-") {
+    in << std::cin.rdbuf();
+  } else {
+    std::ifstream f(path);
+    if (!f) throw std::runtime_error("cannot read " + path);
+    in << f.rdbuf();
+  }
+  return in.str();
+}
+
+// "webhook http://…", "sqs https://…", "sns arn:…", "mqtt mqtt://… topic …".
+std::string describe_target(const json::object& registration) {
+  const json::value* t = registration.if_contains("target");
+  if (!t || !t->is_object()) return "?";
+  const json::object& target = t->get_object();
+  std::string type = field(target, "type");
+  for (const char* key : {"url", "queueUrl", "topicArn", "broker"}) {
+    if (target.contains(key)) type += " " + field(target, key);
+  }
+  if (target.contains("topic")) type += " topic " + field(target, "topic");
+  return type;
+}
+
+void print_registrations(const json::object& r) {
+  for (const auto& item : r.at("registrations").as_array()) {
+    const json::object& o = item.as_object();
+    std::cout << field(o, "id") << "  " << describe_target(o) << "  sections " << field(o, "sections") << "  match "
+              << field(o, "match");
+    if (o.contains("enabled") && !o.at("enabled").as_bool()) std::cout << "  disabled";
+    if (const json::value* s = o.if_contains("status"); s && s->is_object()) {
+      std::cout << "  pending " << field(s->get_object(), "pending") << "  dead letters "
+                << field(s->get_object(), "deadLetters");
+    }
+    std::cout << "\n";
+  }
+}
+
+void print_dead_letters(const json::object& r) {
+  for (const auto& item : r.at("deadLetters").as_array()) {
+    const json::object& d = item.as_object();
+    const json::value* e = d.if_contains("event");
+    static const json::object none;
+    const json::object& event = e && e->is_object() ? e->get_object() : none;
+    std::cout << field(d, "failedAt") << "  " << field(event, "id") << "  " << field(event, "subject") << "  attempts "
+              << field(d, "attempts") << "\n";
+    if (d.contains("lastError")) std::cout << "  " << field(d, "lastError") << "\n";
+  }
+  if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shadowctl: talk to a shadowd server"};
+  CLI::App app{"shadowctl: talk to a shadowd server, or receive its notifications"};
+  app.footer(
+      "Options above go before the command: shadowctl --server URL --token T --json get THING.\n"
+      "To watch writes: shadowctl listen --port 9000, then register http://127.0.0.1:9000/ as a\n"
+      "webhook with shadowctl registrations put ID (see docs/cli-notifications.md).");
   Client client;
   bool as_json = false;
   if (const char* s = std::getenv("SHADOWCTL_SERVER")) client.server = s;
@@ -198,7 +275,44 @@ int main(int argc, char** argv) {
     c->add_option("--limit", limit, "page size (1-1000)");
     c->add_option("--cursor", cursor, "continue after a previous page");
   }
+
+  // Notifications: registrations (admin token) and a webhook receiver to watch them.
+  std::string registration, file;
+  std::vector<std::string> event_ids;
+  bool all = false;
+  CLI::App* regs = app.add_subcommand("registrations", "manage notification registrations (needs an admin token)");
+  regs->require_subcommand(1);
+  CLI::App* reg_put = regs->add_subcommand("put", "create or replace a registration");
+  CLI::App* reg_list = regs->add_subcommand("list", "list registrations");
+  CLI::App* reg_get = regs->add_subcommand("get", "show a registration and its delivery status");
+  CLI::App* reg_delete = regs->add_subcommand("delete", "delete a registration and its dead letters");
+  CLI::App* reg_dead = regs->add_subcommand("dead-letters", "list a registration's events that could not be delivered");
+  CLI::App* reg_redrive = regs->add_subcommand("redrive", "deliver dead letters again: those given by event id, else all");
+  CLI::App* reg_purge = regs->add_subcommand("delete-dead-letters", "discard dead letters: those given by event id, or --all");
+  for (CLI::App* c : {reg_put, reg_get, reg_delete, reg_dead, reg_redrive, reg_purge}) {
+    c->add_option("id", registration, "registration id")->required();
+  }
+  reg_put->add_option("file", file, "the registration as JSON: a file, or - (the default) for stdin");
+  reg_dead->add_option("--limit", limit, "page size");
+  reg_dead->add_option("--cursor", cursor, "continue after a previous page");
+  reg_dead->add_flag("--all", all, "follow cursors to the last page");
+  for (CLI::App* c : {reg_redrive, reg_purge}) c->add_option("event_id", event_ids, "dead letters, by event id");
+  reg_purge->add_flag("--all", all, "every dead letter of the registration");
+
+  cli::ListenOptions listen_options;
+  CLI::App* listen_cmd = app.add_subcommand("listen", "receive webhook notifications and print each event");
+  listen_cmd->add_option("--port", listen_options.port, "port to listen on; 0 picks a free one")->required();
+  listen_cmd->add_option("--host", listen_options.host, "address to listen on")->capture_default_str();
+  listen_cmd->add_option("--secret", listen_options.secret,
+                         "refuse (401) events without a valid X-Shadow-Signature made with this secret, or "
+                         "signed more than 300 s from now");
+  listen_cmd->add_flag("--json", as_json, "print each event as received, one compact JSON line");
   CLI11_PARSE(app, argc, argv);
+
+  if (*listen_cmd) {
+    listen_options.json = as_json;
+    return cli::listen(listen_options);
+  }
 
   try {
     std::string base = "/v1/things/" + ds::percent_encode(thing);
@@ -281,21 +395,74 @@ int main(int argc, char** argv) {
         }
         if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
       };
+    } else if (*regs) {
+      const std::string path = "/v1/registrations" + (registration.empty() ? "" : "/" + ds::percent_encode(registration));
+      const std::string dead_letters = path + "/dead-letters";
+      auto print_pretty = [](const json::object& r) { std::cout << pretty(r) << "\n"; };
+      if (*reg_put) {
+        const std::string text = read_file_or_stdin(file);
+        ds::parse_json(text);  // a malformed file is reported here, with its line and column
+        reply = call(client, "PUT", path, &text);
+        print = print_pretty;
+      } else if (*reg_list) {
+        reply = call(client, "GET", path);
+        print = print_registrations;
+      } else if (*reg_get) {
+        reply = call(client, "GET", path);
+        print = print_pretty;
+      } else if (*reg_delete) {
+        reply = call(client, "DELETE", path);
+        print = [&](const json::object&) { std::cout << "deleted registration " << registration << "\n"; };
+      } else if (*reg_dead) {
+        reply = call(client, "GET", dead_letters + query);
+        if (all) {  // every page, printed as one
+          json::array items;
+          for (;;) {
+            json::object page = parse_reply(reply).as_object();
+            for (auto& d : page["deadLetters"].as_array()) items.push_back(std::move(d));
+            const json::value* next = page.if_contains("cursor");
+            if (!next || !next->is_string() || next->get_string().empty()) break;
+            cursor = std::string(next->get_string());
+            query.clear();
+            if (limit) param("limit", std::to_string(limit));
+            param("cursor", cursor);
+            reply = call(client, "GET", dead_letters + query);
+          }
+          json::object merged;
+          merged["deadLetters"] = std::move(items);
+          reply = {200, ds::to_json(merged)};
+        }
+        print = print_dead_letters;
+      } else if (*reg_redrive) {
+        json::object request;
+        if (!event_ids.empty()) {
+          json::array ids;
+          for (const std::string& id : event_ids) ids.emplace_back(id);
+          request["ids"] = std::move(ids);
+        }
+        const std::string text = ds::to_json(request);
+        reply = call(client, "POST", dead_letters + "/redrive", &text);
+        print = [](const json::object& r) { std::cout << "redriven " << field(r, "redriven") << " dead letter(s)\n"; };
+      } else if (*reg_purge) {
+        if (all == !event_ids.empty()) throw std::runtime_error("delete-dead-letters: give either event ids or --all");
+        if (all) {
+          reply = call(client, "DELETE", dead_letters);
+        } else {  // one request per event; the counts are added up
+          std::uint64_t deleted = 0;
+          for (const std::string& id : event_ids) {
+            const json::value r = parse_reply(call(client, "DELETE", dead_letters + "/" + ds::percent_encode(id)));
+            if (const json::value* n = r.as_object().if_contains("deleted")) deleted += n->to_number<std::uint64_t>();
+          }
+          json::object total;
+          total["deleted"] = deleted;
+          reply = {200, ds::to_json(total)};
+        }
+        print = [](const json::object& r) { std::cout << "deleted " << field(r, "deleted") << " dead letter(s)\n"; };
+      }
     }
-    json::value body;
-    try {
-      body = ds::parse_json(reply.body);
-    } catch (const ds::Error&) {
-      std::cerr << "shadowctl: HTTP " << reply.status << " with a body that is not JSON: " << reply.body << "\n";
-      return 1;
-    }
-    if (reply.status >= 400) {
-      const json::object& e = body.at("error").as_object();
-      std::cerr << "shadowctl: " << field(e, "code") << ": " << field(e, "message") << "\n";
-      return 1;
-    }
+    const json::value body = parse_reply(reply);
     if (as_json) {
-      std::cout << reply.body << "\n";
+      std::cout << (reply.body.empty() ? "{}" : reply.body) << "\n";
     } else {
       print(body.as_object());
     }

@@ -1,0 +1,24 @@
+// `shadowctl listen`: a webhook receiver for trying notifications in a terminal. It accepts a
+// POST of a CloudEvent (any path), checks its X-Shadow-Signature when a secret is given, and
+// prints the event: a readable summary, or the event as received on one JSON line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace deviceshadow::cli {
+
+// A signature whose timestamp is further than this from the receiver's clock is refused.
+inline constexpr std::int64_t kSignatureToleranceSeconds = 300;
+
+struct ListenOptions {
+  std::string host = "127.0.0.1";
+  unsigned short port = 0;  // 0: any free port (printed at start)
+  std::string secret;       // empty: events are accepted unsigned
+  bool json = false;        // one compact JSON line per event instead of a summary
+};
+
+// Serves until SIGINT or SIGTERM; returns the exit status (1 when it cannot listen).
+int listen(const ListenOptions& options);
+
+}  // namespace deviceshadow::cli
