@@ -4,6 +4,9 @@
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <deque>
 #include <random>
@@ -55,6 +58,12 @@ std::chrono::milliseconds backoff(int attempt, const DispatcherOptions& o) {
   return std::chrono::milliseconds(pick(random));
 }
 
+// Delivery is background work: its threads yield the CPU to request handling (Linux applies
+// a nice value per thread), so notifications lag under CPU saturation rather than slow writes.
+void lower_priority(int nice) {
+  if (nice > 0) ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
+}
+
 std::uint64_t count_dead_letters(Store& store, std::string_view id) {
   std::uint64_t n = 0;
   std::string after;
@@ -91,9 +100,15 @@ class Dispatcher::Worker {
     status_.id = registration_.id;
     status_.enabled = true;
     status_.dead_letters = count_dead_letters(store_, registration_.id);
-    reader_ = std::thread([this] { read_loop(); });
+    reader_ = std::thread([this] {
+      lower_priority(options_.nice);
+      read_loop();
+    });
     for (std::size_t i = 0; i < std::max<std::size_t>(1, options_.concurrency); ++i) {
-      senders_.emplace_back([this] { send_loop(); });
+      senders_.emplace_back([this] {
+        lower_priority(options_.nice);
+        send_loop();
+      });
     }
   }
 
@@ -103,7 +118,8 @@ class Dispatcher::Worker {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    senders_cv_.notify_all();
+    reader_cv_.notify_all();
     signal_.notify();
     for (std::thread& t : senders_) t.join();
     reader_.join();
@@ -144,7 +160,6 @@ class Dispatcher::Worker {
       enqueue(std::move(p));
       ++n;
     }
-    cv_.notify_all();
     return n;
   }
 
@@ -157,7 +172,7 @@ class Dispatcher::Worker {
   struct Pending {
     std::uint64_t seq = 0;  // 0: a redriven dead letter, outside the feed
     std::string id, type, thing, name;
-    std::string entry;  // the feed entry, until the event is built from it
+    json::value entry;  // the feed entry, until the event is built from it
     std::string event;  // the CloudEvent
     std::int64_t written_ns = 0;
     int attempts = 0;        // failed attempts so far
@@ -173,14 +188,17 @@ class Dispatcher::Worker {
     std::string key = p.thing + '#' + p.name;
     Shadow& shadow = shadows_[key];
     shadow.events.push_back(std::move(p));
-    if (shadow.events.size() == 1) ready_.push_back(std::move(key));
+    if (shadow.events.size() == 1) {
+      ready_.push_back(std::move(key));
+      senders_cv_.notify_one();
+    }
   }
 
   void read_loop() {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
       if (open_.size() >= options_.window) {
-        cv_.wait_for(lock, options_.poll, [&] { return stopping_ || open_.size() < options_.window; });
+        reader_cv_.wait_for(lock, options_.poll, [&] { return stopping_ || open_.size() < options_.window; });
         store_checkpoint_locked(lock, false);
         continue;
       }
@@ -189,12 +207,14 @@ class Dispatcher::Worker {
       lock.unlock();
       const std::uint64_t seen = signal_.generation();
       std::vector<FeedEntry> page;
-      std::vector<std::pair<FeedWrite, std::size_t>> wanted;  // and its index in page
+      std::vector<std::pair<FeedWrite, json::value>> wanted;  // and the parsed entry
       try {
         page = store_.read_feed(after, room);
-        for (std::size_t i = 0; i < page.size(); ++i) {
-          FeedWrite w = read_feed_write(page[i].json);
-          if (wants(registration_, w)) wanted.emplace_back(std::move(w), i);
+        for (const FeedEntry& entry : page) {
+          json::value parsed = parse_json(entry.json);
+          FeedWrite w = read_feed_write(parsed);
+          w.seq = entry.seq;
+          if (wants(registration_, w)) wanted.emplace_back(std::move(w), std::move(parsed));
         }
       } catch (const std::exception& e) {
         log_(true, "reading the change feed failed", {{"registration", registration_.id}, {"error", e.what()}});
@@ -211,20 +231,19 @@ class Dispatcher::Worker {
         continue;
       }
       lock.lock();
-      for (auto& [w, i] : wanted) {
+      for (auto& [w, entry] : wanted) {
         Pending p;
-        p.seq = page[i].seq;
+        p.seq = w.seq;
         p.id = std::move(w.id);
         p.type = std::string(event_type(w));
         p.thing = std::move(w.thing);
         p.name = std::move(w.name);
-        p.entry = std::move(page[i].json);
+        p.entry = std::move(entry);
         p.written_ns = w.timestamp_ns;
         open_.emplace(p.seq, p.written_ns);
         enqueue(std::move(p));
       }
       read_pos_ = page.back().seq;
-      if (!wanted.empty()) cv_.notify_all();
       store_checkpoint_locked(lock, false);
     }
   }
@@ -239,9 +258,9 @@ class Dispatcher::Worker {
       if (stopping_) return;
       if (ready_.empty()) {
         if (delayed_.empty()) {
-          cv_.wait(lock);
+          senders_cv_.wait(lock);
         } else {
-          cv_.wait_until(lock, delayed_.begin()->first);
+          senders_cv_.wait_until(lock, delayed_.begin()->first);
         }
         continue;
       }
@@ -260,7 +279,7 @@ class Dispatcher::Worker {
     try {
       if (p.event.empty()) {
         p.event = build_event(registration_, p.entry, target_->max_event_bytes());
-        std::string().swap(p.entry);
+        p.entry = nullptr;
       }
       return target_->deliver({p.id, p.type, p.thing, p.name, p.event});
     } catch (const std::exception& e) {
@@ -277,6 +296,7 @@ class Dispatcher::Worker {
       ++p.attempts;
       if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
         delayed_.emplace(Clock::now() + backoff(p.attempts, options_), key);
+        senders_cv_.notify_one();  // a waiting sender minds the new deadline
         return;
       }
     }
@@ -292,6 +312,7 @@ class Dispatcher::Worker {
       log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
       lock.lock();
       delayed_.emplace(Clock::now() + options_.retry_max, key);
+      senders_cv_.notify_one();
       return;
     }
     lock.lock();
@@ -307,15 +328,14 @@ class Dispatcher::Worker {
             {"attempts", std::to_string(p.prior_attempts + p.attempts)}, {"error", result.error}});
     }
     if (redriven) redriving_.erase(p.id);
-    if (p.seq) open_.erase(p.seq);
+    if (p.seq && open_.erase(p.seq) && open_.size() + 1 == options_.window) reader_cv_.notify_one();
     Shadow& shadow = shadows_.at(key);
     shadow.events.pop_front();
     if (shadow.events.empty()) {
       shadows_.erase(key);
     } else {
-      ready_.push_back(key);
+      ready_.push_back(key);  // this sender takes it, or another, on its next turn
     }
-    cv_.notify_all();  // a sender for the shadow's next event; the reader for the window
   }
 
   // The checkpoint: every feed entry up to it is finished. Requires mutex_.
@@ -351,7 +371,8 @@ class Dispatcher::Worker {
   FeedSignal& signal_;
 
   mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  std::condition_variable senders_cv_;  // a shadow became ready, a deadline came, or stopping
+  std::condition_variable reader_cv_;   // the window has room, or stopping
   bool stopping_ = false;
   std::uint64_t read_pos_;                       // the last feed seq read
   std::uint64_t stored_checkpoint_;

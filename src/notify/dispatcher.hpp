@@ -48,6 +48,7 @@ struct DispatcherOptions {
   std::chrono::milliseconds retry_max{60000};
   std::chrono::milliseconds checkpoint_interval{100};
   std::chrono::milliseconds trim_interval{1000};
+  int nice = 10;  // the delivery threads' nice value: they yield the CPU to request handling
 };
 
 // A registration's delivery counters since this process started, and its backlog.

@@ -11,8 +11,7 @@ constexpr Section kSections[] = {Section::reported, Section::desired};
 
 }  // namespace
 
-FeedWrite read_feed_write(std::string_view entry_json) {
-  const json::value entry = parse_json(entry_json);
+FeedWrite read_feed_write(const json::value& entry) {
   const json::object& event = entry.at("event").as_object();
   FeedWrite w;
   w.id = std::string(event.at("id").as_string());
@@ -43,8 +42,7 @@ std::string_view event_type(const FeedWrite& w) {
   return w.deleted ? "deviceshadow.shadow.deleted" : "deviceshadow.shadow.updated";
 }
 
-std::string build_event(const Registration& r, std::string_view entry_json, std::size_t max_bytes) {
-  const json::value entry = parse_json(entry_json);
+std::string build_event(const Registration& r, const json::value& entry, std::size_t max_bytes) {
   const json::object& event = entry.at("event").as_object();
   const bool deleted = event.at("op").as_string() == "delete";
   auto build = [&](bool with_states) {

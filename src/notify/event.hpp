@@ -13,6 +13,7 @@
 // selects desired (an acknowledgement is a change of desired).
 #pragma once
 
+#include "deviceshadow/json.hpp"
 #include "notify/registration.hpp"
 
 #include <cstdint>
@@ -25,6 +26,7 @@ namespace deviceshadow::notify {
 
 // The parts of a feed entry that decide whether a registration gets an event.
 struct FeedWrite {
+  std::uint64_t seq = 0;  // the entry's place in the feed
   std::string id;       // the change event's id; receivers deduplicate by it
   std::string thing;
   std::string name;
@@ -36,8 +38,8 @@ struct FeedWrite {
   std::vector<std::string> desired_paths;
 };
 
-// Reads what matching needs from a feed entry's JSON (FeedEntry::json).
-FeedWrite read_feed_write(std::string_view entry_json);
+// Reads what matching needs from a feed entry (FeedEntry::json, parsed).
+FeedWrite read_feed_write(const json::value& entry);
 
 // True when `registration` gets an event for the write: it is enabled, selects a section the
 // write stored, matches "{thing}#{name}", and (with paths) a change of a selected section lies
@@ -49,8 +51,7 @@ std::string_view event_type(const FeedWrite& write);
 
 // The CloudEvent of the write for the registration. When it would be longer than max_bytes,
 // it is built without "old" and "new" and with "truncated": true.
-std::string build_event(const Registration& registration, std::string_view entry_json,
-                        std::size_t max_bytes = SIZE_MAX);
+std::string build_event(const Registration& registration, const json::value& entry, std::size_t max_bytes = SIZE_MAX);
 
 // The value of the X-Shadow-Signature header: "t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
 // t + "." + body)>".
