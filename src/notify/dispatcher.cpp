@@ -260,7 +260,8 @@ class Dispatcher::Worker {
         if (delayed_.empty()) {
           senders_cv_.wait(lock);
         } else {
-          senders_cv_.wait_until(lock, delayed_.begin()->first);
+          const Clock::time_point next = delayed_.begin()->first;  // a copy: the node may go while we wait
+          senders_cv_.wait_until(lock, next);
         }
         continue;
       }

@@ -25,9 +25,11 @@ namespace {
 class ScriptedTargets {
  public:
   // Decides the outcome of one attempt: (registration, thing, attempt number of this event).
-  std::function<Outcome(const std::string&, const std::string&, int)> script = [](auto&, auto&, int) {
-    return Outcome::delivered;
-  };
+  using Script = std::function<Outcome(const std::string&, const std::string&, int)>;
+  void set_script(Script script) {
+    std::lock_guard lock(mutex_);
+    script_ = std::move(script);
+  }
 
   notify::TargetFactory factory() {
     return [this](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
@@ -52,11 +54,13 @@ class ScriptedTargets {
     Scripted(ScriptedTargets& owner, std::string id) : owner_(owner), id_(std::move(id)) {}
     notify::DeliveryResult deliver(const notify::Delivery& d) override {
       int attempt;
+      Script script;
       {
         std::lock_guard lock(owner_.mutex_);
         attempt = ++owner_.attempts_[std::string(d.id)];
+        script = owner_.script_;
       }
-      Outcome outcome = owner_.script(id_, std::string(d.thing), attempt);
+      Outcome outcome = script(id_, std::string(d.thing), attempt);
       if (outcome == Outcome::delivered) {
         std::lock_guard lock(owner_.mutex_);
         owner_.delivered_[id_].push_back(ds::parse_json(d.body));
@@ -69,6 +73,7 @@ class ScriptedTargets {
     std::string id_;
   };
   std::mutex mutex_;
+  Script script_ = [](auto&, auto&, int) { return Outcome::delivered; };
   std::map<std::string, std::vector<ds::json::value>> delivered_;
   std::map<std::string, int> attempts_;
 };
@@ -193,11 +198,11 @@ TEST_P(DispatcherTest, DeliversEveryMatchingWriteInVersionOrderPerShadow) {
 
 TEST_P(DispatcherTest, RetriesInOrderAndDeadLettersAfterMaxAttempts) {
   // Shadow "bad" fails every attempt; shadow "flaky" fails twice per event, then succeeds.
-  targets.script = [](const std::string&, const std::string& thing, int attempt) {
+  targets.set_script([](const std::string&, const std::string& thing, int attempt) {
     if (thing == "bad") return Outcome::retry;
     if (thing == "flaky") return attempt <= 2 ? Outcome::retry : Outcome::delivered;
     return Outcome::delivered;
-  };
+  });
   dispatcher->put("r", hook(R"(,"maxAttempts":3)"));
   for (int i = 0; i < 5; ++i) {
     report(*engine, "bad", "main", i);
@@ -220,7 +225,7 @@ TEST_P(DispatcherTest, RetriesInOrderAndDeadLettersAfterMaxAttempts) {
   }
 
   // Once the target heals, a redrive delivers them and removes them.
-  targets.script = [](auto&, auto&, int) { return Outcome::delivered; };
+  targets.set_script([](auto&, auto&, int) { return Outcome::delivered; });
   EXPECT_EQ(dispatcher->redrive("r", {letters[0].event_id}), 1u);
   ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 100).size() == 4; }));
   EXPECT_EQ(dispatcher->redrive("r", {}), 4u);
@@ -230,7 +235,7 @@ TEST_P(DispatcherTest, RetriesInOrderAndDeadLettersAfterMaxAttempts) {
 }
 
 TEST_P(DispatcherTest, ARejectedEventIsDeadLetteredAtOnceAndCanBeDeleted) {
-  targets.script = [](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; };
+  targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
   dispatcher->put("r", hook());
   report(*engine, "x", "main", 1);
   report(*engine, "x", "main", 2);
@@ -246,9 +251,9 @@ TEST_P(DispatcherTest, ARejectedEventIsDeadLetteredAtOnceAndCanBeDeleted) {
 
 TEST_P(DispatcherTest, AStuckShadowOrRegistrationDelaysNoOther) {
   // "stuck" never succeeds (and never dead-letters within the test); everything else flows.
-  targets.script = [](const std::string& registration, const std::string& thing, int) {
+  targets.set_script([](const std::string& registration, const std::string& thing, int) {
     return registration == "down" || thing == "stuck" ? Outcome::retry : Outcome::delivered;
-  };
+  });
   dispatcher->put("down", hook(R"(,"maxAttempts":1000)"));
   dispatcher->put("up", hook(R"(,"maxAttempts":1000)"));
   report(*engine, "stuck", "main", 0);
@@ -286,12 +291,12 @@ TEST_P(DispatcherTest, ANewRegistrationStartsAtTheFeedsEndAndADisabledOneSkipsWr
 }
 
 TEST_P(DispatcherTest, ARestartResumesFromTheCheckpoint) {
-  targets.script = [](auto&, auto&, int) { return Outcome::retry; };  // the target is down
+  targets.set_script([](auto&, auto&, int) { return Outcome::retry; });  // the target is down
   dispatcher->put("r", hook(R"(,"maxAttempts":1000)"));
   for (int i = 0; i < 30; ++i) report(*engine, "t" + std::to_string(i % 3), "main", i);
   ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->failed >= 3; }));
   restart();
-  targets.script = [](auto&, auto&, int) { return Outcome::delivered; };
+  targets.set_script([](auto&, auto&, int) { return Outcome::delivered; });
   ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 30; }));
   for (int t = 0; t < 3; ++t) EXPECT_EQ(versions_of(targets.delivered("r"), "t" + std::to_string(t)), one_to(10));
 }
