@@ -264,13 +264,15 @@ int main(int argc, char** argv) {
   if (const char* c = std::getenv("BENCH_CONCURRENCY")) options.concurrency = std::stoul(c);
   Receiver receiver;
 
+  const char* only = std::getenv("BENCH_ONLY");  // run one scenario: "writes", "drain", "latency" or "memory"
+  auto runs = [&](const char* scenario) { return !only || std::strcmp(only, scenario) == 0; };
   // 1. Durable writes with no registration and with three, alternating `rounds` times (the
   //    machine is shared and noisy); medians compared.
   std::printf("| scenario | result |\n|---|---|\n");
   struct Phase {
     std::vector<double> rate, delivered, cpu;
   } phases[2];
-  for (int round = 0; round < rounds; ++round) {
+  for (int round = 0; runs("writes") && round < rounds; ++round) {
     for (int with : {0, 1}) {
       std::filesystem::remove_all(dir);
       std::filesystem::create_directories(dir);
@@ -286,16 +288,18 @@ int main(int argc, char** argv) {
     }
   }
   const double none = median(phases[0].rate), three = median(phases[1].rate);
+  if (runs("writes")) {
   std::printf("| durable writes/s, %d writers, no registration (median of %d) | %.0f |\n", threads, rounds, none);
   std::printf("| durable writes/s, 3 webhook registrations (median of %d) | %.0f |\n", rounds, three);
   std::printf("| ratio 3 registrations / none | %.2f |\n", three / none);
   std::printf("| events delivered/s meanwhile (3 registrations together) | %.0f |\n", median(phases[1].delivered));
   std::printf("| CPU used, cores of %u: none / 3 registrations | %.2f / %.2f |\n", std::thread::hardware_concurrency(),
               median(phases[0].cpu), median(phases[1].cpu));
+  }
 
   // 2. Drain a backlog written while no dispatcher ran.
   const long drain = std::min<long>(backlog, 200'000);
-  {
+  if (runs("drain")) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     auto store = open_store(dir, false);
@@ -311,7 +315,7 @@ int main(int argc, char** argv) {
   }
 
   // 3. Latency at 1000 writes/s.
-  {
+  if (runs("latency")) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     auto store = open_store(dir, true);
@@ -334,7 +338,7 @@ int main(int argc, char** argv) {
   }
 
   // 4. Memory with a large backlog while the target is down.
-  {
+  if (runs("memory")) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     auto store = open_store(dir, false);

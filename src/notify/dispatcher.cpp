@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <random>
@@ -104,24 +105,23 @@ class Dispatcher::Worker {
       lower_priority(options_.nice);
       read_loop();
     });
-    for (std::size_t i = 0; i < std::max<std::size_t>(1, options_.concurrency); ++i) {
-      senders_.emplace_back([this] {
-        lower_priority(options_.nice);
-        send_loop();
-      });
-    }
+    sender_ = std::thread([this] {
+      lower_priority(options_.nice);
+      send_loop();
+    });
   }
 
-  // Stops after the deliveries in flight end, and stores the checkpoint reached.
+  // Stops (deliveries in flight are abandoned: they were not checkpointed) and stores the
+  // checkpoint reached.
   ~Worker() {
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
-    senders_cv_.notify_all();
+    target_->wake();
     reader_cv_.notify_all();
     signal_.notify();
-    for (std::thread& t : senders_) t.join();
+    sender_.join();
     reader_.join();
     store_checkpoint(true);
   }
@@ -190,7 +190,7 @@ class Dispatcher::Worker {
     shadow.events.push_back(std::move(p));
     if (shadow.events.size() == 1) {
       ready_.push_back(std::move(key));
-      senders_cv_.notify_one();
+      if (ready_.size() == 1) target_->wake();
     }
   }
 
@@ -248,43 +248,58 @@ class Dispatcher::Worker {
     }
   }
 
+  // Keeps up to `concurrency` shadows' head events in flight on the target and settles each
+  // outcome as it comes.
   void send_loop() {
+    std::vector<std::pair<std::uint64_t, DeliveryResult>> finished;
+    const Target::Done collect = [&](std::uint64_t tag, DeliveryResult r) { finished.emplace_back(tag, std::move(r)); };
+    std::unordered_map<std::uint64_t, std::string> in_flight;  // tag → shadow
+    std::uint64_t next_tag = 0;
     std::unique_lock lock(mutex_);
-    for (;;) {
+    while (!stopping_) {
       while (!delayed_.empty() && delayed_.begin()->first <= Clock::now()) {
         ready_.push_back(std::move(delayed_.begin()->second));
         delayed_.erase(delayed_.begin());
       }
-      if (stopping_) return;
-      if (ready_.empty()) {
-        if (delayed_.empty()) {
-          senders_cv_.wait(lock);
-        } else {
-          const Clock::time_point next = delayed_.begin()->first;  // a copy: the node may go while we wait
-          senders_cv_.wait_until(lock, next);
-        }
-        continue;
+      while (in_flight.size() < std::max<std::size_t>(1, options_.concurrency) && !ready_.empty()) {
+        const std::uint64_t tag = ++next_tag;
+        std::string key = std::move(ready_.front());
+        ready_.pop_front();
+        Pending& p = shadows_.at(key).events.front();  // stable until finish() pops it
+        in_flight.emplace(tag, key);
+        lock.unlock();
+        if (std::optional<DeliveryResult> refused = start(tag, p)) finished.emplace_back(tag, std::move(*refused));
+        lock.lock();
       }
-      std::string key = std::move(ready_.front());
-      ready_.pop_front();
-      Pending& p = shadows_.at(key).events.front();  // stable: only this sender touches the head
+      auto wait = options_.poll;
+      if (!delayed_.empty()) {
+        wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(delayed_.begin()->first - Clock::now()),
+                          std::chrono::milliseconds(0), wait);
+      }
       lock.unlock();
-      DeliveryResult result = attempt(p);
+      if (finished.empty()) target_->run(wait, collect);
       lock.lock();
-      finish(key, p, std::move(result), lock);
+      for (auto& [tag, result] : finished) {
+        auto it = in_flight.find(tag);
+        const std::string key = std::move(it->second);
+        in_flight.erase(it);
+        finish(key, shadows_.at(key).events.front(), std::move(result), lock);
+      }
+      finished.clear();
     }
   }
 
-  // One delivery of the event; never throws.
-  DeliveryResult attempt(Pending& p) {
+  // Starts delivering the event; an event that cannot be built is refused at once.
+  std::optional<DeliveryResult> start(std::uint64_t tag, Pending& p) {
     try {
       if (p.event.empty()) {
         p.event = build_event(registration_, p.entry, target_->max_event_bytes());
         p.entry = nullptr;
       }
-      return target_->deliver({p.id, p.type, p.thing, p.name, p.event});
+      target_->start(tag, {p.id, p.type, p.thing, p.name, p.event});
+      return std::nullopt;
     } catch (const std::exception& e) {
-      return {DeliveryResult::Outcome::reject, std::string("cannot build the event: ") + e.what()};
+      return DeliveryResult{DeliveryResult::Outcome::reject, std::string("cannot deliver the event: ") + e.what()};
     }
   }
 
@@ -297,7 +312,6 @@ class Dispatcher::Worker {
       ++p.attempts;
       if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
         delayed_.emplace(Clock::now() + backoff(p.attempts, options_), key);
-        senders_cv_.notify_one();  // a waiting sender minds the new deadline
         return;
       }
     }
@@ -313,7 +327,6 @@ class Dispatcher::Worker {
       log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
       lock.lock();
       delayed_.emplace(Clock::now() + options_.retry_max, key);
-      senders_cv_.notify_one();
       return;
     }
     lock.lock();
@@ -335,7 +348,7 @@ class Dispatcher::Worker {
     if (shadow.events.empty()) {
       shadows_.erase(key);
     } else {
-      ready_.push_back(key);  // this sender takes it, or another, on its next turn
+      ready_.push_back(key);  // the sender takes it on its next turn
     }
   }
 
@@ -372,7 +385,6 @@ class Dispatcher::Worker {
   FeedSignal& signal_;
 
   mutable std::mutex mutex_;
-  std::condition_variable senders_cv_;  // a shadow became ready, a deadline came, or stopping
   std::condition_variable reader_cv_;   // the window has room, or stopping
   bool stopping_ = false;
   std::uint64_t read_pos_;                       // the last feed seq read
@@ -385,7 +397,7 @@ class Dispatcher::Worker {
   std::unordered_set<std::string> redriving_;    // ids of the dead letters queued again
   RegistrationStatus status_;
   std::thread reader_;
-  std::vector<std::thread> senders_;
+  std::thread sender_;
 };
 
 // Trims the feed up to the smallest stored checkpoint of the enabled registrations.

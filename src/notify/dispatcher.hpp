@@ -4,9 +4,9 @@
 // it, so that the engine's change feed is on exactly while an enabled registration exists and
 // each registration's worker starts and stops with it.
 //
-// Each enabled registration has a worker: a reader that pages through the feed after the
-// registration's checkpoint and queues the entries it wants per shadow, and `concurrency`
-// senders that deliver the head of each shadow's queue. A shadow's events go out one at a
+// Each enabled registration has a worker: a reader thread that pages through the feed after
+// the registration's checkpoint and queues the entries it wants per shadow, and a sender
+// thread that keeps the head events of up to `concurrency` shadows in flight on the target. A shadow's events go out one at a
 // time in feed (= version) order; shadows do not wait for each other, and registrations never
 // wait for each other. A failed delivery is retried with jittered exponential backoff; after
 // maxAttempts, or when the target refuses the event for good, it becomes a dead letter and the

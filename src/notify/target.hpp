@@ -1,11 +1,12 @@
 // Where events go: a Target delivers CloudEvents to one registration's destination. One file
-// per type under targets/. Targets are safe for concurrent use: the dispatcher delivers the
-// events of different shadows at once.
+// per type under targets/.
 #pragma once
 
 #include "notify/registration.hpp"
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,14 +32,26 @@ struct DeliveryResult {
   std::string error;  // why it failed, for the dead letter's lastError and the logs
 };
 
+// Delivery is asynchronous, so that one thread keeps many deliveries in flight: start() begins
+// one and returns at once; run() drives those in progress and reports each outcome exactly
+// once. start() and run() are called from one thread at a time; wake() from any thread.
 class Target {
  public:
+  using Done = std::function<void(std::uint64_t tag, DeliveryResult result)>;
   virtual ~Target() = default;
-  // Delivers one event; blocks until the destination answered or the target's timeout passed.
-  virtual DeliveryResult deliver(const Delivery& delivery) = 0;
+  // Begins delivering; the delivery's strings must stay valid until its outcome is reported.
+  virtual void start(std::uint64_t tag, const Delivery& delivery) = 0;
+  // Waits up to `timeout` (less when wake() is called) for deliveries to finish, and reports
+  // the finished ones through `done`.
+  virtual void run(std::chrono::milliseconds timeout, const Done& done) = 0;
+  // Makes a run() in progress return early.
+  virtual void wake() = 0;
   // The largest event the destination accepts; a larger one is sent truncated (SPEC §13).
   virtual std::size_t max_event_bytes() const { return SIZE_MAX; }
 };
+
+// Delivers one event and waits for its outcome (for tests and tools).
+DeliveryResult deliver_now(Target& target, const Delivery& delivery);
 
 // Webhook: POST with Content-Type application/cloudevents+json, the registration's headers,
 // X-Shadow-Signature when it has a secret; keep-alive connections. 2xx is delivered; 408, 429,

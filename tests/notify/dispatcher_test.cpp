@@ -1,5 +1,6 @@
 // The dispatcher on the stores with an outbox (memory, SQLite), with a scripted target that
-// records what it is given and fails as a test tells it to.
+// records what it is given and fails as a test tells it to (the webhook target is tested
+// against real receivers in webhook_test.cpp and tests/e2e/test_notify.py).
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/memory_store.hpp"
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -49,10 +51,11 @@ class ScriptedTargets {
   }
 
  private:
+  // Decides each outcome when the delivery starts and reports it on the next run().
   class Scripted final : public notify::Target {
    public:
     Scripted(ScriptedTargets& owner, std::string id) : owner_(owner), id_(std::move(id)) {}
-    notify::DeliveryResult deliver(const notify::Delivery& d) override {
+    void start(std::uint64_t tag, const notify::Delivery& d) override {
       int attempt;
       Script script;
       {
@@ -65,12 +68,35 @@ class ScriptedTargets {
         std::lock_guard lock(owner_.mutex_);
         owner_.delivered_[id_].push_back(ds::parse_json(d.body));
       }
-      return {outcome, outcome == Outcome::delivered ? "" : "scripted failure " + std::to_string(attempt)};
+      std::lock_guard lock(mutex_);
+      finished_.emplace_back(tag, notify::DeliveryResult{
+                                      outcome, outcome == Outcome::delivered ? "" : "scripted failure " + std::to_string(attempt)});
+    }
+    void run(std::chrono::milliseconds timeout, const Done& done) override {
+      std::vector<std::pair<std::uint64_t, notify::DeliveryResult>> finished;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait_for(lock, timeout, [&] { return !finished_.empty() || woken_; });
+        woken_ = false;
+        finished.swap(finished_);
+      }
+      for (auto& [tag, result] : finished) done(tag, std::move(result));
+    }
+    void wake() override {
+      {
+        std::lock_guard lock(mutex_);
+        woken_ = true;
+      }
+      cv_.notify_all();
     }
 
    private:
     ScriptedTargets& owner_;
     std::string id_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool woken_ = false;
+    std::vector<std::pair<std::uint64_t, notify::DeliveryResult>> finished_;
   };
   std::mutex mutex_;
   Script script_ = [](auto&, auto&, int) { return Outcome::delivered; };

@@ -68,7 +68,7 @@ TEST(Webhook, PostsTheEventSignedWithTheRegistrationsHeaders) {
   notify::WebhookTarget config{receiver.url(), "whsec", {{"X-Team", "ops"}}, std::chrono::milliseconds(5000)};
   auto target = notify::make_webhook_target(config);
   const std::string body = R"({"specversion":"1.0","id":"id-1"})";
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(target->deliver(delivery(body)).outcome, Outcome::delivered);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(notify::deliver_now(*target, delivery(body)).outcome, Outcome::delivered);
   const auto requests = receiver.requests();
   ASSERT_EQ(requests.size(), 3u);
   const srv::HttpRequest& r = requests[0];
@@ -87,7 +87,7 @@ TEST(Webhook, PostsTheEventSignedWithTheRegistrationsHeaders) {
 TEST(Webhook, WithoutASecretThereIsNoSignature) {
   Receiver receiver;
   auto target = notify::make_webhook_target({receiver.url(), "", {}, std::chrono::milliseconds(5000)});
-  EXPECT_EQ(target->deliver(delivery("{}")).outcome, Outcome::delivered);
+  EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);
   EXPECT_EQ(Receiver::header(receiver.requests().at(0), "X-Shadow-Signature"), "(none)");
 }
 
@@ -102,7 +102,7 @@ TEST(Webhook, StatusClassesDecideRetryOrReject) {
   };
   for (const auto& [status, outcome] : cases) {
     receiver.status = status;
-    notify::DeliveryResult result = target->deliver(delivery("{}"));
+    notify::DeliveryResult result = notify::deliver_now(*target, delivery("{}"));
     EXPECT_EQ(result.outcome, outcome) << status;
     if (outcome != Outcome::delivered) {
       EXPECT_NE(result.error.find("HTTP " + std::to_string(status)), std::string::npos) << result.error;
@@ -118,18 +118,18 @@ TEST(Webhook, ARefusedConnectionOrATimeoutIsRetried) {
     closed_url = gone.url();
   }
   auto refused = notify::make_webhook_target({closed_url, "", {}, std::chrono::milliseconds(2000)});
-  notify::DeliveryResult r = refused->deliver(delivery("{}"));
+  notify::DeliveryResult r = notify::deliver_now(*refused, delivery("{}"));
   EXPECT_EQ(r.outcome, Outcome::retry);
   EXPECT_FALSE(r.error.empty());
 
   Receiver slow;
   slow.delay_ms = 1500;
   auto target = notify::make_webhook_target({slow.url(), "", {}, std::chrono::milliseconds(200)});
-  r = target->deliver(delivery("{}"));
+  r = notify::deliver_now(*target, delivery("{}"));
   EXPECT_EQ(r.outcome, Outcome::retry);
   EXPECT_NE(r.error.find("imeout"), std::string::npos) << r.error;
   slow.delay_ms = 0;
-  EXPECT_EQ(target->deliver(delivery("{}")).outcome, Outcome::delivered);  // a new connection after the broken one
+  EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);  // a new connection after the broken one
 }
 
 }  // namespace

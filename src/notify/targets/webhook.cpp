@@ -1,10 +1,12 @@
-// The webhook target (SPEC §13): an HTTP POST per event over kept-alive connections.
+// The webhook target (SPEC §13): an HTTP POST per event, many at once on one libcurl multi
+// handle, whose connection cache keeps connections alive between events.
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
 #include "notify/target.hpp"
 
 #include <curl/curl.h>
 
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -17,63 +19,113 @@ std::size_t keep_body(char* data, std::size_t size, std::size_t n, void* out) {
   return size * n;
 }
 
+// 2xx is delivered; 408, 429, 5xx and failures to connect or to answer in time are retried;
+// any other answer is final.
+DeliveryResult classify(CURLcode rc, long status, const std::string& response) {
+  if (rc != CURLE_OK) return {DeliveryResult::Outcome::retry, std::string("webhook: ") + curl_easy_strerror(rc)};
+  if (status >= 200 && status < 300) return {};
+  const bool retry = status == 408 || status == 429 || status >= 500;
+  return {retry ? DeliveryResult::Outcome::retry : DeliveryResult::Outcome::reject,
+          "webhook: HTTP " + std::to_string(status) + (response.empty() ? "" : ": " + response)};
+}
+
 class Webhook final : public Target {
  public:
   explicit Webhook(WebhookTarget target) : target_(std::move(target)) {
     static std::once_flag initialized;
     std::call_once(initialized, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    multi_ = curl_multi_init();
     headers_ = curl_slist_append(headers_, "Content-Type: application/cloudevents+json");
     headers_ = curl_slist_append(headers_, "Expect:");  // no 100-continue round trip
     for (const auto& [name, value] : target_.headers) headers_ = curl_slist_append(headers_, (name + ": " + value).c_str());
   }
 
   ~Webhook() override {
+    for (auto& transfer : in_flight_) {
+      curl_multi_remove_handle(multi_, transfer->handle);
+      curl_easy_cleanup(transfer->handle);
+      curl_slist_free_all(transfer->signed_headers);
+    }
     for (CURL* h : idle_) curl_easy_cleanup(h);
+    curl_multi_cleanup(multi_);
     curl_slist_free_all(headers_);
   }
 
-  DeliveryResult deliver(const Delivery& d) override {
-    CURL* h = acquire();
-    curl_slist* signed_headers = nullptr;  // the fixed ones and this request's signature
-    if (!target_.secret.empty()) {
-      for (curl_slist* fixed = headers_; fixed; fixed = fixed->next) signed_headers = curl_slist_append(signed_headers, fixed->data);
+  void start(std::uint64_t tag, const Delivery& d) override {
+    auto transfer = std::make_unique<Transfer>();
+    transfer->tag = tag;
+    transfer->handle = acquire();
+    CURL* h = transfer->handle;
+    if (!target_.secret.empty()) {  // the fixed headers and this event's signature
+      for (curl_slist* fixed = headers_; fixed; fixed = fixed->next) {
+        transfer->signed_headers = curl_slist_append(transfer->signed_headers, fixed->data);
+      }
       const std::int64_t t = now().unix_nanos() / 1'000'000'000;
       const std::string signature = "X-Shadow-Signature: " + webhook_signature(target_.secret, t, d.body);
-      signed_headers = curl_slist_append(signed_headers, signature.c_str());
+      transfer->signed_headers = curl_slist_append(transfer->signed_headers, signature.c_str());
     }
-    std::string response;
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, signed_headers ? signed_headers : headers_);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, transfer->signed_headers ? transfer->signed_headers : headers_);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, d.body.data());
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(d.body.size()));
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &response);
-    const CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(signed_headers);
-    DeliveryResult result;
-    if (rc != CURLE_OK) {
-      result = {DeliveryResult::Outcome::retry, std::string("webhook: ") + curl_easy_strerror(rc)};
-      curl_easy_cleanup(h);  // the connection may be in any state
-    } else {
-      if (status < 200 || status >= 300) {
-        const bool retry = status == 408 || status == 429 || status >= 500;
-        result = {retry ? DeliveryResult::Outcome::retry : DeliveryResult::Outcome::reject,
-                  "webhook: HTTP " + std::to_string(status) + (response.empty() ? "" : ": " + response)};
-      }
-      release(h);
-    }
-    return result;
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &transfer->response);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, transfer.get());
+    curl_multi_add_handle(multi_, h);
+    in_flight_.push_back(std::move(transfer));
   }
 
+  void run(std::chrono::milliseconds timeout, const Done& done) override {
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    if (!report(done)) {
+      curl_multi_poll(multi_, nullptr, 0, static_cast<int>(timeout.count()), nullptr);
+      curl_multi_perform(multi_, &running);
+      report(done);
+    }
+  }
+
+  void wake() override { curl_multi_wakeup(multi_); }
+
  private:
-  CURL* acquire() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!idle_.empty()) {
-        CURL* h = idle_.back();
-        idle_.pop_back();
-        return h;
+  struct Transfer {
+    std::uint64_t tag = 0;
+    CURL* handle = nullptr;
+    curl_slist* signed_headers = nullptr;
+    std::string response;
+  };
+
+  // Reports the finished transfers; returns whether there was one.
+  bool report(const Done& done) {
+    bool any = false;
+    int left = 0;
+    while (CURLMsg* message = curl_multi_info_read(multi_, &left)) {
+      if (message->msg != CURLMSG_DONE) continue;
+      CURL* h = message->easy_handle;
+      const CURLcode rc = message->data.result;
+      Transfer* transfer = nullptr;
+      curl_easy_getinfo(h, CURLINFO_PRIVATE, &transfer);
+      long status = 0;
+      curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+      curl_multi_remove_handle(multi_, h);
+      DeliveryResult result = classify(rc, status, transfer->response);
+      if (rc == CURLE_OK) {
+        idle_.push_back(h);
+      } else {
+        curl_easy_cleanup(h);  // the connection may be in any state
       }
+      const std::uint64_t tag = transfer->tag;
+      curl_slist_free_all(transfer->signed_headers);
+      std::erase_if(in_flight_, [&](const auto& t) { return t.get() == transfer; });
+      done(tag, std::move(result));
+      any = true;
+    }
+    return any;
+  }
+
+  CURL* acquire() {
+    if (!idle_.empty()) {
+      CURL* h = idle_.back();
+      idle_.pop_back();
+      return h;
     }
     CURL* h = curl_easy_init();
     curl_easy_setopt(h, CURLOPT_URL, target_.url.c_str());
@@ -88,15 +140,11 @@ class Webhook final : public Target {
     return h;
   }
 
-  void release(CURL* h) {
-    std::lock_guard lock(mutex_);
-    idle_.push_back(h);
-  }
-
   const WebhookTarget target_;
+  CURLM* multi_ = nullptr;
   curl_slist* headers_ = nullptr;  // the fixed ones
-  std::mutex mutex_;
   std::vector<CURL*> idle_;
+  std::vector<std::unique_ptr<Transfer>> in_flight_;
 };
 
 }  // namespace
