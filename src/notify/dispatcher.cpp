@@ -85,11 +85,12 @@ std::unique_ptr<Target> make_target(const Registration& r) {
                                "target.type");
 }
 
-// One enabled registration's delivery: a reader thread and `concurrency` sender threads.
+// One enabled registration's delivery: a reader thread and a sender thread.
 class Dispatcher::Worker {
  public:
+  // `counters`: the status of the registration's previous worker, whose counts go on.
   Worker(Store& store, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
-         const DispatcherOptions& options, const NotifyLog& log, FeedSignal& signal)
+         const DispatcherOptions& options, const NotifyLog& log, FeedSignal& signal, RegistrationStatus counters)
       : store_(store),
         registration_(std::move(registration)),
         target_(std::move(target)),
@@ -97,9 +98,9 @@ class Dispatcher::Worker {
         log_(log),
         signal_(signal),
         read_pos_(checkpoint),
-        stored_checkpoint_(checkpoint) {
+        stored_checkpoint_(checkpoint),
+        status_(std::move(counters)) {
     status_.id = registration_.id;
-    status_.enabled = true;
     status_.dead_letters = count_dead_letters(store_, registration_.id);
     reader_ = std::thread([this] {
       lower_priority(options_.nice);
@@ -139,6 +140,11 @@ class Dispatcher::Worker {
     return s;
   }
 
+  bool redriving(const std::string& event_id) const {
+    std::lock_guard lock(mutex_);
+    return redriving_.contains(event_id);
+  }
+
   std::size_t redrive(std::vector<DeadLetter> letters) {
     std::lock_guard lock(mutex_);
     std::size_t n = 0;
@@ -163,8 +169,15 @@ class Dispatcher::Worker {
     return n;
   }
 
-  void forget_dead_letters(std::uint64_t n) {
+  // The named dead letters (all when nullopt) were deleted, `n` of them: their queued
+  // redrives are cancelled.
+  void forget_dead_letters(const std::optional<std::vector<std::string>>& ids, std::uint64_t n) {
     std::lock_guard lock(mutex_);
+    if (ids) {
+      for (const std::string& id : *ids) redriving_.erase(id);
+    } else {
+      redriving_.clear();
+    }
     status_.dead_letters -= std::min(n, status_.dead_letters);
   }
 
@@ -177,6 +190,7 @@ class Dispatcher::Worker {
     std::int64_t written_ns = 0;
     int attempts = 0;        // failed attempts so far
     int prior_attempts = 0;  // a redriven dead letter's attempts before
+    std::optional<DeliveryResult> settled;  // the final outcome, once known, while it is stored
   };
   struct Shadow {
     std::deque<Pending> events;  // the head is being delivered, waits for a retry, or is ready
@@ -211,10 +225,15 @@ class Dispatcher::Worker {
       try {
         page = store_.read_feed(after, room);
         for (const FeedEntry& entry : page) {
-          json::value parsed = parse_json(entry.json);
-          FeedWrite w = read_feed_write(parsed);
-          w.seq = entry.seq;
-          if (wants(registration_, w)) wanted.emplace_back(std::move(w), std::move(parsed));
+          try {
+            json::value parsed = parse_json(entry.json);
+            FeedWrite w = read_feed_write(parsed);
+            w.seq = entry.seq;
+            if (wants(registration_, w)) wanted.emplace_back(std::move(w), std::move(parsed));
+          } catch (const std::exception& e) {  // never written so; passed over, not retried forever
+            log_(true, "an unreadable change-feed entry was skipped",
+                 {{"registration", registration_.id}, {"seq", std::to_string(entry.seq)}, {"error", e.what()}});
+          }
         }
       } catch (const std::exception& e) {
         log_(true, "reading the change feed failed", {{"registration", registration_.id}, {"error", e.what()}});
@@ -267,6 +286,10 @@ class Dispatcher::Worker {
         ready_.pop_front();
         Pending& p = shadows_.at(key).events.front();  // stable until finish() pops it
         in_flight.emplace(tag, key);
+        if (p.settled || (p.seq == 0 && !redriving_.contains(p.id))) {  // store it again, or cancelled
+          finished.emplace_back(tag, p.settled.value_or(DeliveryResult{}));
+          continue;
+        }
         lock.unlock();
         if (std::optional<DeliveryResult> refused = start(tag, p)) finished.emplace_back(tag, std::move(*refused));
         lock.lock();
@@ -289,7 +312,8 @@ class Dispatcher::Worker {
     }
   }
 
-  // Starts delivering the event; an event that cannot be built is refused at once.
+  // Starts delivering the event; an event that cannot be built is refused at once, and its
+  // dead letter says why.
   std::optional<DeliveryResult> start(std::uint64_t tag, Pending& p) {
     try {
       if (p.event.empty()) {
@@ -299,47 +323,60 @@ class Dispatcher::Worker {
       target_->start(tag, {p.id, p.type, p.thing, p.name, p.event});
       return std::nullopt;
     } catch (const std::exception& e) {
+      if (p.event.empty()) {
+        json::object stub{{"id", p.id}, {"subject", p.thing + '#' + p.name}, {"error", e.what()}};
+        p.event = to_json(stub);
+      }
       return DeliveryResult{DeliveryResult::Outcome::reject, std::string("cannot deliver the event: ") + e.what()};
     }
   }
 
+  // Settles an attempt: retries it later, or stores its final outcome (a delivered redrive
+  // removes its dead letter; a failure becomes one) and moves to the shadow's next event.
   // Requires mutex_ (released while the store is written).
   void finish(const std::string& key, Pending& p, DeliveryResult result, std::unique_lock<std::mutex>& lock) {
     using Outcome = DeliveryResult::Outcome;
-    if (result.outcome != Outcome::delivered) {
-      ++status_.failed;
-      status_.last_error = result.error;
-      ++p.attempts;
-      if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
-        delayed_.emplace(Clock::now() + backoff(p.attempts, options_), key);
+    const bool redriven = p.seq == 0;
+    const bool cancelled = redriven && !redriving_.contains(p.id);  // its dead letter was deleted
+    if (!cancelled) {
+      if (!p.settled) {  // else: its outcome is known and was not stored yet
+        if (result.outcome != Outcome::delivered) {
+          ++status_.failed;
+          status_.last_error = result.error;
+          ++p.attempts;
+          if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
+            delayed_.emplace(Clock::now() + backoff(p.attempts, options_), key);
+            return;
+          }
+        }
+        p.settled = std::move(result);
+      }
+      lock.unlock();
+      bool removed = false;
+      try {
+        if (p.settled->outcome == Outcome::delivered) {
+          if (redriven) removed = store_.remove_dead_letter(registration_.id, p.id);
+        } else {
+          store_.put_dead_letter({registration_.id, p.id, p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()});
+        }
+      } catch (const std::exception& e) {  // the store is failing: store the outcome later, not deliver again
+        log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
+        lock.lock();
+        delayed_.emplace(Clock::now() + options_.retry_max, key);
         return;
       }
-    }
-    const bool redriven = p.seq == 0;
-    lock.unlock();
-    try {
-      if (result.outcome == Outcome::delivered) {
-        if (redriven) store_.remove_dead_letter(registration_.id, p.id);
-      } else {
-        store_.put_dead_letter({registration_.id, p.id, p.event, p.prior_attempts + p.attempts, result.error, now_ns()});
-      }
-    } catch (const std::exception& e) {  // the store is failing: keep the event and try later
-      log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
       lock.lock();
-      delayed_.emplace(Clock::now() + options_.retry_max, key);
-      return;
-    }
-    lock.lock();
-    if (result.outcome == Outcome::delivered) {
-      ++status_.delivered;
-      status_.latency.observe(std::max<double>(0, (now_ns() - p.written_ns) / 1e9));
-      if (redriven) --status_.dead_letters;
-    } else {
-      ++status_.dead_lettered;
-      if (!redriven) ++status_.dead_letters;
-      log_(true, "event dead-lettered",
-           {{"registration", registration_.id}, {"event", p.id}, {"subject", key},
-            {"attempts", std::to_string(p.prior_attempts + p.attempts)}, {"error", result.error}});
+      if (p.settled->outcome == Outcome::delivered) {
+        ++status_.delivered;
+        status_.latency.observe(std::max<double>(0, (now_ns() - p.written_ns) / 1e9));
+        if (removed) status_.dead_letters -= std::min<std::uint64_t>(1, status_.dead_letters);
+      } else {
+        ++status_.dead_lettered;
+        if (!redriven) ++status_.dead_letters;
+        log_(true, "event dead-lettered",
+             {{"registration", registration_.id}, {"event", p.id}, {"subject", key},
+              {"attempts", std::to_string(p.prior_attempts + p.attempts)}, {"error", p.settled->error}});
+      }
     }
     if (redriven) redriving_.erase(p.id);
     if (p.seq && open_.erase(p.seq) && open_.size() + 1 == options_.window) reader_cv_.notify_one();
@@ -459,7 +496,13 @@ Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory 
   }
   engine_.set_feed_listener([signal = signal_.get()] { signal->notify(); });
   std::lock_guard lock(mutex_);
-  for (const RegistrationRecord& record : store_.list_registrations()) {
+  std::vector<RegistrationRecord> records;
+  try {
+    records = store_.list_registrations();
+  } catch (const std::exception& e) {
+    log_(true, "the registrations cannot be read; notifications are off until the next start", {{"error", e.what()}});
+  }
+  for (const RegistrationRecord& record : records) {
     try {
       Registration r = parse_registration(record.id, record.json);
       Entry& entry = registrations_[r.id];
@@ -468,9 +511,11 @@ Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory 
         auto target = targets_(r);
         engine_.set_change_feed(true);
         const std::uint64_t start = store_.checkpoint(r.id).value_or(store_.feed_end());
-        entry.worker = std::make_unique<Worker>(store_, r, std::move(target), start, options_, log_, *signal_);
+        entry.worker = std::make_unique<Worker>(store_, r, std::move(target), start, options_, log_, *signal_,
+                                                RegistrationStatus{});
       }
     } catch (const std::exception& e) {
+      if (auto it = registrations_.find(record.id); it != registrations_.end()) it->second.fault = e.what();
       log_(true, "a stored registration cannot start", {{"registration", record.id}, {"error", e.what()}});
     }
   }
@@ -505,8 +550,10 @@ Registration Dispatcher::put(std::string_view id, std::string_view json) {
   store_.put_registration({r.id, render_registration(r), now_ns()});
   Entry& entry = registrations_[r.id];
   const bool was_enabled = entry.worker != nullptr;
+  RegistrationStatus counters = was_enabled ? entry.worker->status(0) : RegistrationStatus{};
   entry.worker.reset();  // stops it; its checkpoint is stored
   entry.registration = r;
+  entry.fault.reset();
   try {
     if (r.enabled) {
       engine_.set_change_feed(true);  // before the feed's end is read: every later write has an entry
@@ -517,9 +564,11 @@ Registration Dispatcher::put(std::string_view id, std::string_view json) {
         start = store_.feed_end();
         store_.put_checkpoint(r.id, start);
       }
-      entry.worker = std::make_unique<Worker>(store_, r, std::move(target), start, options_, log_, *signal_);
+      entry.worker = std::make_unique<Worker>(store_, r, std::move(target), start, options_, log_, *signal_,
+                                              std::move(counters));
     }
-  } catch (...) {
+  } catch (const std::exception& e) {  // stored, but not running: status says why until a PUT or restart
+    entry.fault = e.what();
     update_feed_switch();
     throw;
   }
@@ -560,6 +609,7 @@ std::optional<RegistrationStatus> Dispatcher::status(std::string_view id) const 
   RegistrationStatus s;
   s.id = it->first;
   s.dead_letters = count_dead_letters(store_, id);
+  if (it->second.fault) s.last_error = "not running: " + *it->second.fault;
   return s;
 }
 
@@ -575,19 +625,24 @@ std::vector<RegistrationStatus> Dispatcher::statuses() const {
 
 namespace {
 
-// The registration's dead letters with the given ids (every one when ids is empty, at most
-// `limit`), in id order.
+// The registration's dead letters with the given ids (every one when nullopt), at most `limit`,
+// in id order; those `skip` names are left out.
 std::vector<DeadLetter> find_dead_letters(Store& store, std::string_view registration,
-                                          const std::vector<std::string>& ids, std::size_t limit) {
-  std::set<std::string, std::less<>> wanted(ids.begin(), ids.end());
+                                          const std::optional<std::vector<std::string>>& ids, std::size_t limit,
+                                          const std::function<bool(const std::string&)>& skip) {
   std::vector<DeadLetter> out;
+  if (ids && ids->empty()) return out;
+  std::set<std::string, std::less<>> wanted;
+  if (ids) wanted.insert(ids->begin(), ids->end());
   std::string after;
   while (out.size() < limit) {
     std::vector<DeadLetter> page = store.dead_letters(registration, after, 1000);
     for (DeadLetter& letter : page) {
-      if (out.size() < limit && (wanted.empty() || wanted.contains(letter.event_id))) out.push_back(std::move(letter));
+      if (out.size() < limit && (!ids || wanted.contains(letter.event_id)) && !skip(letter.event_id)) {
+        out.push_back(std::move(letter));
+      }
     }
-    if (page.size() < 1000 || (!wanted.empty() && page.back().event_id >= *wanted.rbegin())) break;
+    if (page.size() < 1000 || (ids && page.back().event_id >= *wanted.rbegin())) break;
     after = page.back().event_id;
   }
   return out;
@@ -595,29 +650,39 @@ std::vector<DeadLetter> find_dead_letters(Store& store, std::string_view registr
 
 }  // namespace
 
-std::size_t Dispatcher::redrive(std::string_view id, const std::vector<std::string>& event_ids) {
+std::size_t Dispatcher::redrive(std::string_view id, const std::optional<std::vector<std::string>>& event_ids) {
   std::lock_guard lock(mutex_);
   auto it = registrations_.find(id);
   if (it == registrations_.end()) throw Error::not_found("no registration " + std::string(id));
-  if (!it->second.worker) {
+  Worker* worker = it->second.worker.get();
+  if (!worker) {
     throw Error::invalid_request("registration " + std::string(id) + " is disabled: enable it to redrive", "enabled");
   }
-  return it->second.worker->redrive(find_dead_letters(store_, id, event_ids, options_.window));
+  return worker->redrive(find_dead_letters(store_, id, event_ids, options_.window,
+                                           [&](const std::string& event) { return worker->redriving(event); }));
 }
 
-std::size_t Dispatcher::delete_dead_letters(std::string_view id, const std::vector<std::string>& event_ids) {
-  std::lock_guard lock(mutex_);
-  auto it = registrations_.find(id);
-  if (it == registrations_.end()) throw Error::not_found("no registration " + std::string(id));
-  std::size_t n = 0;
-  for (;;) {
-    std::vector<DeadLetter> letters = find_dead_letters(store_, id, event_ids, 1000);
-    for (const DeadLetter& letter : letters) n += store_.remove_dead_letter(id, letter.event_id) ? 1 : 0;
-    if (letters.size() < 1000 || !event_ids.empty()) break;
+std::size_t Dispatcher::delete_dead_letters(std::string_view id, const std::optional<std::vector<std::string>>& event_ids) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!registrations_.contains(id)) throw Error::not_found("no registration " + std::string(id));
   }
-  if (it->second.worker) it->second.worker->forget_dead_letters(n);
+  // The store's work happens outside the lock: deleting many letters must not hold up the rest.
+  std::size_t n = 0;
+  if (event_ids) {
+    for (const std::string& event : *event_ids) n += store_.remove_dead_letter(id, event) ? 1 : 0;
+  } else {
+    for (;;) {
+      std::vector<DeadLetter> letters = find_dead_letters(store_, id, std::nullopt, 1000, [](const std::string&) { return false; });
+      for (const DeadLetter& letter : letters) n += store_.remove_dead_letter(id, letter.event_id) ? 1 : 0;
+      if (letters.size() < 1000) break;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  if (auto it = registrations_.find(id); it != registrations_.end() && it->second.worker) {
+    it->second.worker->forget_dead_letters(event_ids, n);
+  }
   return n;
 }
-
 
 }  // namespace deviceshadow::notify

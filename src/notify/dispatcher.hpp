@@ -51,10 +51,10 @@ struct DispatcherOptions {
   int nice = 10;  // the delivery threads' nice value: they yield the CPU to request handling
 };
 
-// A registration's delivery counters since this process started, and its backlog.
+// A registration's delivery counters since this process started (while it is enabled), and
+// its backlog.
 struct RegistrationStatus {
   std::string id;
-  bool enabled = false;
   std::uint64_t pending = 0;       // feed entries after its position not yet delivered or passed
   double lag_seconds = 0;          // age of the oldest event held and not yet delivered
   std::uint64_t delivered = 0;
@@ -62,7 +62,7 @@ struct RegistrationStatus {
   std::uint64_t dead_lettered = 0; // events dead-lettered
   std::uint64_t dead_letters = 0;  // dead letters stored now
   std::optional<std::string> last_error;
-  Histogram latency;               // from the write to its delivery
+  Histogram latency{Histogram::kDeliveryBounds};  // from the write to its delivery
 };
 
 // Builds the target of a registration. Throws Error(invalid_request, "target.type") for a type
@@ -95,12 +95,14 @@ class Dispatcher {
   std::optional<RegistrationStatus> status(std::string_view id) const;
   std::vector<RegistrationStatus> statuses() const;
 
-  // Delivers the named dead letters again (all when ids is empty), after the registration's
-  // queued events; each is removed once delivered, or stored again with its new attempts.
-  // Returns how many were queued. Throws not_found for an unknown registration.
-  std::size_t redrive(std::string_view id, const std::vector<std::string>& event_ids);
-  // Deletes the named dead letters (all when ids is empty); returns how many.
-  std::size_t delete_dead_letters(std::string_view id, const std::vector<std::string>& event_ids);
+  // Delivers the named dead letters again (all when nullopt, at most `window` not already
+  // queued), after their shadows' queued events; each is removed once delivered, or stored
+  // again with its attempts added up. Returns how many were queued. Throws not_found for an
+  // unknown registration, invalid_request for a disabled one.
+  std::size_t redrive(std::string_view id, const std::optional<std::vector<std::string>>& event_ids);
+  // Deletes the named dead letters (all when nullopt), cancelling their queued redrives;
+  // returns how many were deleted.
+  std::size_t delete_dead_letters(std::string_view id, const std::optional<std::vector<std::string>>& event_ids);
 
   // False on a store whose feed is not an outbox (DynamoDB, until its stream consumer).
   bool available() const noexcept { return available_; }
@@ -110,7 +112,8 @@ class Dispatcher {
   class Trimmer;
   struct Entry {
     Registration registration;
-    std::unique_ptr<Worker> worker;  // null while disabled
+    std::unique_ptr<Worker> worker;    // null while disabled or not startable
+    std::optional<std::string> fault;  // why an enabled registration is not running
   };
   void update_feed_switch();  // requires mutex_
 

@@ -17,7 +17,7 @@ FeedWrite read_feed_write(const json::value& entry) {
   w.id = std::string(event.at("id").as_string());
   w.thing = std::string(event.at("thing").as_string());
   w.name = std::string(event.at("name").as_string());
-  w.timestamp_ns = parse_rfc3339(event.at("timestamp").as_string()).value_or(Timestamp{}).unix_nanos();
+  w.timestamp_ns = parse_rfc3339(event.at("timestamp").as_string()).value_or(now()).unix_nanos();
   w.deleted = event.at("op").as_string() == "delete";
   for (Section s : kSections) {
     const json::value* section = event.if_contains(to_string(s));

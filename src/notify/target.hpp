@@ -50,8 +50,9 @@ class Target {
   virtual std::size_t max_event_bytes() const { return SIZE_MAX; }
 };
 
-// Delivers one event and waits for its outcome (for tests and tools).
-DeliveryResult deliver_now(Target& target, const Delivery& delivery);
+// Delivers one event and waits for its outcome, at most `limit` (for tests and tools).
+DeliveryResult deliver_now(Target& target, const Delivery& delivery,
+                           std::chrono::milliseconds limit = std::chrono::seconds(60));
 
 // Webhook: POST with Content-Type application/cloudevents+json, the registration's headers,
 // X-Shadow-Signature when it has a secret; keep-alive connections. 2xx is delivered; 408, 429,

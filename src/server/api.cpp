@@ -466,21 +466,21 @@ std::string render_status(const notify::RegistrationStatus& st) {
   return to_json(o);
 }
 
-// {"ids":[…]} or an empty body or {}: the event ids a dead-letter operation names (none: all).
-std::vector<std::string> read_event_ids(const std::string& body) {
-  std::vector<std::string> ids;
-  if (body.empty()) return ids;
+// {"ids":[…]}, or an empty body or {} for all (nullopt); an empty list names none.
+std::optional<std::vector<std::string>> read_event_ids(const std::string& body) {
+  if (body.empty()) return std::nullopt;
   json::value v = parse_json(body);
   if (!v.is_object()) throw Error::invalid_request("the request body must be a JSON object");
   for (const auto& m : v.get_object()) {
     if (m.key() != "ids") throw Error::invalid_request("unknown member '" + std::string(m.key()) + "'", std::string(m.key()));
   }
-  if (const json::value* list = v.get_object().if_contains("ids")) {
-    if (!list->is_array()) throw Error::invalid_request("ids must be an array of event ids", "ids");
-    for (const json::value& id : list->get_array()) {
-      if (!id.is_string()) throw Error::invalid_request("ids must be an array of event ids", "ids");
-      ids.emplace_back(id.get_string());
-    }
+  const json::value* list = v.get_object().if_contains("ids");
+  if (!list) return std::nullopt;
+  if (!list->is_array()) throw Error::invalid_request("ids must be an array of event ids", "ids");
+  std::vector<std::string> ids;
+  for (const json::value& id : list->get_array()) {
+    if (!id.is_string()) throw Error::invalid_request("ids must be an array of event ids", "ids");
+    ids.emplace_back(id.get_string());
   }
   return ids;
 }
@@ -528,8 +528,8 @@ HttpResponse Api::registrations(Context& ctx) {
   }
   if (m == "DELETE") {
     allow_only(ctx.query, {});
-    std::vector<std::string> ids;
-    if (s.size() == 5) ids.push_back(s[4]);
+    std::optional<std::vector<std::string>> ids;
+    if (s.size() == 5) ids.emplace({s[4]});
     const std::size_t n = dispatcher_->delete_dead_letters(id, ids);
     if (s.size() == 5 && n == 0) throw Error::not_found("no dead letter " + s[4] + " of registration " + id);
     return json_response(200, "{\"deleted\":" + std::to_string(n) + "}");
@@ -542,7 +542,8 @@ HttpResponse Api::registrations(Context& ctx) {
   for (std::size_t i = 0; i < letters.size() && i < limit; ++i) {
     const DeadLetter& d = letters[i];
     if (i) out += ',';
-    out += "{\"event\":" + d.event + ",\"attempts\":" + std::to_string(d.attempts) + ",\"lastError\":";
+    out += "{\"event\":" + (d.event.empty() ? std::string("null") : d.event) + ",\"attempts\":" + std::to_string(d.attempts) +
+           ",\"lastError\":";
     append_json_string(out, to_valid_utf8(d.last_error));
     out += ",\"failedAt\":";
     append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(d.failed_ns)));

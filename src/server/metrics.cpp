@@ -42,9 +42,9 @@ void render_histogram(std::string& out, std::string_view name, std::string_view 
   std::uint64_t cumulative = 0;
   std::string bucket = std::string(name) + "_bucket";
   std::string prefix = labels.empty() ? "" : std::string(labels) + ",";
-  for (std::size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
+  for (std::size_t i = 0; i <= h.bounds.size(); ++i) {
     cumulative += h.counts[i];
-    std::string le = i < Histogram::kBounds.size() ? format_double(Histogram::kBounds[i]) : "+Inf";
+    std::string le = i < h.bounds.size() ? format_double(h.bounds[i]) : "+Inf";
     sample(out, bucket, prefix + "le=\"" + le + "\"", std::to_string(cumulative));
   }
   sample(out, std::string(name) + "_sum", labels, format_double(h.sum));

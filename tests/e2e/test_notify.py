@@ -291,6 +291,7 @@ class DeliveryTest(ApiTestCase):
         self.assertEqual(r.json(), {"deleted": 1})
         self.assertError(self.server.delete(letters_path + "/no-such-event"), 404, "not_found")
         self.assertEqual(self.server.post(letters_path + "/redrive").json(), {"redriven": 0})
+        self.assertEqual(self.server.post(letters_path + "/redrive", {"ids": []}).json(), {"redriven": 0})
         self.assertError(self.server.post(letters_path + "/redrive", {"ids": "all"}), 400, "invalid_request")
 
     def test_misbehaving_receivers_are_retried_or_dead_lettered_without_harm(self):

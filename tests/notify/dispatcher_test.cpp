@@ -9,6 +9,7 @@
 #include "support/forwarding_store.hpp"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
 #include <condition_variable>
@@ -252,9 +253,9 @@ TEST_P(DispatcherTest, RetriesInOrderAndDeadLettersAfterMaxAttempts) {
 
   // Once the target heals, a redrive delivers them and removes them.
   targets.set_script([](auto&, auto&, int) { return Outcome::delivered; });
-  EXPECT_EQ(dispatcher->redrive("r", {letters[0].event_id}), 1u);
+  EXPECT_EQ(dispatcher->redrive("r", std::vector<std::string>{letters[0].event_id}), 1u);
   ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 100).size() == 4; }));
-  EXPECT_EQ(dispatcher->redrive("r", {}), 4u);
+  EXPECT_EQ(dispatcher->redrive("r", std::nullopt), 4u);
   ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 100).empty(); }));
   EXPECT_EQ(versions_of(targets.delivered("r"), "bad").size(), 5u);
   EXPECT_EQ(dispatcher->status("r")->dead_letters, 0u);
@@ -268,11 +269,11 @@ TEST_P(DispatcherTest, ARejectedEventIsDeadLetteredAtOnceAndCanBeDeleted) {
   ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 10).size() == 2; }));
   EXPECT_EQ(store->dead_letters("r", "", 10)[0].attempts, 1);
   std::string first = store->dead_letters("r", "", 10)[0].event_id;
-  EXPECT_EQ(dispatcher->delete_dead_letters("r", {first}), 1u);
-  EXPECT_EQ(dispatcher->delete_dead_letters("r", {}), 1u);
+  EXPECT_EQ(dispatcher->delete_dead_letters("r", std::vector<std::string>{first}), 1u);
+  EXPECT_EQ(dispatcher->delete_dead_letters("r", std::nullopt), 1u);
   EXPECT_TRUE(store->dead_letters("r", "", 10).empty());
   EXPECT_EQ(dispatcher->status("r")->dead_letters, 0u);
-  EXPECT_THROW(dispatcher->redrive("nobody", {}), ds::Error);
+  EXPECT_THROW(dispatcher->redrive("nobody", std::nullopt), ds::Error);
 }
 
 TEST_P(DispatcherTest, AStuckShadowOrRegistrationDelaysNoOther) {
@@ -353,7 +354,79 @@ TEST_P(DispatcherTest, RefusesTargetsItCannotDeliverToAndStoresWithoutAFeed) {
   }
 }
 
+TEST_P(DispatcherTest, DeletingARedrivenDeadLetterCancelsItsRedrive) {
+  targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
+  dispatcher->put("r", hook(R"(,"maxAttempts":1000)"));
+  report(*engine, "x", "main", 1);
+  ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 10).size() == 1; }));
+  // The shadow's queue is held up by a newer event that keeps failing, so the redrive waits.
+  targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::retry : Outcome::delivered; });
+  report(*engine, "x", "main", 2);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->failed >= 2; }));
+  EXPECT_EQ(dispatcher->redrive("r", std::nullopt), 1u);
+  EXPECT_EQ(dispatcher->redrive("r", std::nullopt), 0u);  // already queued
+  EXPECT_EQ(dispatcher->redrive("r", std::vector<std::string>{}), 0u);  // an empty list names none
+  EXPECT_EQ(dispatcher->delete_dead_letters("r", std::nullopt), 1u);
+  targets.set_script([](auto&, auto&, int) { return Outcome::delivered; });
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // time for a wrong delivery to show
+  EXPECT_EQ(versions_of(targets.delivered("r"), "x"), std::vector<std::int64_t>{2});
+  EXPECT_TRUE(store->dead_letters("r", "", 10).empty());
+  EXPECT_EQ(dispatcher->status("r")->dead_letters, 0u);
+}
+
+TEST_P(DispatcherTest, CountersSurviveReplacingTheRegistration) {
+  dispatcher->put("r", hook());
+  report(*engine, "t", "main", 1);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->delivered == 1; }));
+  dispatcher->put("r", hook(R"(,"match":"t#.*")"));
+  report(*engine, "t", "main", 2);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->delivered == 2; }));
+  EXPECT_EQ(dispatcher->status("r")->latency.count, 2u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, DispatcherTest, testing::Values("memory", "sqlite"),
                          [](const auto& info) { return info.param; });
+
+}  // namespace
+
+namespace {
+
+// A feed entry no write would produce (written straight into the outbox table) is logged and
+// passed over; the entries after it are delivered.
+TEST(DispatcherFeed, AnUnreadableEntryIsSkipped) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dispatcher-feed-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ds::SqliteOptions o;
+  o.path = (dir / "shadows.db").string();
+  auto store = ds::open_sqlite_store(o);
+  ds::Engine engine(*store);
+  ScriptedTargets targets;
+  std::vector<std::string> logged;
+  std::mutex log_mutex;
+  {
+    notify::Dispatcher dispatcher(engine, fast_options(), targets.factory(),
+                                  [&](bool, std::string_view message, auto) {
+                                    std::lock_guard lock(log_mutex);
+                                    logged.emplace_back(message);
+                                  });
+    dispatcher.put("r", hook());
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    ASSERT_EQ(sqlite3_exec(db, "INSERT INTO feed(thing, name, entry) VALUES ('t', 'main', 'not json')", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+    report(engine, "t", "main", 1);
+    ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 1; }));
+    ASSERT_TRUE(eventually([&] { return store->read_feed(0, 10).empty(); }));  // passed, so trimmed
+  }
+  std::lock_guard lock(log_mutex);
+  EXPECT_NE(std::find(logged.begin(), logged.end(), "an unreadable change-feed entry was skipped"), logged.end());
+  store.reset();
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 
 #include <memory>
+#include <utility>
 #include <mutex>
 #include <vector>
 
@@ -56,6 +57,10 @@ class Webhook final : public Target {
     transfer->tag = tag;
     transfer->handle = acquire();
     CURL* h = transfer->handle;
+    if (!h) {
+      refused_.emplace_back(tag, DeliveryResult{DeliveryResult::Outcome::retry, "webhook: out of memory"});
+      return;
+    }
     if (!target_.secret.empty()) {  // the fixed headers and this event's signature
       for (curl_slist* fixed = headers_; fixed; fixed = fixed->next) {
         transfer->signed_headers = curl_slist_append(transfer->signed_headers, fixed->data);
@@ -69,11 +74,20 @@ class Webhook final : public Target {
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(d.body.size()));
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &transfer->response);
     curl_easy_setopt(h, CURLOPT_PRIVATE, transfer.get());
-    curl_multi_add_handle(multi_, h);
+    if (const CURLMcode rc = curl_multi_add_handle(multi_, h); rc != CURLM_OK) {
+      curl_slist_free_all(transfer->signed_headers);
+      curl_easy_cleanup(h);
+      refused_.emplace_back(tag, DeliveryResult{DeliveryResult::Outcome::retry, std::string("webhook: ") + curl_multi_strerror(rc)});
+      return;
+    }
     in_flight_.push_back(std::move(transfer));
   }
 
   void run(std::chrono::milliseconds timeout, const Done& done) override {
+    if (!refused_.empty()) {
+      for (auto& [tag, result] : std::exchange(refused_, {})) done(tag, std::move(result));
+      return;
+    }
     int running = 0;
     curl_multi_perform(multi_, &running);
     if (!report(done)) {
@@ -128,6 +142,7 @@ class Webhook final : public Target {
       return h;
     }
     CURL* h = curl_easy_init();
+    if (!h) return nullptr;
     curl_easy_setopt(h, CURLOPT_URL, target_.url.c_str());
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(target_.timeout.count()));
@@ -145,6 +160,7 @@ class Webhook final : public Target {
   curl_slist* headers_ = nullptr;  // the fixed ones
   std::vector<CURL*> idle_;
   std::vector<std::unique_ptr<Transfer>> in_flight_;
+  std::vector<std::pair<std::uint64_t, DeliveryResult>> refused_;  // could not start; reported by run()
 };
 
 }  // namespace
