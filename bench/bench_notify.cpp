@@ -308,7 +308,7 @@ int main(int argc, char** argv) {
     auto store = open_store(dir, false);
     ds::Engine engine(*store);
     { notify::Dispatcher(engine, options).put("drain", webhook(receiver.url())); }
-    fill(engine, drain, 4);
+    fill(engine, drain, 16);
     receiver.received = 0;
     auto start = Clock::now();
     notify::Dispatcher dispatcher(engine, options);
