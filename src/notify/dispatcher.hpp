@@ -1,4 +1,5 @@
-// The dispatcher: delivers the change feed to the targets of the registrations (SPEC §13).
+// The dispatcher: delivers the change feed to the targets of the registrations
+// (docs/notifications.md).
 //
 // It owns the registrations of one store: creating, replacing and removing them goes through
 // it, so that the engine's change feed is on exactly while an enabled registration exists and

@@ -1,5 +1,5 @@
-// The webhook target (SPEC §13): an HTTP POST per event, many at once on one libcurl multi
-// handle, whose connection cache keeps connections alive between events.
+// The webhook target (docs/notifications.md): an HTTP POST per event, many at once on one
+// libcurl multi handle, whose connection cache keeps connections alive between events.
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
 #include "notify/target.hpp"
