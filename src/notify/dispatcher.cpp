@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <random>
@@ -19,29 +20,30 @@
 namespace deviceshadow::notify {
 
 // Wakes the readers when a write appended to the feed; the generation tells a reader that
-// looked at the feed before the wake-up that it must look again.
+// looked at the feed before the wake-up that it must look again. A write takes the lock only
+// when a reader waits (sequentially consistent: either the writer sees the waiter, or the
+// waiter sees the new generation).
 class FeedSignal {
  public:
   void notify() {
-    {
-      std::lock_guard lock(mutex_);
-      ++generation_;
-    }
+    generation_.fetch_add(1);
+    if (waiters_.load() == 0) return;
+    std::lock_guard lock(mutex_);  // orders the wake-up after the waiter's check
     cv_.notify_all();
   }
-  std::uint64_t generation() {
-    std::lock_guard lock(mutex_);
-    return generation_;
-  }
+  std::uint64_t generation() const { return generation_.load(); }
   void wait(std::uint64_t seen, std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
-    cv_.wait_for(lock, timeout, [&] { return generation_ != seen; });
+    waiters_.fetch_add(1);
+    cv_.wait_for(lock, timeout, [&] { return generation_.load() != seen; });
+    waiters_.fetch_sub(1);
   }
 
  private:
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> waiters_{0};
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::uint64_t generation_ = 0;
 };
 
 namespace {
