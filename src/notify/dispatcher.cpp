@@ -67,15 +67,26 @@ void lower_priority(int nice) {
   if (nice > 0) ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
 }
 
-std::uint64_t count_dead_letters(Store& store, std::string_view id) {
-  std::uint64_t n = 0;
+// Calls `each` on the registration's dead letters in id order, reading a page at a time,
+// until it returns false. `each` may move from the letter it is given.
+void for_each_dead_letter(Store& store, std::string_view registration, const std::function<bool(DeadLetter&)>& each) {
+  constexpr std::size_t kPage = 1000;
   std::string after;
   for (;;) {
-    std::vector<DeadLetter> page = store.dead_letters(id, after, 1000);
-    n += page.size();
-    if (page.size() < 1000) return n;
+    std::vector<DeadLetter> page = store.dead_letters(registration, after, kPage);
+    if (page.empty()) return;
     after = page.back().event_id;
+    for (DeadLetter& letter : page) {
+      if (!each(letter)) return;
+    }
+    if (page.size() < kPage) return;
   }
+}
+
+std::uint64_t count_dead_letters(Store& store, std::string_view registration) {
+  std::uint64_t n = 0;
+  for_each_dead_letter(store, registration, [&](DeadLetter&) { return ++n, true; });
+  return n;
 }
 
 }  // namespace
@@ -636,17 +647,11 @@ std::vector<DeadLetter> find_dead_letters(Store& store, std::string_view registr
   if (ids && ids->empty()) return out;
   std::set<std::string, std::less<>> wanted;
   if (ids) wanted.insert(ids->begin(), ids->end());
-  std::string after;
-  while (out.size() < limit) {
-    std::vector<DeadLetter> page = store.dead_letters(registration, after, 1000);
-    for (DeadLetter& letter : page) {
-      if (out.size() < limit && (!ids || wanted.contains(letter.event_id)) && !skip(letter.event_id)) {
-        out.push_back(std::move(letter));
-      }
-    }
-    if (page.size() < 1000 || (ids && page.back().event_id >= *wanted.rbegin())) break;
-    after = page.back().event_id;
-  }
+  for_each_dead_letter(store, registration, [&](DeadLetter& letter) {
+    if (ids && letter.event_id > *wanted.rbegin()) return false;  // past the last one named
+    if ((!ids || wanted.contains(letter.event_id)) && !skip(letter.event_id)) out.push_back(std::move(letter));
+    return out.size() < limit;
+  });
   return out;
 }
 
@@ -674,11 +679,10 @@ std::size_t Dispatcher::delete_dead_letters(std::string_view id, const std::opti
   if (event_ids) {
     for (const std::string& event : *event_ids) n += store_.remove_dead_letter(id, event) ? 1 : 0;
   } else {
-    for (;;) {
-      std::vector<DeadLetter> letters = find_dead_letters(store_, id, std::nullopt, 1000, [](const std::string&) { return false; });
-      for (const DeadLetter& letter : letters) n += store_.remove_dead_letter(id, letter.event_id) ? 1 : 0;
-      if (letters.size() < 1000) break;
-    }
+    for_each_dead_letter(store_, id, [&](DeadLetter& letter) {
+      n += store_.remove_dead_letter(id, letter.event_id) ? 1 : 0;
+      return true;
+    });
   }
   std::lock_guard lock(mutex_);
   if (auto it = registrations_.find(id); it != registrations_.end() && it->second.worker) {

@@ -467,14 +467,13 @@ std::string render_status(const notify::RegistrationStatus& st) {
 }
 
 // {"ids":[…]}, or an empty body or {} for all (nullopt); an empty list names none.
-std::optional<std::vector<std::string>> read_event_ids(const std::string& body) {
+std::optional<std::vector<std::string>> read_event_ids(const std::string& body, const Limits& limits) {
   if (body.empty()) return std::nullopt;
-  json::value v = parse_json(body);
-  if (!v.is_object()) throw Error::invalid_request("the request body must be a JSON object");
-  for (const auto& m : v.get_object()) {
+  const json::object o = parse_body_object(body, limits, 2);
+  for (const auto& m : o) {
     if (m.key() != "ids") throw Error::invalid_request("unknown member '" + std::string(m.key()) + "'", std::string(m.key()));
   }
-  const json::value* list = v.get_object().if_contains("ids");
+  const json::value* list = o.if_contains("ids");
   if (!list) return std::nullopt;
   if (!list->is_array()) throw Error::invalid_request("ids must be an array of event ids", "ids");
   std::vector<std::string> ids;
@@ -523,7 +522,7 @@ HttpResponse Api::registrations(Context& ctx) {
   if (!dispatcher_->get(id)) throw not_found();
   if (s.size() == 5 && s[4] == "redrive") {
     allow_only(ctx.query, {});
-    const std::size_t n = dispatcher_->redrive(id, read_event_ids(ctx.request.body));
+    const std::size_t n = dispatcher_->redrive(id, read_event_ids(ctx.request.body, engine_.options().document.limits));
     return json_response(202, "{\"redriven\":" + std::to_string(n) + "}");
   }
   if (m == "DELETE") {
