@@ -90,6 +90,20 @@ class Server:
         return self.request("DELETE", path, **kw)
 
 
+def kill_9_under_load(server, writers, seconds):
+    """Runs each writers[i](stop) in a thread, SIGKILLs shadowd after `seconds` while they write,
+    then sets `stop` (a threading.Event) and waits for them."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=w, args=(stop,)) for w in writers]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    server.stop(signal.SIGKILL)
+    stop.set()
+    for t in threads:
+        t.join()
+
+
 def shadow_path(thing, name="main", *rest):
     return "/v1/things/" + quote(thing, safe="") + "/shadows/" + quote(name, safe="") + "".join("/" + r for r in rest)
 

@@ -1,12 +1,11 @@
 """Persistence across restarts, and kill -9 under write load: no acknowledged write lost."""
-import signal
+import functools
 import threading
-import time
 import unittest
 
 import requests
 
-from harness import Server, shadow_path
+from harness import Server, kill_9_under_load, shadow_path
 
 
 class Persistence(unittest.TestCase):
@@ -31,9 +30,8 @@ class Persistence(unittest.TestCase):
         try:
             acknowledged = []
             lock = threading.Lock()
-            stop = threading.Event()
 
-            def writer(w):
+            def writer(w, stop):
                 session = requests.Session()
                 i = 0
                 while not stop.is_set():
@@ -48,14 +46,7 @@ class Persistence(unittest.TestCase):
                             acknowledged.append((f"kill-{i % 10}", key))
                     i += 1
 
-            threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
-            for t in threads:
-                t.start()
-            time.sleep(2.0)
-            server.stop(signal.SIGKILL)
-            stop.set()
-            for t in threads:
-                t.join()
+            kill_9_under_load(server, [functools.partial(writer, w) for w in range(8)], 2.0)
             self.assertGreater(len(acknowledged), 100)
             server.start()
             states = {f"kill-{i}": server.get(shadow_path(f"kill-{i}")).json()["reported"]["state"] for i in range(10)}
