@@ -98,46 +98,92 @@ std::unique_ptr<Target> make_target(const Registration& r) {
                                "target.type");
 }
 
-// One enabled registration's delivery: a reader thread and a sender thread.
+// A feed entry, parsed once by the dispatcher's reader and shared by the workers that want it.
+struct Dispatcher::FeedItem {
+  std::uint64_t seq = 0;
+  std::optional<FeedWrite> write;  // nullopt: unreadable, passed over
+  json::value entry;               // the parsed entry, to build events from
+};
+
+// One enabled registration's delivery: it takes the entries it wants from the reader's pages
+// (up to `window` unfinished) and a sender thread delivers them.
 class Dispatcher::Worker {
  public:
   // `counters`: the status of the registration's previous worker, whose counts go on.
+  // `room`: called when the window, full before, has room again.
   Worker(Store& store, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
-         const DispatcherOptions& options, const NotifyLog& log, FeedSignal& signal, RegistrationStatus counters)
+         const DispatcherOptions& options, const NotifyLog& log, std::function<void()> room,
+         RegistrationStatus counters)
       : store_(store),
         registration_(std::move(registration)),
         target_(std::move(target)),
         options_(options),
         log_(log),
-        signal_(signal),
+        room_(std::move(room)),
         read_pos_(checkpoint),
         stored_checkpoint_(checkpoint),
         status_(std::move(counters)) {
     status_.id = registration_.id;
     status_.dead_letters = count_dead_letters(store_, registration_.id);
-    reader_ = std::thread([this] {
-      lower_priority(options_.nice);
-      read_loop();
-    });
     sender_ = std::thread([this] {
       lower_priority(options_.nice);
       send_loop();
     });
   }
 
-  // Stops (deliveries in flight are abandoned: they were not checkpointed) and stores the
-  // checkpoint reached.
-  ~Worker() {
+  ~Worker() { stop(); }
+
+  // Stops delivering (deliveries in flight are abandoned: they were not checkpointed) and
+  // stores the checkpoint reached; later pages are ignored. Idempotent.
+  void stop() {
     {
       std::lock_guard lock(mutex_);
+      if (stopping_) return;
       stopping_ = true;
     }
     target_->wake();
-    reader_cv_.notify_all();
-    signal_.notify();
     sender_.join();
-    reader_.join();
-    store_checkpoint(true);
+    std::unique_lock lock(mutex_);
+    store_checkpoint_locked(lock, true);
+  }
+
+  // The last feed seq it took when its window has room, else nullopt.
+  std::optional<std::uint64_t> wants_entries_after() const {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || open_.size() >= options_.window) return std::nullopt;
+    return read_pos_;
+  }
+
+  // Takes the entries of `page` (in seq order) after its position that it wants, until its
+  // window is full, and moves its position past what it took or passed over.
+  void take(const std::vector<std::shared_ptr<const FeedItem>>& page) {
+    std::unique_lock lock(mutex_);
+    if (stopping_) return;
+    for (const auto& item : page) {
+      if (item->seq <= read_pos_) continue;
+      if (open_.size() >= options_.window) break;
+      if (item->write && wants(registration_, *item->write)) {
+        const FeedWrite& w = *item->write;
+        Pending p;
+        p.seq = w.seq;
+        p.id = w.id;
+        p.type = std::string(event_type(w));
+        p.thing = w.thing;
+        p.name = w.name;
+        p.item = item;
+        p.written_ns = w.timestamp_ns;
+        open_.emplace(p.seq, p.written_ns);
+        enqueue(std::move(p));
+      }
+      read_pos_ = item->seq;
+    }
+    store_checkpoint_locked(lock, false);
+  }
+
+  // Stores the checkpoint reached if it moved (at most every checkpoint_interval).
+  void store_checkpoint() {
+    std::unique_lock lock(mutex_);
+    store_checkpoint_locked(lock, false);
   }
 
   std::uint64_t stored_checkpoint() const {
@@ -198,7 +244,7 @@ class Dispatcher::Worker {
   struct Pending {
     std::uint64_t seq = 0;  // 0: a redriven dead letter, outside the feed
     std::string id, type, thing, name;
-    json::value entry;  // the feed entry, until the event is built from it
+    std::shared_ptr<const FeedItem> item;  // the feed entry, until the event is built from it
     std::string event;  // the CloudEvent
     std::int64_t written_ns = 0;
     int attempts = 0;        // failed attempts so far
@@ -218,65 +264,6 @@ class Dispatcher::Worker {
     if (shadow.events.size() == 1) {
       ready_.push_back(std::move(key));
       if (ready_.size() == 1) target_->wake();
-    }
-  }
-
-  void read_loop() {
-    std::unique_lock lock(mutex_);
-    while (!stopping_) {
-      if (open_.size() >= options_.window) {
-        reader_cv_.wait_for(lock, options_.poll, [&] { return stopping_ || open_.size() < options_.window; });
-        store_checkpoint_locked(lock, false);
-        continue;
-      }
-      const std::size_t room = std::min(options_.page, options_.window - open_.size());
-      const std::uint64_t after = read_pos_;
-      lock.unlock();
-      const std::uint64_t seen = signal_.generation();
-      std::vector<FeedEntry> page;
-      std::vector<std::pair<FeedWrite, json::value>> wanted;  // and the parsed entry
-      try {
-        page = store_.read_feed(after, room);
-        for (const FeedEntry& entry : page) {
-          try {
-            json::value parsed = parse_json(entry.json);
-            FeedWrite w = read_feed_write(parsed);
-            w.seq = entry.seq;
-            if (wants(registration_, w)) wanted.emplace_back(std::move(w), std::move(parsed));
-          } catch (const std::exception& e) {  // never written so; passed over, not retried forever
-            log_(true, "an unreadable change-feed entry was skipped",
-                 {{"registration", registration_.id}, {"seq", std::to_string(entry.seq)}, {"error", e.what()}});
-          }
-        }
-      } catch (const std::exception& e) {
-        log_(true, "reading the change feed failed", {{"registration", registration_.id}, {"error", e.what()}});
-        page.clear();
-        wanted.clear();
-        signal_.wait(seen, options_.poll);  // do not spin on a failing store
-        lock.lock();
-        continue;
-      }
-      if (page.empty()) {
-        store_checkpoint(false);
-        signal_.wait(seen, options_.poll);
-        lock.lock();
-        continue;
-      }
-      lock.lock();
-      for (auto& [w, entry] : wanted) {
-        Pending p;
-        p.seq = w.seq;
-        p.id = std::move(w.id);
-        p.type = std::string(event_type(w));
-        p.thing = std::move(w.thing);
-        p.name = std::move(w.name);
-        p.entry = std::move(entry);
-        p.written_ns = w.timestamp_ns;
-        open_.emplace(p.seq, p.written_ns);
-        enqueue(std::move(p));
-      }
-      read_pos_ = page.back().seq;
-      store_checkpoint_locked(lock, false);
     }
   }
 
@@ -330,8 +317,8 @@ class Dispatcher::Worker {
   std::optional<DeliveryResult> start(std::uint64_t tag, Pending& p) {
     try {
       if (p.event.empty()) {
-        p.event = build_event(registration_, p.entry, target_->max_event_bytes());
-        p.entry = nullptr;
+        p.event = build_event(registration_, p.item->entry, target_->max_event_bytes());
+        p.item.reset();
       }
       target_->start(tag, {p.id, p.type, p.thing, p.name, p.event});
       return std::nullopt;
@@ -392,7 +379,7 @@ class Dispatcher::Worker {
       }
     }
     if (redriven) redriving_.erase(p.id);
-    if (p.seq && open_.erase(p.seq) && open_.size() + 1 == options_.window) reader_cv_.notify_one();
+    if (p.seq && open_.erase(p.seq) && open_.size() + 1 == options_.window) room_();
     Shadow& shadow = shadows_.at(key);
     shadow.events.pop_front();
     if (shadow.events.empty()) {
@@ -404,11 +391,6 @@ class Dispatcher::Worker {
 
   // The checkpoint: every feed entry up to it is finished. Requires mutex_.
   std::uint64_t reached() const { return open_.empty() ? read_pos_ : open_.begin()->first - 1; }
-
-  void store_checkpoint(bool force) {
-    std::unique_lock lock(mutex_);
-    store_checkpoint_locked(lock, force);
-  }
 
   // Stores the checkpoint reached when it moved and the interval passed (or `force`).
   void store_checkpoint_locked(std::unique_lock<std::mutex>& lock, bool force) {
@@ -432,10 +414,9 @@ class Dispatcher::Worker {
   const std::unique_ptr<Target> target_;
   const DispatcherOptions& options_;
   const NotifyLog& log_;
-  FeedSignal& signal_;
+  const std::function<void()> room_;
 
   mutable std::mutex mutex_;
-  std::condition_variable reader_cv_;   // the window has room, or stopping
   bool stopping_ = false;
   std::uint64_t read_pos_;                       // the last feed seq read
   std::uint64_t stored_checkpoint_;
@@ -446,8 +427,94 @@ class Dispatcher::Worker {
   std::multimap<Clock::time_point, std::string> delayed_;
   std::unordered_set<std::string> redriving_;    // ids of the dead letters queued again
   RegistrationStatus status_;
-  std::thread reader_;
   std::thread sender_;
+};
+
+// Reads the feed once for every worker. A round reads a page after the lowest position of the
+// workers whose window has room, parses it once and hands it to each of them whose position lies
+// before the page's end, then reads on from the lowest position of those not served, until each
+// got a page or the feed is exhausted: a worker far behind costs the others one more read per
+// round, never a wait. Between rounds that found nothing it sleeps until a write or a worker's
+// window (full before) wakes it.
+class Dispatcher::Reader {
+ public:
+  explicit Reader(Dispatcher& d) : d_(d), thread_([this] {
+    lower_priority(d_.options_.nice);
+    run();
+  }) {}
+  ~Reader() {
+    stopping_ = true;
+    d_.signal_->notify();
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    while (!stopping_) {
+      const std::uint64_t seen = d_.signal_->generation();
+      std::vector<std::shared_ptr<Worker>> workers;
+      {
+        std::lock_guard lock(d_.mutex_);
+        for (const auto& [id, entry] : d_.registrations_) {
+          if (entry.worker) workers.push_back(entry.worker);
+        }
+      }
+      std::vector<std::pair<Worker*, std::uint64_t>> hungry;  // and its position
+      for (const auto& worker : workers) {
+        if (auto position = worker->wants_entries_after()) hungry.emplace_back(worker.get(), *position);
+      }
+      bool progressed = false;
+      while (!hungry.empty() && !stopping_) {
+        const std::uint64_t after = std::min_element(hungry.begin(), hungry.end(), [](auto& a, auto& b) {
+                                      return a.second < b.second;
+                                    })->second;
+        std::vector<std::shared_ptr<const FeedItem>> page;
+        try {
+          page = read_page(after);
+        } catch (const std::exception& e) {
+          d_.log_(true, "reading the change feed failed", {{"error", e.what()}});
+          progressed = false;  // do not spin on a failing store
+          break;
+        }
+        if (page.empty()) break;
+        progressed = true;
+        std::erase_if(hungry, [&](const auto& h) {
+          if (h.second >= page.back()->seq) return false;
+          h.first->take(page);
+          return true;
+        });
+      }
+      for (const auto& worker : workers) worker->store_checkpoint();
+      workers.clear();  // a worker stopped meanwhile is released here
+      if (!progressed) d_.signal_->wait(seen, d_.options_.poll);
+    }
+  }
+
+  std::vector<std::shared_ptr<const FeedItem>> read_page(std::uint64_t after) {
+    std::vector<FeedEntry> entries = d_.store_.read_feed(after, d_.options_.page);
+    std::vector<std::shared_ptr<const FeedItem>> page;
+    page.reserve(entries.size());
+    for (const FeedEntry& entry : entries) {
+      auto item = std::make_shared<FeedItem>();
+      item->seq = entry.seq;
+      try {
+        item->entry = parse_json(entry.json);
+        FeedWrite write = read_feed_write(item->entry);
+        write.seq = entry.seq;
+        item->write = std::move(write);
+      } catch (const std::exception& e) {  // never written so; passed over, not retried forever
+        item->entry = nullptr;
+        d_.log_(true, "an unreadable change-feed entry was skipped",
+                {{"seq", std::to_string(entry.seq)}, {"error", e.what()}});
+      }
+      page.push_back(std::move(item));
+    }
+    return page;
+  }
+
+  Dispatcher& d_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
 };
 
 // Trims the feed up to the smallest stored checkpoint of the enabled registrations.
@@ -524,8 +591,7 @@ Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory 
         auto target = targets_(r);
         engine_.set_change_feed(true);
         const std::uint64_t start = store_.checkpoint(r.id).value_or(store_.feed_end());
-        entry.worker = std::make_unique<Worker>(store_, r, std::move(target), start, options_, log_, *signal_,
-                                                RegistrationStatus{});
+        entry.worker = start_worker(r, std::move(target), start, RegistrationStatus{});
       }
     } catch (const std::exception& e) {
       if (auto it = registrations_.find(record.id); it != registrations_.end()) it->second.fault = e.what();
@@ -533,17 +599,35 @@ Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory 
     }
   }
   update_feed_switch();
-  if (available_) trimmer_ = std::make_unique<Trimmer>(*this);
+  if (available_) {
+    reader_ = std::make_unique<Reader>(*this);
+    trimmer_ = std::make_unique<Trimmer>(*this);
+  }
 }
 
 Dispatcher::~Dispatcher() {
+  reader_.reset();
   trimmer_.reset();
   {
     std::lock_guard lock(mutex_);
-    registrations_.clear();  // stops the workers
+    for (auto& [id, entry] : registrations_) stop_worker(entry);
+    registrations_.clear();
   }
   engine_.set_change_feed(false);
   engine_.set_feed_listener({});
+}
+
+std::shared_ptr<Dispatcher::Worker> Dispatcher::start_worker(const Registration& r, std::unique_ptr<Target> target,
+                                                             std::uint64_t checkpoint, RegistrationStatus counters) {
+  auto worker = std::make_shared<Worker>(store_, r, std::move(target), checkpoint, options_, log_,
+                                         [signal = signal_.get()] { signal->notify(); }, std::move(counters));
+  signal_->notify();  // the reader serves it from its checkpoint
+  return worker;
+}
+
+void Dispatcher::stop_worker(Entry& entry) {
+  if (entry.worker) entry.worker->stop();
+  entry.worker.reset();
 }
 
 void Dispatcher::update_feed_switch() {
@@ -563,8 +647,12 @@ Registration Dispatcher::put(std::string_view id, std::string_view json) {
   store_.put_registration({r.id, render_registration(r), now_ns()});
   Entry& entry = registrations_[r.id];
   const bool was_enabled = entry.worker != nullptr;
-  RegistrationStatus counters = was_enabled ? entry.worker->status(0) : RegistrationStatus{};
-  entry.worker.reset();  // stops it; its checkpoint is stored
+  RegistrationStatus counters;
+  if (was_enabled) {
+    entry.worker->stop();  // its checkpoint is stored
+    counters = entry.worker->status(0);
+  }
+  stop_worker(entry);
   entry.registration = r;
   entry.fault.reset();
   try {
@@ -577,8 +665,7 @@ Registration Dispatcher::put(std::string_view id, std::string_view json) {
         start = store_.feed_end();
         store_.put_checkpoint(r.id, start);
       }
-      entry.worker = std::make_unique<Worker>(store_, r, std::move(target), start, options_, log_, *signal_,
-                                              std::move(counters));
+      entry.worker = start_worker(r, std::move(target), start, std::move(counters));
     }
   } catch (const std::exception& e) {  // stored, but not running: status says why until a PUT or restart
     entry.fault = e.what();
@@ -607,7 +694,7 @@ bool Dispatcher::remove(std::string_view id) {
   std::lock_guard lock(mutex_);
   auto it = registrations_.find(id);
   if (it != registrations_.end()) {
-    it->second.worker.reset();
+    stop_worker(it->second);
     registrations_.erase(it);
     update_feed_switch();
   }

@@ -5,18 +5,19 @@
 // it, so that the engine's change feed is on exactly while an enabled registration exists and
 // each registration's worker starts and stops with it.
 //
-// Each enabled registration has a worker: a reader thread that pages through the feed after
-// the registration's checkpoint and queues the entries it wants per shadow, and a sender
-// thread that keeps the head events of up to `concurrency` shadows in flight on the target. A shadow's events go out one at a
-// time in feed (= version) order; shadows do not wait for each other, and registrations never
-// wait for each other. A failed delivery is retried with jittered exponential backoff; after
-// maxAttempts, or when the target refuses the event for good, it becomes a dead letter and the
-// shadow's next event goes.
+// One reader thread pages through the feed for every registration, parses each entry once and
+// hands it to the workers. Each enabled registration has a worker: it keeps the entries it
+// wants per shadow, and its sender thread keeps the head events of up to `concurrency` shadows
+// in flight on the target. A shadow's events go out one at a time in feed (= version) order;
+// shadows do not wait for each other, and registrations never wait for each other (a worker
+// far behind is read for separately). A failed delivery is retried with jittered exponential
+// backoff; after maxAttempts, or when the target refuses the event for good, it becomes a dead
+// letter and the shadow's next event goes.
 //
 // The checkpoint (stored, so that a restart resumes there) is the feed seq up to which every
 // entry is delivered, dead-lettered or not wanted; it is written at most every
 // checkpoint_interval, so a crash redelivers what followed it (receivers deduplicate by id).
-// A worker holds at most `window` entries between its checkpoint and its reader, so memory
+// A worker holds at most `window` entries between its checkpoint and its position, so memory
 // stays bounded however long a target is down; the feed itself is trimmed up to the smallest
 // stored checkpoint of the enabled registrations.
 #pragma once
@@ -44,7 +45,7 @@ struct DispatcherOptions {
   std::size_t concurrency = 8;        // deliveries in flight per registration
   std::size_t window = 10000;         // feed entries a registration holds ahead of its checkpoint
   std::size_t page = 500;             // feed entries read at once
-  std::chrono::milliseconds poll{200};  // the longest a reader sleeps when nobody wakes it
+  std::chrono::milliseconds poll{200};  // the longest the reader sleeps when nobody wakes it
   std::chrono::milliseconds retry_base{100};
   std::chrono::milliseconds retry_max{60000};
   std::chrono::milliseconds checkpoint_interval{100};
@@ -110,13 +111,19 @@ class Dispatcher {
 
  private:
   class Worker;
+  class Reader;
   class Trimmer;
+  struct FeedItem;
   struct Entry {
     Registration registration;
-    std::unique_ptr<Worker> worker;    // null while disabled or not startable
+    std::shared_ptr<Worker> worker;    // null while disabled or not startable; the reader shares it
     std::optional<std::string> fault;  // why an enabled registration is not running
   };
-  void update_feed_switch();  // requires mutex_
+  // Requires mutex_.
+  std::shared_ptr<Worker> start_worker(const Registration& r, std::unique_ptr<Target> target, std::uint64_t checkpoint,
+                                       RegistrationStatus counters);
+  void stop_worker(Entry& entry);
+  void update_feed_switch();
 
   Engine& engine_;
   Store& store_;
@@ -128,6 +135,7 @@ class Dispatcher {
   mutable std::mutex mutex_;  // guards registrations_; held while workers start and stop
   std::map<std::string, Entry, std::less<>> registrations_;
   std::unique_ptr<FeedSignal> signal_;
+  std::unique_ptr<Reader> reader_;
   std::unique_ptr<Trimmer> trimmer_;
 };
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <filesystem>
 #include <condition_variable>
 #include <functional>
@@ -292,6 +293,29 @@ TEST_P(DispatcherTest, AStuckShadowOrRegistrationDelaysNoOther) {
   EXPECT_EQ(store->checkpoint("up"), store->checkpoint("down"));
   EXPECT_EQ(dispatcher->status("up")->pending, 1u);
   EXPECT_GT(dispatcher->status("up")->failed, 0u);
+}
+
+TEST_P(DispatcherTest, ARegistrationWithAFullWindowCatchesUpWithoutHoldingOthersBack) {
+  // A small window and page: "down" fills its window and falls far behind "up", which the
+  // shared reader keeps serving; once "down" heals it reads its own way through the backlog.
+  std::atomic<bool> healed = false;
+  targets.set_script([&](const std::string& registration, const std::string&, int) {
+    return registration == "down" && !healed ? Outcome::retry : Outcome::delivered;
+  });
+  notify::DispatcherOptions o = fast_options();
+  o.window = 8;
+  o.page = 5;
+  o.retry_base = o.retry_max = std::chrono::milliseconds(50);  // "down" dead-letters nothing before it heals
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher->put("down", hook(R"(,"maxAttempts":1000)"));
+  dispatcher->put("up", hook());
+  for (int i = 0; i < 60; ++i) report(*engine, "t" + std::to_string(i % 6), "main", i);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("up").size() == 60; }));
+  EXPECT_GE(dispatcher->status("down")->pending, 60u - 8u);
+  healed = true;
+  ASSERT_TRUE(eventually([&] { return targets.delivered("down").size() == 60; }));
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(versions_of(targets.delivered("down"), "t" + std::to_string(t)), one_to(10));
+  ASSERT_TRUE(eventually([&] { return store->read_feed(0, 10).empty(); }));
 }
 
 TEST_P(DispatcherTest, ANewRegistrationStartsAtTheFeedsEndAndADisabledOneSkipsWrites) {
