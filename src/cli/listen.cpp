@@ -250,6 +250,7 @@ class Receiver {
 }  // namespace
 
 int listen(const ListenOptions& options) {
+  srv::block_shutdown_signals();  // before any thread starts: SIGINT/SIGTERM go to the server's run()
   Receiver receiver(options);
   srv::HttpServerOptions server_options;
   server_options.host = options.host;

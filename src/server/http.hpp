@@ -44,6 +44,12 @@ using Handler = std::function<HttpResponse(const HttpRequest&)>;
 // Renders a transport-level failure (oversized or malformed request) as a response.
 using ErrorResponder = std::function<HttpResponse(int status, const std::string& message)>;
 
+// Blocks SIGINT and SIGTERM on the calling thread and on the threads it starts afterwards. Call it
+// first in main(): the signals then wait for HttpServer::run(), which takes them synchronously,
+// however early they come and whichever thread is starting or ending meanwhile (an asynchronous
+// handler can lose a signal that lands on a thread still starting, under ThreadSanitizer).
+void block_shutdown_signals();
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   unsigned short port = 8080;  // 0: any free port (see HttpServer::port())
@@ -81,7 +87,8 @@ class HttpServer {
   unsigned short port() const;
   const HttpStats& stats() const;
   // Serves until stop() or SIGINT/SIGTERM; then stops accepting, finishes the requests in
-  // flight, closes idle connections and returns.
+  // flight, closes idle connections and returns. A thread of run() waits for the signals
+  // synchronously (see block_shutdown_signals).
   void run();
   // Thread-safe; may be called from a handler.
   void stop();

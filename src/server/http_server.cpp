@@ -5,6 +5,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdio>
 #include <list>
 #include <mutex>
@@ -60,6 +63,17 @@ std::string ambiguous_framing(const http::request_parser<http::string_body>::val
     return "repeated Content-Length";
   }
   return {};
+}
+
+const sigset_t& shutdown_signals() {
+  static const sigset_t set = [] {
+    sigset_t s;
+    ::sigemptyset(&s);
+    ::sigaddset(&s, SIGINT);
+    ::sigaddset(&s, SIGTERM);
+    return s;
+  }();
+  return set;
 }
 
 }  // namespace
@@ -353,15 +367,27 @@ unsigned short HttpServer::port() const { return impl_->acceptor.local_endpoint(
 
 const HttpStats& HttpServer::stats() const { return impl_->stats; }
 
+void block_shutdown_signals() { ::pthread_sigmask(SIG_BLOCK, &shutdown_signals(), nullptr); }
+
 void HttpServer::run() {
+  // Two ways in: a thread that leaves the signals unblocked takes them asynchronously (the
+  // signal set); while every thread blocks them they wait for this sigwait.
   impl_->signals.async_wait([this](beast::error_code ec, int) {
     if (!ec) impl_->begin_stop();
+  });
+  std::thread waiter([this] {
+    block_shutdown_signals();
+    int signal = 0;
+    ::sigwait(&shutdown_signals(), &signal);
+    impl_->begin_stop();  // a no-op when the server stopped already and woke this thread
   });
   impl_->accept();
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < impl_->options.io_threads; ++i) threads.emplace_back([this] { impl_->run_io(); });
   impl_->run_io();
   for (auto& t : threads) t.join();
+  ::pthread_kill(waiter.native_handle(), SIGTERM);  // ends its sigwait, unless a signal did
+  waiter.join();
   impl_->workers.join();  // every handler has finished; their responses were written or dropped
 }
 

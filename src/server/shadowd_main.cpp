@@ -157,6 +157,8 @@ int serve(const Settings& s) {
   }
 
   std::unique_ptr<ds::Store> store = open_store(s);
+  // From here SIGINT/SIGTERM wait for the server's run() (until now they end the process).
+  srv::block_shutdown_signals();
   srv::Metrics metrics;
   srv::MeteredStore metered(*store, metrics);
   ds::Engine engine(metered, options);
