@@ -1,4 +1,5 @@
-// The document core (SPEC.md §3–§5): pure functions over JSON sections, no I/O, no clocks.
+// The document core: timestamped values, merge, acknowledgement and delta as pure functions over
+// JSON sections, no I/O, no clocks (docs/semantics.md describes the rules).
 // All functions are reentrant; none keeps state between calls.
 #pragma once
 
@@ -52,7 +53,7 @@ void append_json(std::string& out, const Change& c, bool with_section = true);
 // Appends {"path","value"} as JSON.
 void append_json(std::string& out, const Acknowledgement& a);
 
-// Deep equality of §3: numbers numerically (1 == 1.0 == 1e0), member order ignored, and an
+// Deep equality: numbers numerically (1 == 1.0 == 1e0), member order ignored, and an
 // object that is a timestamped value on either side compared by payload (timestamp ignored).
 bool values_equal(const json::value& a, const json::value& b, const TimestampKeys& keys);
 
@@ -64,7 +65,7 @@ struct ParsedTimestamp {
   Timestamp instant;
 };
 
-// Checks an incoming state against §3 and §8: depth (too_deep), timestamps
+// Checks an incoming state against the document rules and limits: depth (too_deep), timestamps
 // (invalid_timestamp with the pointer of the timestamp member), duplicate array ids
 // (invalid_request), non-finite numbers (invalid_json). Throws Error. Returns the timestamps
 // it parsed, in document order, for merge_section.
@@ -75,7 +76,7 @@ struct MergeResult {
   std::vector<std::string> stale;  // paths of timestamped values not newer than stored
 };
 
-// Merges a validated incoming state into `stored` in place (SPEC.md §4). `incoming` is
+// Merges a validated incoming state into `stored` in place (docs/semantics.md, "Merge"). `incoming` is
 // consumed: its values move into `stored`, which is a copy only when the two do not share a
 // storage (pass it with std::move, in the same arena, to merge without copying). `parsed`,
 // what validate_state returned for this same state (moving the object keeps its values in
@@ -85,7 +86,7 @@ MergeResult merge_section(json::object& stored, json::object incoming, MergeMode
                           const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed = {});
 
 // Removes from `desired` every leaf equal to its counterpart in `reported`, then the objects
-// that became empty (never the root); returns the removed leaves in document order (§5).
+// that became empty (never the root); returns the removed leaves in document order.
 // Arrays are compared whole.
 std::vector<Acknowledgement> acknowledge(json::object& desired, const json::object& reported,
                                          const TimestampKeys& keys);

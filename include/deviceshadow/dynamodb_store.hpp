@@ -1,4 +1,5 @@
-// The scale-out Store: one Amazon DynamoDB table in the single-table design of SPEC.md §11.
+// The scale-out Store: one Amazon DynamoDB table in a single-table design (docs/storage.md has
+// every item kind, its attributes and the conditions of each write).
 //
 // | item                | PK                  | SK                                  |
 // |---------------------|---------------------|-------------------------------------|

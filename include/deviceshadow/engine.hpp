@@ -1,4 +1,5 @@
-// The shadow engine (SPEC.md §4–§7): read, merge, write with versions and retries, history.
+// The shadow engine: read, merge, write with versions and retries, history (docs/semantics.md,
+// "Versions and concurrency" and "History").
 //
 // An Engine is safe for concurrent use from many threads. Writers to one shadow inside one
 // process are serialized, so they never conflict with each other; conflicts only arise

@@ -1,5 +1,6 @@
 // The one error type of deviceshadow. Every fallible operation of the library throws
-// deviceshadow::Error carrying one of the codes of SPEC.md §9; the server converts it to
+// deviceshadow::Error carrying one of the codes below (the table of codes, statuses and details is
+// in docs/semantics.md, "Errors and limits"); the server converts it to
 // HTTP in exactly one place (http_status() gives the status, the server renders the body).
 #pragma once
 
@@ -20,7 +21,7 @@ enum class ErrorCode {
   unauthorized,
   forbidden,
   not_found,
-  method_not_allowed,  // 405; an extension of the SPEC.md §9 table for known paths
+  method_not_allowed,  // 405: a known path with another method (Allow lists the methods)
   version_conflict,
   document_too_large,
   throttled,
@@ -30,7 +31,7 @@ enum class ErrorCode {
 
 // The wire name of a code, e.g. "invalid_json".
 std::string_view code_name(ErrorCode code) noexcept;
-// The HTTP status a code maps to (SPEC.md §9).
+// The HTTP status a code maps to; it depends on the code alone.
 int http_status(ErrorCode code) noexcept;
 
 // Machine-readable details rendered beside "code" and "message"; only the set ones appear.

@@ -1,4 +1,4 @@
-// JSON text <-> boost::json::value, with the number rules of SPEC.md §3.
+// JSON text <-> boost::json::value, with deviceshadow's own number rules.
 //
 // Boost.JSON is the document model, but its 1.81 parser rounds some doubles wrongly and its
 // serializer writes 22.5 as 2.25E1; deviceshadow parses and serializes with its own number

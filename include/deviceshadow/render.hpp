@@ -1,5 +1,6 @@
-// JSON rendering of engine results for the REST API v1 (SPEC.md §9, §10) and the history
-// journal (§7). Section states are spliced in from their stored JSON text, never re-parsed.
+// JSON rendering of engine results for the REST API v1 (the README's "REST API v1"; the error
+// body in docs/semantics.md, "Errors and limits") and the history journal ("History"). Section
+// states are spliced in from their stored JSON text, never re-parsed.
 #pragma once
 
 #include "deviceshadow/engine.hpp"
@@ -33,7 +34,9 @@ std::string render_history_page(const HistoryPage& page);
 std::string render_error(const Error& error);
 void append_error(std::string& out, const Error& error);
 
-// The change event of one stored write (SPEC.md §7).
+// The change event of one stored write: {"id","thing","name","op","timestamp","clientToken"?,
+// "reported"?:{"version","changes"},"desired"?:{…},"acknowledged"?}, a section only if the
+// write stored it (docs/semantics.md, "History").
 struct ChangeEventParts {
   const ShadowKey* key = nullptr;
   std::string_view id;

@@ -1,5 +1,6 @@
-// The storage interface (SPEC.md §6, §7, §11). A Store keeps section records, history events
-// and the thing index; it knows nothing of merging. Implementations: memory, SQLite, DynamoDB.
+// The storage interface. A Store keeps section records, history events and the thing index; it
+// knows nothing of merging. Implementations: memory, SQLite, DynamoDB (docs/storage.md shows how
+// SQLite and DynamoDB lay the data out).
 //
 // Every Store is safe for concurrent use from many threads without external locking.
 #pragma once
@@ -47,7 +48,7 @@ struct ShadowRecord {
   bool exists() const noexcept { return reported.exists() || desired.exists(); }
 };
 
-// One entry of the history journal (SPEC.md §7).
+// One entry of the history journal (docs/semantics.md, "History").
 struct HistoryEvent {
   std::string id;  // unique within the shadow, time-ordered: "{timestamp ns, 20 digits}#{R|D|C|X}{version}"
   std::int64_t timestamp_ns = 0;

@@ -1,4 +1,4 @@
-// Timestamps and timestamped values (SPEC.md §3).
+// Timestamps and timestamped values (docs/semantics.md, "Documents and timestamped values").
 #pragma once
 
 #include "deviceshadow/json.hpp"
@@ -28,7 +28,7 @@ struct Timestamp {
 // The current server time.
 Timestamp now() noexcept;
 
-// Parses one of the encodings of §3: RFC 3339 string with offset; integer epoch (seconds
+// Parses one of the accepted encodings: RFC 3339 string with offset; integer epoch (seconds
 // if |n| < 1e11, ms if < 1e14, µs if < 1e17, else ns); non-integer number as fractional
 // seconds. Returns nullopt (and an explanation in *why, if given) for anything else.
 std::optional<Timestamp> parse_timestamp(const json::value& v, std::string* why = nullptr);

@@ -1,4 +1,5 @@
-// Identity rules and limits (SPEC.md §2, §8). Each validate_* throws Error naming the field.
+// Identity rules and limits (docs/semantics.md, "Identity and names" and "Errors and limits").
+// Each validate_* throws Error naming the field.
 #pragma once
 
 #include <cstddef>
@@ -6,7 +7,7 @@
 
 namespace deviceshadow {
 
-// Every limit is configurable; the defaults are those of SPEC.md §8.
+// Every limit is configurable (shadowd's --max-* options); these are the defaults.
 struct Limits {
   std::size_t max_body_bytes = 1 << 20;    // one request body
   std::size_t max_state_bytes = 64 << 10;  // one section's state as compact JSON (413)

@@ -1,4 +1,4 @@
-// shadowctl: command-line client of shadowd (SPEC.md §12).
+// shadowctl: command-line client of shadowd. Its commands are described in docs/cli.md.
 #include "cli/listen.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
@@ -7,9 +7,11 @@
 #include <CLI/CLI.hpp>
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -217,14 +219,33 @@ void print_dead_letters(const json::object& r) {
   if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
 }
 
+// Shows the one variadic positional of report and desire, which takes an optional shadow name and
+// then the state, as the two arguments it stands for: "thing [name] state".
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    if (positional && is_name_and_state(opt)) return "[name] state";
+    return CLI::Formatter::make_option_name(opt, positional);
+  }
+  std::string make_option_usage(const CLI::Option* opt) const override {
+    if (is_name_and_state(opt)) return "[name] state";
+    return CLI::Formatter::make_option_usage(opt);
+  }
+  void name_and_state(const CLI::Option* opt) { name_and_state_.push_back(opt); }
+
+ private:
+  bool is_name_and_state(const CLI::Option* opt) const {
+    return std::find(name_and_state_.begin(), name_and_state_.end(), opt) != name_and_state_.end();
+  }
+  std::vector<const CLI::Option*> name_and_state_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"shadowctl: talk to a shadowd server, or receive its notifications"};
-  app.footer(
-      "Options above go before the command: shadowctl --server URL --token T --json get THING.\n"
-      "To watch writes: shadowctl listen --port 9000, then register http://127.0.0.1:9000/ as a\n"
-      "webhook with shadowctl registrations put ID (see docs/cli-notifications.md).");
+  auto formatter = std::make_shared<Formatter>();
+  app.formatter(formatter);  // subcommands added below share it
   Client client;
   bool as_json = false;
   if (const char* s = std::getenv("SHADOWCTL_SERVER")) client.server = s;
@@ -251,7 +272,11 @@ int main(int argc, char** argv) {
     CLI::App* c = write_cmds[i] = app.add_subcommand(i == 0 ? "report" : "desire",
                                                      i == 0 ? "merge a reported state" : "merge a desired state");
     c->add_option("thing", thing, "thing name")->required();
-    c->add_option("state", name_and_state, "[NAME] STATE: a JSON object, @FILE or - for stdin")->required()->expected(1, 2);
+    formatter->name_and_state(
+        c->add_option("state", name_and_state,
+                      "shadow name (default main), then the state: a JSON object, @FILE or - for stdin")
+            ->required()
+            ->expected(1, 2));
     c->add_option("--version", version, "accept only if the section is at this version");
     c->add_option("--client-token", client_token, "client token stored with the write");
     c->add_option("--tz", tz, "IANA time zone of the device");
@@ -307,6 +332,23 @@ int main(int argc, char** argv) {
                          "refuse (401) events without a valid X-Shadow-Signature made with this secret, or "
                          "signed more than 300 s from now");
   listen_cmd->add_flag("--json", as_json, "print each event as received, one compact JSON line");
+
+  // A subcommand copies its parent's footer when it is created, so the footers are set last: the
+  // top-level one only on the top-level help (in a command's help, "options above" are the
+  // command's own), and each command that talks to the server says where the global options go.
+  std::function<void(CLI::App*, const std::string&)> set_footers = [&](CLI::App* parent, const std::string& path) {
+    for (CLI::App* c : parent->get_subcommands([](CLI::App*) { return true; })) {
+      const std::string command = path + " " + c->get_name();
+      c->footer(c == listen_cmd ? "" : "Global options go before the command: shadowctl --server URL --token T --json" +
+                                           command + " ...");
+      set_footers(c, command);
+    }
+  };
+  set_footers(&app, "");
+  app.footer(
+      "Options above go before the command: shadowctl --server URL --token T --json get THING.\n"
+      "To watch writes: shadowctl listen --port 9000, then register http://127.0.0.1:9000/ as a\n"
+      "webhook with shadowctl registrations put ID (see docs/cli-notifications.md).");
   CLI11_PARSE(app, argc, argv);
 
   if (*listen_cmd) {

@@ -1,4 +1,4 @@
-// Equality, acknowledgement and delta (SPEC.md §3, §5).
+// Equality, acknowledgement and delta (docs/semantics.md, "Acknowledgement and delta").
 #include "core/tree.hpp"
 #include "deviceshadow/document.hpp"
 

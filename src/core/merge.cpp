@@ -1,4 +1,5 @@
-// Merge of an incoming state into a stored one (SPEC.md §4).
+// Merge of an incoming state into a stored one. The rule numbers in the comments are those of
+// docs/semantics.md, "Merge".
 #include "core/tree.hpp"
 #include "deviceshadow/document.hpp"
 

@@ -1,4 +1,5 @@
-// Validation of incoming states and the composed write (SPEC.md §3–§5, §8).
+// Validation of incoming states (depth, timestamps, array ids, numbers) and the composed write:
+// merge, acknowledgement and the state size limit (docs/semantics.md).
 #include "core/tree.hpp"
 #include "deviceshadow/document.hpp"
 #include "deviceshadow/error.hpp"

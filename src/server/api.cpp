@@ -114,8 +114,8 @@ std::string string_member(const json::object& o, std::string_view key, bool requ
   return std::string(v->get_string());
 }
 
-// Reads the update request fields of §10 from `o` into `r`; `extra` names envelope members
-// (batch operations) that are allowed besides them.
+// Reads the update request fields (state, version, clientToken, tz, mode, acknowledge) from `o`
+// into `r`; `extra` names envelope members (batch operations) that are allowed besides them.
 void read_update_fields(const json::object& o, UpdateRequest& r, std::initializer_list<std::string_view> extra) {
   for (const auto& m : o) {
     std::string_view k(m.key().data(), m.key().size());

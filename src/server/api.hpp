@@ -1,5 +1,6 @@
-// The REST API v1 (SPEC.md §10): routing, request parsing, authorization, rendering.
-// Independent of the HTTP transport; every failure becomes the JSON error of §9.
+// The REST API v1 (routes: the README's "REST API v1"): routing, request parsing, authorization,
+// rendering. Independent of the HTTP transport; every failure becomes the JSON error body
+// {"error":{"code","message",…}} (docs/semantics.md, "Errors and limits").
 #pragma once
 
 #include "deviceshadow/engine.hpp"

@@ -1,4 +1,6 @@
-// Bearer-token authentication and role-based authorization (SPEC.md §10).
+// Bearer-token authentication and role-based authorization: an admin token may do everything, an
+// app token read, write desired, delete, list and read history, a device token read and write
+// reported, each limited to the things its patterns cover.
 //
 // Token file: one token per line, `SHA256_HEX ROLE [PATTERN...]`, fields separated by spaces
 // or tabs; a line whose first non-blank character is '#' is a comment, and blank lines are
@@ -6,9 +8,9 @@
 // ends in an unencoded '*' ("*" alone: every thing); without patterns the token covers every
 // thing. Patterns are percent-encoded so that every valid thing name can be written: '%' is
 // %25, a space %20, '#' %23, a tab %09, a final literal '*' %2A. A pattern holding a raw '#',
-// a malformed escape or a name that is not a valid thing (SPEC §2) is an error naming the
-// line: the file is refused whole, never read so as to widen a token's rights. Only hashes
-// are stored: `shadowd hash-token TOKEN` prints the hash of a token.
+// a malformed escape or a name that is not a valid thing (1-512 bytes of UTF-8 without control
+// characters) is an error naming the line: the file is refused whole, never read so as to widen
+// a token's rights. Only hashes are stored: `shadowd hash-token TOKEN` prints the hash of a token.
 #pragma once
 
 #include "deviceshadow/engine.hpp"

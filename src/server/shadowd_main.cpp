@@ -1,4 +1,4 @@
-// shadowd: the deviceshadow server (SPEC.md §12).
+// shadowd: the deviceshadow server. Its options and subcommands are described in docs/cli.md.
 #include "deviceshadow/dynamodb_store.hpp"
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/error.hpp"
@@ -119,8 +119,8 @@ int serve(const Settings& s) {
   if (colon == std::string::npos) throw std::invalid_argument("--listen must be HOST:PORT");
   http.host = s.listen.substr(0, colon);
   http.port = static_cast<unsigned short>(std::stoul(s.listen.substr(colon + 1)));
-  http.io_threads = std::max<std::size_t>(1, s.io_threads);
-  http.workers = std::max<std::size_t>(1, s.workers);
+  http.io_threads = s.io_threads;
+  http.workers = s.workers;
   http.max_body_bytes = s.max_body_bytes;
   http.read_timeout = std::chrono::milliseconds(s.read_timeout_ms);
   http.idle_timeout = std::chrono::milliseconds(s.idle_timeout_ms);
@@ -163,8 +163,8 @@ int serve(const Settings& s) {
   srv::MeteredStore metered(*store, metrics);
   ds::Engine engine(metered, options);
   notify::DispatcherOptions notify_options;
-  notify_options.concurrency = std::max<std::size_t>(1, s.notify_concurrency);
-  notify_options.window = std::max<std::size_t>(1, s.notify_window);
+  notify_options.concurrency = s.notify_concurrency;
+  notify_options.window = s.notify_window;
   notify::Dispatcher dispatcher(engine, notify_options, notify::make_target,
                                 [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
                                   std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
@@ -206,6 +206,18 @@ int serve(const Settings& s) {
   return 0;
 }
 
+// For counts of threads and slots, where 0 would leave none: refused with a message naming the
+// option rather than raised to 1 behind the user's back.
+const CLI::Validator kAtLeastOne(
+    [](std::string& text) -> std::string {
+      std::size_t n = 0;
+      if (text.empty() || text[0] == '-' || !CLI::detail::lexical_cast(text, n) || n < 1) {
+        return "must be a whole number of at least 1, not " + text;
+      }
+      return {};
+    },
+    "AT LEAST 1");
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,7 +243,8 @@ int main(int argc, char** argv) {
       ->envname(env("CACHE_ENTRIES"))->capture_default_str();
   app.add_option("--durability", s.durability, "SQLite commits: full (fsync every commit) or normal")
       ->envname(env("DURABILITY"))->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
-  app.add_option("--min-free-bytes", s.min_free_bytes, "SQLite: readyz fails while the database's filesystem has less free")
+  app.add_option("--min-free-bytes", s.min_free_bytes,
+                 "SQLite: /readyz answers 503 while the filesystem holding the database has fewer bytes free than this")
       ->envname(env("MIN_FREE_BYTES"))->capture_default_str();
   app.add_option("--tokens", s.tokens, "token file; without one the server is open to everyone")->envname(env("TOKENS"));
   app.add_option("--max-body-bytes", s.max_body_bytes, "largest request body")->envname(env("MAX_BODY_BYTES"))->capture_default_str();
@@ -240,31 +253,33 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch-items", s.max_batch_items, "operations per batch request")->envname(env("MAX_BATCH_ITEMS"))->capture_default_str();
   app.add_option("--timestamp-keys", s.timestamp_keys, "members that make an object a timestamped value, in priority order")
       ->envname(env("TIMESTAMP_KEYS"))->delimiter(',')->capture_default_str();
-  app.add_option("--history", s.history, "record the history journal (true/false)")->envname(env("HISTORY"))->capture_default_str();
+  app.add_option("--history", s.history, "record the history journal: true or false")->envname(env("HISTORY"))->default_str("true");
   app.add_option("--history-retention", s.history_retention, "how long history events are kept")->envname(env("HISTORY_RETENTION"))->capture_default_str();
   app.add_option("--tombstone-retention", s.tombstone_retention, "how long deleted sections keep their version")->envname(env("TOMBSTONE_RETENTION"))->capture_default_str();
   app.add_option("--purge-interval", s.purge_interval, "how often expired tombstones and history are dropped")->envname(env("PURGE_INTERVAL"))->capture_default_str();
   app.add_option("--max-attempts", s.max_attempts, "read-merge-write attempts of an unpinned write")->envname(env("MAX_ATTEMPTS"))->capture_default_str();
-  app.add_option("--io-threads", s.io_threads, "network I/O threads")->envname(env("IO_THREADS"))->capture_default_str();
-  app.add_option("--workers", s.workers, "request handler threads")->envname(env("WORKERS"))->capture_default_str();
+  app.add_option("--io-threads", s.io_threads, "network I/O threads")->envname(env("IO_THREADS"))->check(kAtLeastOne)->capture_default_str();
+  app.add_option("--workers", s.workers, "request handler threads")->envname(env("WORKERS"))->check(kAtLeastOne)->capture_default_str();
   app.add_option("--read-timeout-ms", s.read_timeout_ms, "time a client has to send one whole request")
       ->envname(env("READ_TIMEOUT_MS"))->capture_default_str();
   app.add_option("--idle-timeout-ms", s.idle_timeout_ms, "time a keep-alive connection may wait for its next request")
       ->envname(env("IDLE_TIMEOUT_MS"))->capture_default_str();
   app.add_option("--max-connections", s.max_connections,
-                 "open client connections; more are answered 503 (at most 3/4 of the open-file limit)")
+                 "open client connections; more are answered 503 and closed. shadowd raises its open-file limit to the "
+                 "hard limit at start and lowers this to 3/4 of that limit if it is higher, with a warning")
       ->envname(env("MAX_CONNECTIONS"))->capture_default_str();
   app.add_option("--max-response-bytes-in-flight", s.max_response_bytes_in_flight,
-                 "response bytes waiting for slow clients before reads are answered 503")
+                 "response bytes written but not yet taken by slow clients, at most: a read whose response is over "
+                 "16 KiB and would pass this is answered 503 with Retry-After: 1 (writes are always answered)")
       ->envname(env("MAX_RESPONSE_BYTES_IN_FLIGHT"))->capture_default_str();
   app.add_option("--max-page-bytes", s.max_page_bytes,
                  "bytes of events in one history page and of shadows in one batch get response")
       ->envname(env("MAX_PAGE_BYTES"))->capture_default_str();
   app.add_option("--notify-concurrency", s.notify_concurrency, "event deliveries in flight per notification registration")
-      ->envname(env("NOTIFY_CONCURRENCY"))->capture_default_str();
+      ->envname(env("NOTIFY_CONCURRENCY"))->check(kAtLeastOne)->capture_default_str();
   app.add_option("--notify-window", s.notify_window,
                  "change-feed entries a registration holds in memory ahead of its checkpoint")
-      ->envname(env("NOTIFY_WINDOW"))->capture_default_str();
+      ->envname(env("NOTIFY_WINDOW"))->check(kAtLeastOne)->capture_default_str();
   app.add_option("--log-format", s.log_format, "text or json")->envname(env("LOG_FORMAT"))->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   app.add_option("--log-level", s.log_level, "debug, info, warn or error")->envname(env("LOG_LEVEL"))
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();

@@ -5,7 +5,9 @@
 //          "expect": {"reported"?, "desired"?, "changes"?, "stale"?, "acknowledged"?,
 //                     "changed"?, "delta"?}  |  "error": {"code", "path"?}}
 // Omitted expectations are strict defaults: a section not named must be unchanged, lists
-// not named must be empty, "changed" is true exactly when there are changes.
+// not named must be empty, "changed" is true exactly when there are changes. "rule" names the
+// part of docs/semantics.md the case illustrates: a section ("acknowledgement", "equality",
+// "limits", …) or a numbered rule of "Merge" ("merge 6").
 #include "deviceshadow/document.hpp"
 #include "deviceshadow/error.hpp"
 

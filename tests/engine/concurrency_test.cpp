@@ -1,4 +1,5 @@
-// Many writers, no lost update; conflicts between processes are retried (SPEC.md §6).
+// Many writers, no lost update; conflicts between processes are retried (docs/semantics.md,
+// "Versions and concurrency").
 #include "deviceshadow/error.hpp"
 #include "support/engine_fixture.hpp"
 #include "support/forwarding_store.hpp"

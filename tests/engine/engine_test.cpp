@@ -1,4 +1,4 @@
-// Engine behaviour (SPEC.md §4–§7) against every store.
+// Engine behaviour (merge, acknowledgement, versions, history) against every store.
 #include "support/engine_fixture.hpp"
 #include "support/forwarding_store.hpp"
 
