@@ -6,7 +6,7 @@
 //   environment: BENCH_ONLY=writes|drain|latency|memory runs one scenario; BENCH_CONCURRENCY=N
 //   sets --notify-concurrency; BENCH_SECTIONS=desired makes the registrations match no write
 //   (reports only), which leaves the cost of the feed and of reading and matching it;
-//   BENCH_RECEIVER_NICE=N runs the receiver's thread at nice N.
+//   BENCH_RECEIVER_NICE=N runs the receiver's thread N nice levels below the process.
 //
 //  1. write throughput with no registration and with three (all delivered to the receiver),
 //     alternating R times; the ratio of the medians;
@@ -69,8 +69,10 @@ class Receiver {
     add(wake_[0]);
     thread_ = std::thread([this] {
       // BENCH_RECEIVER_NICE: a receiver on another machine would not compete with shadowd for
-      // the CPU; a high nice value comes closest to that on one machine.
-      if (const char* nice = std::getenv("BENCH_RECEIVER_NICE")) ::setpriority(PRIO_PROCESS, ::gettid(), std::atoi(nice));
+      // the CPU; running this many nice levels below the process comes closest to that here.
+      if (const char* nice = std::getenv("BENCH_RECEIVER_NICE")) {
+        ::setpriority(PRIO_PROCESS, ::gettid(), std::min(::getpriority(PRIO_PROCESS, ::gettid()) + std::atoi(nice), 19));
+      }
       run();
     });
   }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -61,10 +62,15 @@ std::chrono::milliseconds backoff(int attempt, const DispatcherOptions& o) {
   return std::chrono::milliseconds(pick(random));
 }
 
-// Delivery is background work: its threads yield the CPU to request handling (Linux applies
-// a nice value per thread), so notifications lag under CPU saturation rather than slow writes.
+// Delivery is background work: its threads run `nice` levels below the thread that started
+// them (Linux applies a nice value per thread) and yield the CPU to request handling, so
+// notifications lag under CPU saturation rather than slow writes.
 void lower_priority(int nice) {
-  if (nice > 0) ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
+  if (nice <= 0) return;
+  const auto tid = static_cast<id_t>(::gettid());
+  errno = 0;
+  const int current = ::getpriority(PRIO_PROCESS, tid);  // inherited from the starting thread
+  ::setpriority(PRIO_PROCESS, tid, std::min((errno ? 0 : current) + nice, 19));
 }
 
 // Calls `each` on the registration's dead letters in id order, reading a page at a time,

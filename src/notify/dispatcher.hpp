@@ -50,7 +50,7 @@ struct DispatcherOptions {
   std::chrono::milliseconds retry_max{60000};
   std::chrono::milliseconds checkpoint_interval{100};
   std::chrono::milliseconds trim_interval{1000};
-  int nice = 10;  // the delivery threads' nice value: they yield the CPU to request handling
+  int nice = 10;  // the delivery threads run this many nice levels below the process: they yield the CPU to request handling
 };
 
 // A registration's delivery counters since this process started (while it is enabled), and
