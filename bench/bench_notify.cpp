@@ -5,8 +5,7 @@
 //   bench_notify [--seconds S] [--threads N] [--rounds R] [--backlog M] [--dir DIR]
 //   environment: BENCH_ONLY=writes|drain|latency|memory runs one scenario; BENCH_CONCURRENCY=N
 //   sets --notify-concurrency; BENCH_SECTIONS=desired makes the registrations match no write
-//   (reports only), which leaves the cost of the feed and of reading and matching it;
-//   BENCH_RECEIVER_NICE=N runs the receiver's thread N nice levels below the process.
+//   (reports only), which leaves the cost of the feed and of reading and matching it.
 //
 //  1. write throughput with no registration and with three (all delivered to the receiver),
 //     alternating R times; the ratio of the medians;
@@ -31,7 +30,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -67,14 +65,7 @@ class Receiver {
     add(listener_);
     ::pipe2(wake_, O_NONBLOCK);
     add(wake_[0]);
-    thread_ = std::thread([this] {
-      // BENCH_RECEIVER_NICE: a receiver on another machine would not compete with shadowd for
-      // the CPU; running this many nice levels below the process comes closest to that here.
-      if (const char* nice = std::getenv("BENCH_RECEIVER_NICE")) {
-        ::setpriority(PRIO_PROCESS, ::gettid(), std::min(::getpriority(PRIO_PROCESS, ::gettid()) + std::atoi(nice), 19));
-      }
-      run();
-    });
+    thread_ = std::thread([this] { run(); });
   }
   ~Receiver() {
     ::write(wake_[1], "x", 1);
