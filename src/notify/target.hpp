@@ -59,4 +59,19 @@ DeliveryResult deliver_now(Target& target, const Delivery& delivery,
 // 5xx, a connection failure or the timeout is retried; any other status is rejected.
 std::unique_ptr<Target> make_webhook_target(const WebhookTarget& target);
 
+// SQS: SendMessageBatch (AWS JSON protocol) of up to ten deliveries started together, with
+// String message attributes thing, name and type; on a FIFO queue (URL ending ".fifo")
+// MessageGroupId "{thing}#{name}" and MessageDeduplicationId the event id, each replaced by its
+// SHA-256 in hex when longer than 128 characters or holding a space or non-ASCII character.
+// Entries the queue refuses are reported one by one (a sender fault is rejected, other
+// failures are retried); connection failures, throttling and 5xx are retried, any other error
+// of the whole call is rejected. Events are truncated beyond the queue's MaximumMessageSize
+// (read once; 256 KiB until known) less 1 KiB for the attributes.
+std::unique_ptr<Target> make_sqs_target(const SqsTarget& target);
+
+// SNS: Publish, or PublishBatch for several deliveries started together (query protocol),
+// with the same attributes and FIFO ids as SQS on a topic whose ARN ends ".fifo"; the same
+// outcomes; events over 255 KiB are truncated.
+std::unique_ptr<Target> make_sns_target(const SnsTarget& target);
+
 }  // namespace deviceshadow::notify

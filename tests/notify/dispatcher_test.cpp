@@ -354,8 +354,8 @@ TEST_P(DispatcherTest, ARestartResumesFromTheCheckpoint) {
 
 TEST_P(DispatcherTest, RefusesTargetsItCannotDeliverToAndStoresWithoutAFeed) {
   try {
-    dispatcher->put("q", R"({"target":{"type":"sqs","queueUrl":"https://sqs.us-east-1.amazonaws.com/1/q"}})");
-    FAIL() << "an sqs registration was accepted";
+    dispatcher->put("q", R"({"target":{"type":"mqtt","broker":"mqtt://127.0.0.1:1883"}})");
+    FAIL() << "an mqtt registration was accepted";
   } catch (const ds::Error& e) {
     EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request);
     EXPECT_EQ(e.details().field, "target.type");
