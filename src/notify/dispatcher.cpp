@@ -101,7 +101,7 @@ std::unique_ptr<Target> make_target(const Registration& r) {
   if (const auto* webhook = std::get_if<WebhookTarget>(&r.target)) return make_webhook_target(*webhook);
   if (const auto* sqs = std::get_if<SqsTarget>(&r.target)) return make_sqs_target(*sqs);
   if (const auto* sns = std::get_if<SnsTarget>(&r.target)) return make_sns_target(*sns);
-  throw Error::invalid_request("target.type: this server does not deliver to mqtt targets yet", "target.type");
+  return make_mqtt_target(std::get<MqttTarget>(r.target));
 }
 
 // A feed entry, parsed once by the dispatcher's reader and shared by the workers that want it.

@@ -74,4 +74,11 @@ std::unique_ptr<Target> make_sqs_target(const SqsTarget& target);
 // outcomes; events over 255 KiB are truncated.
 std::unique_ptr<Target> make_sns_target(const SnsTarget& target);
 
+// MQTT: PUBLISH to the topic made from the template ({thing}, {name}, {section}: "reported",
+// "desired" or "both", {type}: "updated" or "deleted"; '/', '+', '#', '%' and NUL in a name are
+// percent-encoded) over one connection per broker and credentials, shared by the targets that
+// use it and reconnected with backoff (1 s doubling to 30 s). QoS 1 is delivered on PUBACK,
+// QoS 0 once written; no answer within 10 s, or no connection, is retried.
+std::unique_ptr<Target> make_mqtt_target(const MqttTarget& target);
+
 }  // namespace deviceshadow::notify

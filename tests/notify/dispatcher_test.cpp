@@ -37,7 +37,10 @@ class ScriptedTargets {
 
   notify::TargetFactory factory() {
     return [this](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
-      if (!std::holds_alternative<notify::WebhookTarget>(r.target)) return notify::make_target(r);
+      // Other types are refused, as by a factory that cannot deliver to them.
+      if (!std::holds_alternative<notify::WebhookTarget>(r.target)) {
+        throw ds::Error::invalid_request("target.type: only webhooks here", "target.type");
+      }
       return std::make_unique<Scripted>(*this, r.id);
     };
   }
