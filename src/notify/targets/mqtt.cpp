@@ -156,7 +156,10 @@ std::string escape_topic_name(std::string_view name) {
 
 class Mqtt final : public Target {
  public:
-  explicit Mqtt(const MqttTarget& target) : target_(target), connection_(Connection::to(target)) {}
+  explicit Mqtt(const MqttTarget& target)
+      : target_(target),
+        connection_(Connection::to(target)),
+        needs_section_(target.topic.find("{section}") != std::string::npos) {}
 
   ~Mqtt() override {
     std::vector<int> mids;
@@ -245,7 +248,7 @@ class Mqtt final : public Target {
         topic += escape_topic_name(d.name);
       } else if (field == "type") {
         topic += d.type.substr(d.type.rfind('.') + 1);  // "updated" or "deleted"
-      } else if (field == "section") {
+      } else if (field == "section" && needs_section_) {
         topic += section_of(d.body);
       } else {
         topic += t[i++];
@@ -271,6 +274,7 @@ class Mqtt final : public Target {
 
   const MqttTarget target_;
   const std::shared_ptr<Connection> connection_;
+  const bool needs_section_;  // the template has {section}: each event is parsed for it
   std::mutex mutex_;  // guards what follows
   std::condition_variable cv_;
   std::unordered_map<std::uint64_t, Flight> in_flight_;
