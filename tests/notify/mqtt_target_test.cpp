@@ -53,7 +53,7 @@ class Subscriber {
   }
   ~Subscriber() {
     mosquitto_disconnect(mosq_);
-    mosquitto_loop_stop(mosq_, true);
+    mosquitto_loop_stop(mosq_, false);
     mosquitto_destroy(mosq_);
   }
   std::vector<std::pair<std::string, std::string>> messages(std::size_t expected) {

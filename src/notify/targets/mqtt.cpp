@@ -63,8 +63,10 @@ class Connection {
   }
 
   ~Connection() {
+    // The network thread ends by itself once disconnecting (not cancelled: it may hold
+    // libmosquitto's locks).
     mosquitto_disconnect(mosq_);
-    mosquitto_loop_stop(mosq_, true);
+    mosquitto_loop_stop(mosq_, false);
     mosquitto_destroy(mosq_);
   }
 
