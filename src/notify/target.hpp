@@ -46,7 +46,8 @@ class Target {
   virtual void run(std::chrono::milliseconds timeout, const Done& done) = 0;
   // Makes a run() in progress return early.
   virtual void wake() = 0;
-  // The largest event the destination accepts; a larger one is sent truncated.
+  // The largest event the destination accepts; a larger one is sent truncated. Called by the
+  // thread that calls start() (a target may ask its destination once, blocking).
   virtual std::size_t max_event_bytes() const { return SIZE_MAX; }
 };
 
