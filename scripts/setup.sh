@@ -8,6 +8,7 @@ PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
   libsqlite3-dev sqlite3 libssl-dev libcurl4-openssl-dev libfmt-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libre2-dev valgrind curl wrk
+  libpugixml-dev libmosquitto-dev mosquitto mosquitto-clients
 )
 
 missing=()
@@ -17,6 +18,8 @@ done
 # DynamoDB Local (tests) needs Java and npm; the machine image usually has both.
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# moto_server (SQS and SNS emulator) comes with the machine image's Python; PyPI is not reachable.
+command -v moto_server >/dev/null 2>&1 || echo "setup: moto_server is missing: the SQS and SNS tests will fail" >&2
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 SUDO=""

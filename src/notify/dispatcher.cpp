@@ -99,9 +99,9 @@ std::uint64_t count_dead_letters(Store& store, std::string_view registration) {
 
 std::unique_ptr<Target> make_target(const Registration& r) {
   if (const auto* webhook = std::get_if<WebhookTarget>(&r.target)) return make_webhook_target(*webhook);
-  throw Error::invalid_request("target.type: this server delivers to webhook targets only (sqs, sns and mqtt are not "
-                               "available yet)",
-                               "target.type");
+  if (const auto* sqs = std::get_if<SqsTarget>(&r.target)) return make_sqs_target(*sqs);
+  if (const auto* sns = std::get_if<SnsTarget>(&r.target)) return make_sns_target(*sns);
+  return make_mqtt_target(std::get<MqttTarget>(r.target));
 }
 
 // A feed entry, parsed once by the dispatcher's reader and shared by the workers that want it.

@@ -74,7 +74,7 @@ using TargetFactory = std::function<std::unique_ptr<Target>(const Registration&)
 using NotifyLog = std::function<void(bool error, std::string_view message,
                                      std::vector<std::pair<std::string, std::string>> fields)>;
 
-// The targets this build delivers to (webhook; the others refuse with invalid_request).
+// The target of a registration: webhook, sqs, sns or mqtt.
 std::unique_ptr<Target> make_target(const Registration& registration);
 
 class Dispatcher {

@@ -46,7 +46,8 @@ class Target {
   virtual void run(std::chrono::milliseconds timeout, const Done& done) = 0;
   // Makes a run() in progress return early.
   virtual void wake() = 0;
-  // The largest event the destination accepts; a larger one is sent truncated.
+  // The largest event the destination accepts; a larger one is sent truncated. Called by the
+  // thread that calls start() (a target may ask its destination once, blocking).
   virtual std::size_t max_event_bytes() const { return SIZE_MAX; }
 };
 
@@ -58,5 +59,27 @@ DeliveryResult deliver_now(Target& target, const Delivery& delivery,
 // X-Shadow-Signature when it has a secret; keep-alive connections. 2xx is delivered; 408, 429,
 // 5xx, a connection failure or the timeout is retried; any other status is rejected.
 std::unique_ptr<Target> make_webhook_target(const WebhookTarget& target);
+
+// SQS: SendMessageBatch (AWS JSON protocol) of up to ten deliveries started together, with
+// String message attributes thing, name and type; on a FIFO queue (URL ending ".fifo")
+// MessageGroupId "{thing}#{name}" and MessageDeduplicationId the event id, each replaced by its
+// SHA-256 in hex when longer than 128 characters or holding a space or non-ASCII character.
+// Entries the queue refuses are reported one by one (a sender fault is rejected, other
+// failures are retried); connection failures, throttling and 5xx are retried, any other error
+// of the whole call is rejected. Events are truncated beyond the queue's MaximumMessageSize
+// (read once; 256 KiB until known) less 1 KiB for the attributes.
+std::unique_ptr<Target> make_sqs_target(const SqsTarget& target);
+
+// SNS: Publish, or PublishBatch for several deliveries started together (query protocol),
+// with the same attributes and FIFO ids as SQS on a topic whose ARN ends ".fifo"; the same
+// outcomes; events over 255 KiB are truncated.
+std::unique_ptr<Target> make_sns_target(const SnsTarget& target);
+
+// MQTT: PUBLISH to the topic made from the template ({thing}, {name}, {section}: "reported",
+// "desired" or "both", {type}: "updated" or "deleted"; '/', '+', '#', '%' and NUL in a name are
+// percent-encoded) over one connection per broker and credentials, shared by the targets that
+// use it and reconnected with backoff (1 s doubling to 30 s). QoS 1 is delivered on PUBACK,
+// QoS 0 once written; no answer within 10 s, or no connection, is retried.
+std::unique_ptr<Target> make_mqtt_target(const MqttTarget& target);
 
 }  // namespace deviceshadow::notify

@@ -375,12 +375,17 @@ void HttpServer::run() {
   impl_->signals.async_wait([this](beast::error_code ec, int) {
     if (!ec) impl_->begin_stop();
   });
+  // The waiter starts with the signals blocked (a thread inherits its creator's mask), so that
+  // the SIGTERM sent to end it below stays pending for its sigwait even when the server stops
+  // before the waiter has run at all.
+  sigset_t previous;
+  ::pthread_sigmask(SIG_BLOCK, &shutdown_signals(), &previous);
   std::thread waiter([this] {
-    block_shutdown_signals();
     int signal = 0;
     ::sigwait(&shutdown_signals(), &signal);
     impl_->begin_stop();  // a no-op when the server stopped already and woke this thread
   });
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   impl_->accept();
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < impl_->options.io_threads; ++i) threads.emplace_back([this] { impl_->run_io(); });

@@ -154,7 +154,8 @@ class RegistrationApiTest(ServerTestCase):
             ("r1", webhook("http://h/", sections="neither"), "sections"),
             ("r1", webhook("http://h/", include=[]), "include"),
             ("r1", webhook("http://h/", maxAttempts=0), "maxAttempts"),
-            ("r1", {"target": {"type": "sqs", "queueUrl": "https://sqs.us-east-1.amazonaws.com/1/q"}}, "target.type"),
+            ("r1", {"target": {"type": "sqs"}}, "target.queueUrl"),
+            ("r1", {"target": {"type": "mqtt", "broker": "mqtt://h:1883", "qos": 2}}, "target.qos"),
             ("r1", {"target": {"type": "carrier-pigeon"}}, "target.type"),
         ]
         for rid, body, field in cases:

@@ -1,0 +1,101 @@
+#include "aws/signed_post.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <mutex>
+
+namespace deviceshadow::aws {
+namespace {
+
+std::size_t on_body(char* data, std::size_t size, std::size_t n, void* out) {
+  static_cast<PostAnswer*>(out)->body.append(data, size * n);
+  return size * n;
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t n, void* out) {
+  std::string_view line(data, size * n);
+  constexpr std::string_view kName = "x-amzn-query-error:";
+  if (line.size() > kName.size() &&
+      std::equal(kName.begin(), kName.end(), line.begin(), [](char a, char b) {
+        return a == std::tolower(static_cast<unsigned char>(b));
+      })) {
+    std::string_view v = line.substr(kName.size());
+    while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+    while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+    static_cast<PostAnswer*>(out)->query_error = std::string(v);
+  }
+  return size * n;
+}
+
+}  // namespace
+
+std::string origin_of(const std::string& url) {
+  std::size_t start = url.find("://");
+  start = start == std::string::npos ? 0 : start + 3;
+  return url.substr(0, url.find_first_of("/?#", start));
+}
+
+SignedPost::SignedPost(SignedPostOptions options) : options_(std::move(options)) {
+  static std::once_flag initialized;
+  std::call_once(initialized, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  const std::string origin = origin_of(options_.endpoint);
+  host_ = origin.substr(origin.find("://") == std::string::npos ? 0 : origin.find("://") + 3);
+}
+
+SignedPost::~SignedPost() {
+  if (handle_) curl_easy_cleanup(static_cast<CURL*>(handle_));
+}
+
+PostAnswer SignedPost::post(const std::vector<std::pair<std::string, std::string>>& headers, std::string body,
+                            const Credentials& credentials) {
+  SignableRequest request;
+  request.path = "/";
+  request.headers = headers;
+  request.headers.emplace_back("Host", host_);
+  request.body = std::move(body);
+  sign(request, {options_.region, options_.service, amz_date_now()}, credentials);
+
+  if (!handle_) {
+    CURL* h = curl_easy_init();
+    if (!h) return {"out of memory"};
+    const std::string url = origin_of(options_.endpoint) + "/";
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    handle_ = h;
+  }
+  CURL* h = static_cast<CURL*>(handle_);
+  PostAnswer answer;
+  curl_slist* list = curl_slist_append(nullptr, "Expect:");
+  for (const auto& [name, value] : request.headers) {
+    if (name != "Host") list = curl_slist_append(list, (name + ": " + value).c_str());
+  }
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &answer);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &answer);
+  const CURLcode rc = curl_easy_perform(h);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  curl_slist_free_all(list);
+  if (rc != CURLE_OK) {
+    answer.transport_error = curl_easy_strerror(rc);
+    curl_easy_cleanup(h);  // the connection may be in any state
+    handle_ = nullptr;
+    return answer;
+  }
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &answer.status);
+  return answer;
+}
+
+}  // namespace deviceshadow::aws

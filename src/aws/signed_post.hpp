@@ -1,0 +1,51 @@
+// One SigV4-signed HTTP POST at a time to an AWS endpoint, over a kept-alive libcurl handle.
+// No retries: the caller decides what a failure means. Not thread-safe (one user at a time).
+#pragma once
+
+#include "aws/sigv4.hpp"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace deviceshadow::aws {
+
+struct SignedPostOptions {
+  std::string endpoint;  // "https://sqs.eu-north-1.amazonaws.com", "http://127.0.0.1:5000"
+  std::string region;
+  std::string service;   // the signing name: "sqs", "sns"
+  std::chrono::milliseconds timeout{10000};  // connecting and answering, each
+};
+
+struct PostAnswer {
+  std::string transport_error;  // set when no HTTP answer came (status 0)
+  long status = 0;
+  std::string body;
+  std::string query_error;      // the x-amzn-query-error header ("Code;Sender"), if any
+};
+
+class SignedPost {
+ public:
+  explicit SignedPost(SignedPostOptions options);
+  ~SignedPost();
+  SignedPost(const SignedPost&) = delete;
+  SignedPost& operator=(const SignedPost&) = delete;
+
+  // POSTs `body` to the endpoint's root with `headers` (Host and the signature are added).
+  PostAnswer post(const std::vector<std::pair<std::string, std::string>>& headers, std::string body,
+                  const Credentials& credentials);
+
+  const SignedPostOptions& options() const { return options_; }
+
+ private:
+  SignedPostOptions options_;
+  std::string host_;
+  void* handle_ = nullptr;  // CURL*, kept out of this header
+};
+
+// "scheme://host[:port]" of a URL (no path).
+std::string origin_of(const std::string& url);
+
+}  // namespace deviceshadow::aws

@@ -1,0 +1,76 @@
+// What the SQS and SNS targets share: deliveries started together go out as one batch call,
+// made by the sender's thread inside run(); credentials from the standard AWS chain; the FIFO
+// group and deduplication ids.
+#pragma once
+
+#include "aws/sigv4.hpp"
+#include "notify/target.hpp"
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deviceshadow::notify::aws_target {
+
+// Batches the deliveries waiting when run() is called: up to `max_entries` per call and
+// `max_batch_bytes` of bodies (each counted with `entry_overhead` for its attributes), at
+// least one. One batch per run(); run() waits for wake() when nothing waits.
+class BatchingTarget : public Target {
+ public:
+  struct Item {
+    std::uint64_t tag;
+    Delivery delivery;
+  };
+
+  void start(std::uint64_t tag, const Delivery& delivery) final { waiting_.push_back({tag, delivery}); }
+  void run(std::chrono::milliseconds timeout, const Done& done) final;
+  void wake() final;
+
+ protected:
+  BatchingTarget(std::size_t max_entries, std::size_t max_batch_bytes, std::size_t entry_overhead)
+      : max_entries_(max_entries), max_batch_bytes_(max_batch_bytes), entry_overhead_(entry_overhead) {}
+  // Sends one batch and waits for the answer; returns one result per item, in order.
+  virtual std::vector<DeliveryResult> send(std::span<const Item> batch) = 0;
+
+ private:
+  const std::size_t max_entries_;
+  const std::size_t max_batch_bytes_;
+  const std::size_t entry_overhead_;
+  std::deque<Item> waiting_;
+  std::mutex mutex_;  // guards woken_
+  std::condition_variable cv_;
+  bool woken_ = false;
+};
+
+// The AWS credentials, loaded on first use and kept; while none are found, each call tries
+// again (a credentials file may appear) and returns nullopt with `error` set.
+class CredentialSource {
+ public:
+  std::optional<aws::Credentials> get(std::string& error);
+
+ private:
+  std::optional<aws::Credentials> credentials_;
+};
+
+// The region to sign for: `configured`, else `from_resource` (parsed from the queue URL or
+// topic ARN), else the AWS environment's, else us-east-1.
+std::string resolve_region(const std::string& configured, const std::string& from_resource);
+
+// Ids for FIFO queues and topics, which accept at most 128 characters from printable ASCII
+// without the space: the value itself when it fits, else its SHA-256 in hex (so that a shadow
+// always maps to the same group and a redelivery to the same deduplication id).
+std::string fifo_id(std::string_view value);
+
+// Throttling and server-side error codes that a later attempt may pass.
+bool retryable_error_code(std::string_view code);
+
+// A failed call's result for every item of a batch.
+std::vector<DeliveryResult> all(std::size_t n, const DeliveryResult& result);
+
+}  // namespace deviceshadow::notify::aws_target
