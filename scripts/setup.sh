@@ -9,6 +9,7 @@ PACKAGES=(
   libsqlite3-dev sqlite3 libssl-dev libcurl4-openssl-dev libfmt-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libre2-dev valgrind curl wrk
   libpugixml-dev libmosquitto-dev mosquitto mosquitto-clients
+  python3-yaml  # the build embeds docs/openapi.yaml in shadowd as JSON
 )
 
 missing=()

@@ -6,6 +6,7 @@
 #include "deviceshadow/uri.hpp"
 #include "deviceshadow/validation.hpp"
 #include "notify/dispatcher.hpp"
+#include "server/openapi.hpp"
 
 #include <charconv>
 #include <chrono>
@@ -24,6 +25,37 @@ struct Api::Context {
 };
 
 namespace {
+
+// Every route, in the order route() tries them. Adding one here and in route() is not enough:
+// tests/server/openapi_test.cpp fails until docs/openapi.yaml documents it too.
+constexpr Route kRoutes[] = {
+    {"/healthz", "GET"},
+    {"/readyz", "GET"},
+    {"/metrics", "GET"},
+    {"/v1/openapi.json", "GET"},
+    {"/v1/things", "GET"},
+    {"/v1/things/{thing}/shadows", "GET"},
+    {"/v1/things/{thing}/shadows/{name}", "GET, DELETE"},
+    {"/v1/things/{thing}/shadows/{name}/{section}", "POST, DELETE"},
+    {"/v1/things/{thing}/shadows/{name}/history", "GET"},
+    {"/v1/registrations", "GET"},
+    {"/v1/registrations/{id}", "GET, PUT, DELETE"},
+    {"/v1/registrations/{id}/dead-letters", "GET, DELETE"},
+    {"/v1/registrations/{id}/dead-letters/redrive", "POST"},
+    {"/v1/registrations/{id}/dead-letters/{eventId}", "DELETE"},
+    {"/v1/batch/get", "POST"},
+    {"/v1/batch/update", "POST"},
+};
+
+// Whether `method` is one of `methods` ("GET, DELETE").
+bool lists_method(std::string_view methods, std::string_view method) {
+  while (!methods.empty()) {
+    std::size_t comma = methods.find(',');
+    if (methods.substr(0, comma) == method) return true;
+    methods = comma == std::string_view::npos ? std::string_view() : methods.substr(comma + 2);
+  }
+  return false;
+}
 
 HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
 
@@ -164,6 +196,8 @@ void append_item_error(std::string& out, const std::string& thing, const std::st
 
 }  // namespace
 
+std::span<const Route> Api::routes() noexcept { return kRoutes; }
+
 Api::Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger, notify::Dispatcher* dispatcher)
     : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger), dispatcher_(dispatcher) {}
 
@@ -182,7 +216,9 @@ HttpResponse Api::handle(const HttpRequest& request) {
   HttpResponse response;
   try {
     split_target(request.target, ctx.segments, ctx.query);
-    if (auth_) {
+    // The API's description is public: it tells how to call the API, nothing of its data.
+    const bool is_public = ctx.segments.size() == 2 && ctx.segments[0] == "v1" && ctx.segments[1] == "openapi.json";
+    if (auth_ && !is_public) {
       ctx.token = auth_->authenticate(request.authorization);
       if (!ctx.token) throw Error(ErrorCode::unauthorized, "a valid Authorization: Bearer token is required");
     }
@@ -211,23 +247,28 @@ HttpResponse Api::handle(const HttpRequest& request) {
 HttpResponse Api::route(Context& ctx) {
   const std::vector<std::string>& s = ctx.segments;
   const std::string& m = ctx.request.method;
-  auto only = [&](const char* route, std::initializer_list<const char*> methods) {
-    ctx.route = route;
-    for (const char* method : methods) {
-      if (m == method) return;
-      ctx.allow += ctx.allow.empty() ? method : std::string(", ") + method;
-    }
+  // The request matched `path`, one of kRoutes: a method the route lacks is a 405.
+  auto only = [&](std::string_view path) {
+    const Route* r = std::find_if(std::begin(kRoutes), std::end(kRoutes), [&](const Route& known) { return known.path == path; });
+    if (r == std::end(kRoutes)) throw std::logic_error("route " + std::string(path) + " is missing from kRoutes");
+    ctx.route = r->path;
+    if (lists_method(r->methods, m)) return;
+    ctx.allow = r->methods;
     throw Error(ErrorCode::method_not_allowed, "method " + m + " is not allowed here; allowed: " + ctx.allow);
   };
   if (s.size() == 1 && (s[0] == "healthz" || s[0] == "readyz")) {
-    only(s[0] == "healthz" ? "/healthz" : "/readyz", {"GET"});
+    only(s[0] == "healthz" ? "/healthz" : "/readyz");
     if (s[0] == "readyz") {
       if (auto why = engine_.store().unready()) throw Error(ErrorCode::unavailable, "not ready: " + *why);
     }
     return json_response(200, R"({"status":"ok"})");
   }
+  if (s.size() == 2 && s[0] == "v1" && s[1] == "openapi.json") {
+    only("/v1/openapi.json");
+    return json_response(200, std::string(openapi_json()));
+  }
   if (s.size() == 1 && s[0] == "metrics") {
-    only("/metrics", {"GET"});
+    only("/metrics");
     if (ctx.token && ctx.token->role != Role::admin) throw Error(ErrorCode::forbidden, "metrics need an admin token");
     std::string text = metrics_.render(engine_.stats());
     if (dispatcher_) render_notify_metrics(text, dispatcher_->statuses());
@@ -235,47 +276,47 @@ HttpResponse Api::route(Context& ctx) {
   }
   if (s.size() >= 2 && s[0] == "v1" && s[1] == "things") {
     if (s.size() == 2) {
-      only("/v1/things", {"GET"});
+      only("/v1/things");
       return list_things(ctx);
     }
     if (s.size() >= 4 && s[3] == "shadows") {
       if (s.size() == 4) {
-        only("/v1/things/{thing}/shadows", {"GET"});
+        only("/v1/things/{thing}/shadows");
         return list_shadows(ctx);
       }
       if (s.size() == 5) {
-        only("/v1/things/{thing}/shadows/{name}", {"GET", "DELETE"});
+        only("/v1/things/{thing}/shadows/{name}");
         return m == "GET" ? get_shadow(ctx) : remove(ctx, std::nullopt);
       }
       if (s.size() == 6 && (s[5] == "reported" || s[5] == "desired")) {
-        only("/v1/things/{thing}/shadows/{name}/{section}", {"POST", "DELETE"});
+        only("/v1/things/{thing}/shadows/{name}/{section}");
         Section section = *parse_section(s[5]);
         return m == "POST" ? update(ctx, section) : remove(ctx, section);
       }
       if (s.size() == 6 && s[5] == "history") {
-        only("/v1/things/{thing}/shadows/{name}/history", {"GET"});
+        only("/v1/things/{thing}/shadows/{name}/history");
         return history(ctx);
       }
     }
   }
   if (s.size() >= 2 && s[0] == "v1" && s[1] == "registrations" && dispatcher_) {
     if (s.size() == 2) {
-      only("/v1/registrations", {"GET"});
+      only("/v1/registrations");
     } else if (s.size() == 3) {
-      only("/v1/registrations/{id}", {"GET", "PUT", "DELETE"});
+      only("/v1/registrations/{id}");
     } else if (s.size() == 4 && s[3] == "dead-letters") {
-      only("/v1/registrations/{id}/dead-letters", {"GET", "DELETE"});
+      only("/v1/registrations/{id}/dead-letters");
     } else if (s.size() == 5 && s[3] == "dead-letters" && s[4] == "redrive") {
-      only("/v1/registrations/{id}/dead-letters/redrive", {"POST"});
+      only("/v1/registrations/{id}/dead-letters/redrive");
     } else if (s.size() == 5 && s[3] == "dead-letters") {
-      only("/v1/registrations/{id}/dead-letters/{eventId}", {"DELETE"});
+      only("/v1/registrations/{id}/dead-letters/{eventId}");
     } else {
       throw Error::not_found("no such endpoint: " + m + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
     }
     return registrations(ctx);
   }
   if (s.size() == 3 && s[0] == "v1" && s[1] == "batch" && (s[2] == "get" || s[2] == "update")) {
-    only(s[2] == "get" ? "/v1/batch/get" : "/v1/batch/update", {"POST"});
+    only(s[2] == "get" ? "/v1/batch/get" : "/v1/batch/update");
     return s[2] == "get" ? batch_get(ctx) : batch_update(ctx);
   }
   throw Error::not_found("no such endpoint: " + ctx.request.method + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));

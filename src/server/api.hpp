@@ -9,11 +9,21 @@
 #include "server/log.hpp"
 #include "server/metrics.hpp"
 
+#include <span>
+#include <string_view>
+
 namespace deviceshadow::notify {
 class Dispatcher;
 }
 
 namespace deviceshadow::server {
+
+// A route of the API: its path template, as docs/openapi.yaml writes it, and its methods, as an
+// Allow header lists them ("GET, DELETE").
+struct Route {
+  std::string_view path;
+  std::string_view methods;
+};
 
 class Api {
  public:
@@ -26,6 +36,9 @@ class Api {
   HttpResponse handle(const HttpRequest& request);
   // The response for a request the transport could not read (oversized, malformed).
   HttpResponse transport_error(int status, const std::string& message) const;
+  // Every route the API serves. Routing takes each route's methods from here, and a test
+  // checks that docs/openapi.yaml documents exactly these.
+  static std::span<const Route> routes() noexcept;
 
  private:
   struct Context;
