@@ -12,8 +12,37 @@ from urllib.parse import quote
 
 import requests
 
+from contract import CONTRACT
+
 SHADOWD = os.environ.get("SHADOWD", "build/default/shadowd")
 SHADOWCTL = os.environ.get("SHADOWCTL", "build/default/shadowctl")
+
+
+class ContractViolation(AssertionError):
+    """A response of shadowd that docs/openapi.yaml does not allow."""
+
+
+# Violations seen on threads other than the main one, where raising fails no test: the next
+# Server.close() raises them.
+_thread_violations = []
+
+
+def check_contract(response, *args, **kwargs):
+    """A requests response hook: checks the response against docs/openapi.yaml (contract.py)."""
+    problems = CONTRACT.check(response.request.method, response.request.path_url, response.status_code,
+                              response.headers, response.content)
+    if problems:
+        if threading.current_thread() is not threading.main_thread():
+            _thread_violations.extend(problems)
+        raise ContractViolation("\n".join(problems))
+
+
+def checked_session():
+    """A requests session whose every response is checked against docs/openapi.yaml. Give each
+    thread its own."""
+    s = requests.Session()
+    s.hooks["response"].append(check_contract)
+    return s
 
 
 class Server:
@@ -46,7 +75,7 @@ class Server:
         # Keep draining stderr so the server never blocks on a full pipe.
         threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.session = requests.Session()
+        self.session = checked_session()
 
     def _drain(self, stream):
         with stream:
@@ -63,6 +92,10 @@ class Server:
     def close(self):
         self.stop()
         shutil.rmtree(self.data_dir, ignore_errors=True)
+        if _thread_violations:
+            problems = "\n".join(_thread_violations)
+            _thread_violations.clear()
+            raise ContractViolation(problems)
 
     def __enter__(self):
         return self

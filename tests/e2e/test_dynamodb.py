@@ -13,9 +13,8 @@ import unittest
 import uuid
 
 import boto3
-import requests
 
-from harness import SHADOWD, Server, shadow_path
+from harness import SHADOWD, Server, checked_session, shadow_path
 
 ENDPOINT = os.environ.get("DS_DYNAMODB_ENDPOINT", "")
 if not ENDPOINT and os.environ.get("DS_REQUIRE_DYNAMODB"):
@@ -197,7 +196,7 @@ class TwoServers(unittest.TestCase):
             lock = threading.Lock()
 
             def writer(w):
-                session = requests.Session()
+                session = checked_session()
                 for i in range(25):
                     thing = f"shared-{i % 3}"
                     key = f"w{w}-{i}"

@@ -14,9 +14,7 @@ import unittest
 from urllib.parse import quote
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import requests
-
-from harness import ApiTestCase, Server, ServerTestCase, kill_9_under_load, shadow_path
+from harness import ApiTestCase, Server, ServerTestCase, checked_session, kill_9_under_load, shadow_path
 
 
 def eventually(check, timeout=20.0):
@@ -328,9 +326,10 @@ class CrashTest(unittest.TestCase):
 
             def writer(thing, stop):
                 url = server.url + shadow_path(thing, "main", "reported")
+                client = checked_session()
                 while not stop.is_set():
                     try:
-                        r = requests.post(url, json={"state": {"n": time.time()}}, timeout=5)
+                        r = client.post(url, json={"state": {"n": time.time()}}, timeout=5)
                     except Exception:
                         return
                     if r.status_code == 200:

@@ -5,7 +5,7 @@ import unittest
 
 import requests
 
-from harness import Server, kill_9_under_load, shadow_path
+from harness import Server, checked_session, kill_9_under_load, shadow_path
 
 
 class Persistence(unittest.TestCase):
@@ -32,7 +32,7 @@ class Persistence(unittest.TestCase):
             lock = threading.Lock()
 
             def writer(w, stop):
-                session = requests.Session()
+                session = checked_session()
                 i = 0
                 while not stop.is_set():
                     key = f"w{w}-{i}"
