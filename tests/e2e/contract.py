@@ -152,6 +152,27 @@ class Contract:
             self.counts[("(undocumented)", status)] += 1
         return problems
 
+    def check_delivery(self, headers, body):
+        """The ways a webhook delivery (the document's webhook shadowEvent) breaks the document."""
+        operation = self.document["webhooks"]["shadowEvent"]["post"]
+        where = "webhook delivery"
+        media = headers.get("Content-Type", "").split(";")[0].strip()
+        content = operation["requestBody"]["content"]
+        if media not in content:
+            return [f"{where}: Content-Type {media!r}, documented {sorted(content)}"]
+        problems = []
+        for parameter in operation.get("parameters", []):
+            value = headers.get(parameter["name"])
+            if value is not None and not self.validator_for(parameter["schema"]).is_valid(value):
+                problems.append(f"{where}: header {parameter['name']}: {value!r} does not match the document")
+        problems += self.check_json(where, pointer("webhooks", "shadowEvent", "post", "requestBody", "content", media, "schema"), body)
+        with self.lock:
+            self.counts[(operation["operationId"], "delivery")] += 1
+        return problems
+
+    def validator_for(self, schema):
+        return Draft202012Validator(schema, registry=self.registry)
+
     def check_json(self, where, schema, body):
         try:
             value = json.loads(body)

@@ -14,7 +14,8 @@ import unittest
 from urllib.parse import quote
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import ApiTestCase, Server, ServerTestCase, checked_session, kill_9_under_load, shadow_path
+from contract import CONTRACT
+from harness import ApiTestCase, ContractViolation, Server, ServerTestCase, checked_session, kill_9_under_load, shadow_path
 
 
 def eventually(check, timeout=20.0):
@@ -34,6 +35,7 @@ class Receiver:
         self.answer = answer
         self.delay = delay
         self.requests = []
+        self.violations = []  # of docs/openapi.yaml, by the deliveries
         self.lock = threading.Lock()
         outer = self
 
@@ -42,8 +44,10 @@ class Receiver:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                problems = CONTRACT.check_delivery(self.headers, body)
                 with outer.lock:
                     outer.requests.append((self.path, dict(self.headers), body))
+                    outer.violations += problems
                     n = len(outer.requests)
                 status = outer.answer(n)
                 time.sleep(outer.delay)
@@ -62,11 +66,15 @@ class Receiver:
 
     def events(self):
         with self.lock:
+            if self.violations:
+                raise ContractViolation("\n".join(self.violations))
             return [json.loads(body) for _, _, body in self.requests]
 
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+        if self.violations:
+            raise ContractViolation("\n".join(self.violations))
 
 
 class RawReceiver:
