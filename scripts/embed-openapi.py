@@ -18,19 +18,32 @@ def main(source, out):
         text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
         sys.exit(f"{source}: not expressible as JSON ({e}); quote dates and times")
+    # Pieces of at most 8000 characters (32000 bytes): compilers need only support string
+    # literals up to 64 KiB, and adjacent literals count as one.
+    parts = [text[i:i + 8000] for i in range(0, len(text), 8000)]
     delimiter = "openapi"
-    while f"){delimiter}\"" in text:
+    while any(f"){delimiter}\"" in part for part in parts):
         delimiter += "_"
+    literals = "".join(f"    R\"{delimiter}({part}){delimiter}\",\n" for part in parts)
     with open(out, "w", encoding="utf-8") as f:
         f.write("// Generated from docs/openapi.yaml by scripts/embed-openapi.py; do not edit.\n"
                 "#include \"server/openapi.hpp\"\n\n"
-                "namespace deviceshadow::server {\n\n"
+                "#include <string>\n\n"
+                "namespace deviceshadow::server {\n"
+                "namespace {\n\n"
+                "constexpr std::string_view kParts[] = {\n"
+                f"{literals}"
+                "};\n\n"
+                "}  // namespace\n\n"
                 "std::string_view openapi_json() noexcept {\n"
-                f"  static constexpr char kJson[] = R\"{delimiter}({text}){delimiter}\";\n"
-                "  return {kJson, sizeof kJson - 1};\n"
+                "  static const std::string json = [] {\n"
+                "    std::string s;\n"
+                "    for (std::string_view part : kParts) s += part;\n"
+                "    return s;\n"
+                "  }();\n"
+                "  return json;\n"
                 "}\n\n"
                 "}  // namespace deviceshadow::server\n")
-
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
