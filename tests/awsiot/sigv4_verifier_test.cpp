@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace awsiot = deviceshadow::awsiot;
@@ -214,6 +216,24 @@ TEST(SigV4Verifier, AcceptsEveryRequestSignedByBotocore) {
     gateway += b.name.starts_with("iotdevicegateway ");
   }
   EXPECT_GT(gateway, 10u);
+}
+
+TEST(SigV4Verifier, OneVerifierServesManyThreadsAtOnce) {
+  const auto& requests = botocore_requests();
+  ASSERT_FALSE(requests.empty());
+  const auto verifier = botocore_verifier();
+  std::atomic<std::size_t> accepted{0};
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t n = 0; n < requests.size(); ++n) {
+        const BotocoreRequest& b = requests[(n + t * 41) % requests.size()];  // threads out of step
+        accepted += verifier.verify(b.request, b.signed_at).ok();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(accepted, 4 * requests.size());
 }
 
 TEST(SigV4Verifier, BotocoreRequestsCoverNamesThatNeedPercentEncoding) {
