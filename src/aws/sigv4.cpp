@@ -74,20 +74,20 @@ namespace {
 
 // The signing key of a day, region and service; derived once and kept per thread, since the
 // derivation takes four HMACs and changes once a day.
-Digest signing_key(const Credentials& credentials, const SigningScope& scope) {
+Digest signing_key(std::string_view secret, const SigningScope& scope) {
   struct Cached {
     std::string secret, date, region, service;
     Digest key{};
   };
   thread_local Cached cached;
   const std::string_view date = std::string_view(scope.amz_date).substr(0, 8);
-  if (cached.secret != credentials.secret_access_key || cached.date != date || cached.region != scope.region ||
+  if (cached.secret != secret || cached.date != date || cached.region != scope.region ||
       cached.service != scope.service) {
-    Digest key = hmac("AWS4" + credentials.secret_access_key, date);
+    Digest key = hmac("AWS4" + std::string(secret), date);
     key = hmac(view(key), scope.region);
     key = hmac(view(key), scope.service);
     key = hmac(view(key), "aws4_request");
-    cached = {credentials.secret_access_key, std::string(date), scope.region, scope.service, key};
+    cached = {std::string(secret), std::string(date), scope.region, scope.service, key};
   }
   return cached.key;
 }
@@ -95,22 +95,6 @@ Digest signing_key(const Credentials& credentials, const SigningScope& scope) {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
-}
-
-// Trims the value and folds inner runs of white space into one space.
-std::string trim_all(std::string_view v) {
-  std::string out;
-  bool space = false;
-  for (char c : v) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-      space = !out.empty();
-    } else {
-      if (space) out += ' ';
-      space = false;
-      out += c;
-    }
-  }
-  return out;
 }
 
 // Removes "." and ".." segments (RFC 3986 §5.2.4) and keeps a trailing slash.
@@ -145,9 +129,9 @@ std::vector<std::pair<std::string, std::string>> signed_header_list(const Signab
     std::string n = lower(name);
     auto it = std::find_if(headers.begin(), headers.end(), [&](const auto& h) { return h.first == n; });
     if (it != headers.end()) {
-      it->second += "," + trim_all(value);
+      it->second += "," + canonical_header_value(value);
     } else {
-      headers.emplace_back(std::move(n), trim_all(value));
+      headers.emplace_back(std::move(n), canonical_header_value(value));
     }
   }
   std::sort(headers.begin(), headers.end());
@@ -161,10 +145,6 @@ std::string signed_header_names(const std::vector<std::pair<std::string, std::st
     out += h.first;
   }
   return out;
-}
-
-std::string credential_scope(const SigningScope& scope) {
-  return scope.amz_date.substr(0, 8) + "/" + scope.region + "/" + scope.service + "/aws4_request";
 }
 
 }  // namespace
@@ -183,34 +163,73 @@ std::string amz_date_now() {
   return buf;
 }
 
-std::string canonical_request(const SignableRequest& request) {
-  // Path: normalized, then every byte but '/' and unreserved encoded (so "%20" becomes "%2520",
-  // as AWS requires for every service but S3).
-  std::string out = request.method + "\n" + percent_encode(normalize_path(request.path), "/") + "\n";
-  std::vector<std::pair<std::string, std::string>> query;
-  for (const auto& [k, v] : request.query) query.emplace_back(percent_encode(k), percent_encode(v));
-  std::sort(query.begin(), query.end());
-  for (std::size_t i = 0; i < query.size(); ++i) {
-    if (i) out += '&';
-    out += query[i].first + "=" + query[i].second;
+std::string canonical_header_value(std::string_view value) {
+  std::string out;
+  bool space = false;
+  for (char c : value) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      space = !out.empty();
+    } else {
+      if (space) out += ' ';
+      space = false;
+      out += c;
+    }
   }
-  out += '\n';
-  auto headers = signed_header_list(request);
-  for (const auto& [name, value] : headers) out += name + ":" + value + "\n";
-  out += "\n" + signed_header_names(headers) + "\n" + hex_sha256(request.body);
   return out;
 }
 
+std::string canonical_uri(std::string_view wire_path) { return percent_encode(normalize_path(wire_path), "/"); }
+
+std::string canonical_query(std::vector<std::pair<std::string, std::string>> decoded) {
+  for (auto& [name, value] : decoded) {
+    name = percent_encode(name);
+    value = percent_encode(value);
+  }
+  std::sort(decoded.begin(), decoded.end());
+  std::string out;
+  for (const auto& [name, value] : decoded) {
+    if (!out.empty()) out += '&';
+    out += name + "=" + value;
+  }
+  return out;
+}
+
+std::string canonical_request(std::string_view method, std::string_view canonical_uri, std::string_view canonical_query,
+                              const std::vector<std::pair<std::string, std::string>>& headers,
+                              std::string_view payload_hash) {
+  std::string out;
+  out.append(method).append("\n").append(canonical_uri).append("\n").append(canonical_query).append("\n");
+  for (const auto& [name, value] : headers) out += name + ":" + value + "\n";
+  out.append("\n").append(signed_header_names(headers)).append("\n").append(payload_hash);
+  return out;
+}
+
+std::string canonical_request(const SignableRequest& request) {
+  return canonical_request(request.method, canonical_uri(request.path), canonical_query(request.query),
+                           signed_header_list(request), hex_sha256(request.body));
+}
+
+std::string credential_scope(const SigningScope& scope) {
+  return scope.amz_date.substr(0, 8) + "/" + scope.region + "/" + scope.service + "/aws4_request";
+}
+
+std::string string_to_sign(const SigningScope& scope, std::string_view canonical_request) {
+  return "AWS4-HMAC-SHA256\n" + scope.amz_date + "\n" + credential_scope(scope) + "\n" + hex_sha256(canonical_request);
+}
+
 std::string string_to_sign(const SignableRequest& request, const SigningScope& scope) {
-  return "AWS4-HMAC-SHA256\n" + scope.amz_date + "\n" + credential_scope(scope) + "\n" +
-         hex_sha256(canonical_request(request));
+  return string_to_sign(scope, canonical_request(request));
+}
+
+std::string signature(std::string_view secret_access_key, const SigningScope& scope, std::string_view string_to_sign) {
+  const Digest d = hmac(view(signing_key(secret_access_key, scope)), string_to_sign);
+  return to_hex(d.data(), d.size());
 }
 
 std::string authorization(const SignableRequest& request, const SigningScope& scope, const Credentials& credentials) {
-  const Digest signature = hmac(view(signing_key(credentials, scope)), string_to_sign(request, scope));
   return "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + credential_scope(scope) +
          ", SignedHeaders=" + signed_header_names(signed_header_list(request)) +
-         ", Signature=" + to_hex(signature.data(), signature.size());
+         ", Signature=" + signature(credentials.secret_access_key, scope, string_to_sign(request, scope));
 }
 
 void sign(SignableRequest& request, const SigningScope& scope, const Credentials& credentials) {

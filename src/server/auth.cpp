@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 namespace deviceshadow::server {
 
@@ -27,12 +28,12 @@ std::string sha256_hex(std::string_view data) {
   return out;
 }
 
-bool Token::covers(std::string_view thing) const {
+bool Grant::covers(std::string_view thing) const {
   if (patterns.empty()) return true;
   return std::any_of(patterns.begin(), patterns.end(), [&](const ThingPattern& p) { return p.matches(thing); });
 }
 
-bool Token::may(Action action) const {
+bool Grant::may(Action action) const {
   switch (role) {
     case Role::admin: return true;
     case Role::app: return action != Action::write_reported;
@@ -69,49 +70,69 @@ ThingPattern parse_pattern(std::string_view field) {
 
 }  // namespace
 
+void for_each_entry(std::string_view text,
+                    const std::function<void(int line, std::span<const std::string_view> fields)>& entry) {
+  int number = 0;
+  std::vector<std::string_view> fields;
+  while (!text.empty()) {
+    ++number;
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    fields.clear();
+    for (std::size_t at = line.find_first_not_of(" \t"); at != std::string_view::npos;
+         at = line.find_first_not_of(" \t", at)) {
+      const std::size_t end = std::min(line.find_first_of(" \t", at), line.size());
+      fields.push_back(line.substr(at, end - at));
+      at = end;
+    }
+    if (fields.empty() || fields[0].front() == '#') continue;  // blank or comment
+    entry(number, fields);
+  }
+}
+
+Grant parse_grant(std::span<const std::string_view> fields) {
+  if (fields.empty()) throw std::invalid_argument("missing role (admin, app or device)");
+  Grant grant;
+  const std::string_view role = fields[0];
+  if (role == "admin") {
+    grant.role = Role::admin;
+  } else if (role == "app") {
+    grant.role = Role::app;
+  } else if (role == "device") {
+    grant.role = Role::device;
+  } else {
+    throw std::invalid_argument("unknown role '" + std::string(role) + "' (admin, app or device)");
+  }
+  for (std::size_t i = 1; i < fields.size(); ++i) {
+    try {
+      grant.patterns.push_back(parse_pattern(fields[i]));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("pattern " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  return grant;
+}
+
 Authenticator Authenticator::parse(std::string_view text) {
   Authenticator auth;
-  std::istringstream in{std::string(text)};
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#') continue;  // blank or comment
+  for_each_entry(text, [&](int number, std::span<const std::string_view> fields) {
     auto bad = [&](const std::string& why) {
       return std::runtime_error("token file line " + std::to_string(number) + ": " + why);
     };
-    std::vector<std::string_view> fields;
-    for (std::size_t at = first; at < line.size();) {
-      std::size_t end = std::min(line.find_first_of(" \t", at), line.size());
-      fields.emplace_back(line.data() + at, end - at);
-      at = line.find_first_not_of(" \t", end);
-      if (at == std::string::npos) break;
-    }
     Token token;
     token.sha256_hex = std::string(fields[0]);
     if (token.sha256_hex.size() != 64 || token.sha256_hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
       throw bad("expected the lowercase hex SHA-256 of a token (64 characters), see `shadowd hash-token`");
     }
-    if (fields.size() < 2) throw bad("missing role (admin, app or device)");
-    const std::string_view role = fields[1];
-    if (role == "admin") {
-      token.role = Role::admin;
-    } else if (role == "app") {
-      token.role = Role::app;
-    } else if (role == "device") {
-      token.role = Role::device;
-    } else {
-      throw bad("unknown role '" + std::string(role) + "' (admin, app or device)");
-    }
-    for (std::size_t i = 2; i < fields.size(); ++i) {
-      try {
-        token.patterns.push_back(parse_pattern(fields[i]));
-      } catch (const std::invalid_argument& e) {
-        throw bad("pattern " + std::to_string(i - 1) + ": " + e.what());
-      }
+    try {
+      static_cast<Grant&>(token) = parse_grant(fields.subspan(1));
+    } catch (const std::invalid_argument& e) {
+      throw bad(e.what());
     }
     auth.tokens_.push_back(std::move(token));
-  }
+  });
   return auth;
 }
 

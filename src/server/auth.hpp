@@ -15,7 +15,9 @@
 
 #include "deviceshadow/engine.hpp"
 
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,8 +35,8 @@ enum class Action {
   history,
 };
 
-struct Token {
-  std::string sha256_hex;
+// What a caller may do: a role, limited to the things its patterns cover.
+struct Grant {
   Role role = Role::device;
   std::vector<ThingPattern> patterns;  // empty: every thing
 
@@ -42,7 +44,22 @@ struct Token {
   bool may(Action action) const;
 };
 
+struct Token : Grant {
+  std::string sha256_hex;
+};
+
 std::string sha256_hex(std::string_view data);
+
+// Pieces of the line-oriented files that grant rights (this token file, the AWS credentials
+// file of src/awsiot/): one entry a line, fields separated by spaces or tabs, '#' comments.
+
+// Calls `entry` with the 1-based line number and the fields of every line that is neither blank
+// nor a comment. A trailing '\r' is dropped.
+void for_each_entry(std::string_view text,
+                    const std::function<void(int line, std::span<const std::string_view> fields)>& entry);
+// `ROLE [PATTERN...]` as described above; throws std::invalid_argument saying what is wrong
+// (without the line, which the caller knows).
+Grant parse_grant(std::span<const std::string_view> fields);
 
 class Authenticator {
  public:

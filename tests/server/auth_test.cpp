@@ -78,7 +78,7 @@ TEST(Auth, RefusesAmbiguousPatternsInsteadOfWideningRights) {
 
 TEST(Auth, RolesAllowTheActionsOfTheSpec) {
   using A = srv::Action;
-  srv::Token admin{"", srv::Role::admin, {}}, app{"", srv::Role::app, {}}, device{"", srv::Role::device, {}};
+  srv::Grant admin{srv::Role::admin, {}}, app{srv::Role::app, {}}, device{srv::Role::device, {}};
   for (A a : {A::read, A::write_reported, A::write_desired, A::remove, A::list, A::history}) EXPECT_TRUE(admin.may(a));
   for (A a : {A::read, A::write_desired, A::remove, A::list, A::history}) EXPECT_TRUE(app.may(a));
   EXPECT_FALSE(app.may(A::write_reported));

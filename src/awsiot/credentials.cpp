@@ -1,0 +1,90 @@
+#include "awsiot/credentials.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace deviceshadow::awsiot {
+namespace {
+
+constexpr std::size_t kMaxAccessKeyIdBytes = 128;
+
+// Empty when the id is acceptable, else what is wrong with it.
+std::string access_key_id_problem(std::string_view id) {
+  if (id.size() > kMaxAccessKeyIdBytes) return "access key id longer than 128 characters";
+  for (unsigned char c : id) {
+    if (c == '/' || c == ',' || c == '=') return "access key id holding '/', ',' or '='";
+    if (c < 0x20 || c == 0x7f) return "access key id holding a control character";
+  }
+  return "";
+}
+
+// Closes a file descriptor when it goes out of scope.
+struct OpenFile {
+  int fd;
+  ~OpenFile() { ::close(fd); }
+};
+
+std::string read_private_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot read AWS credentials file " + path + ": " + std::strerror(errno));
+  const OpenFile file{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw std::runtime_error("cannot stat AWS credentials file " + path);
+  if ((st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw std::runtime_error("AWS credentials file " + path + " has mode " + mode +
+                             ": it holds secret keys, so group and others must have no access (chmod 600 " + path +
+                             ")");
+  }
+  std::string text;
+  char buffer[8192];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("cannot read AWS credentials file " + path + ": " + std::strerror(errno));
+    }
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+}  // namespace
+
+CredentialsTable CredentialsTable::parse(std::string_view text) {
+  CredentialsTable table;
+  server::for_each_entry(text, [&](int number, std::span<const std::string_view> fields) {
+    auto bad = [&](const std::string& why) {
+      return std::runtime_error("AWS credentials file line " + std::to_string(number) + ": " + why);
+    };
+    if (fields.size() < 3) throw bad("expected ACCESS_KEY_ID SECRET_ACCESS_KEY ROLE [PATTERN...]");
+    const std::string_view id = fields[0];
+    if (std::string why = access_key_id_problem(id); !why.empty()) throw bad(why);
+    if (table.keys_.contains(id)) throw bad("access key id " + std::string(id) + " is listed twice");
+    AccessKey key;
+    try {
+      static_cast<server::Grant&>(key.principal) = server::parse_grant(fields.subspan(2));
+    } catch (const std::invalid_argument& e) {
+      throw bad(e.what());
+    }
+    key.principal.access_key_id = std::string(id);
+    key.secret_access_key = std::string(fields[1]);
+    table.keys_.emplace(std::string(id), std::move(key));
+  });
+  return table;
+}
+
+CredentialsTable CredentialsTable::load(const std::string& path) { return parse(read_private_file(path)); }
+
+const AccessKey* CredentialsTable::find(std::string_view access_key_id) const {
+  auto it = keys_.find(access_key_id);
+  return it == keys_.end() ? nullptr : &it->second;
+}
+
+}  // namespace deviceshadow::awsiot
