@@ -137,6 +137,17 @@ def kill_9_under_load(server, writers, seconds):
         t.join()
 
 
+def eventually(check, timeout=30.0):
+    """Polls check() until it returns a true value and returns that value, or the last one after
+    `timeout` seconds (a bound on liveness, not a timing test)."""
+    deadline = time.time() + timeout
+    while True:
+        value = check()
+        if value or time.time() > deadline:
+            return value
+        time.sleep(0.02)
+
+
 def shadow_path(thing, name="main", *rest):
     return "/v1/things/" + quote(thing, safe="") + "/shadows/" + quote(name, safe="") + "".join("/" + r for r in rest)
 

@@ -15,17 +15,7 @@ from urllib.parse import quote
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from contract import CONTRACT
-from harness import ApiTestCase, ContractViolation, Server, ServerTestCase, checked_session, kill_9_under_load, shadow_path
-
-
-def eventually(check, timeout=20.0):
-    """Polls check() until it returns a true value (a bound on liveness, not a timing test)."""
-    deadline = time.time() + timeout
-    while True:
-        value = check()
-        if value or time.time() > deadline:
-            return value
-        time.sleep(0.02)
+from harness import ApiTestCase, ContractViolation, Server, ServerTestCase, checked_session, eventually, kill_9_under_load, shadow_path
 
 
 class Receiver:

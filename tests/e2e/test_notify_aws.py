@@ -10,22 +10,13 @@ import uuid
 
 import boto3
 
-from harness import ApiTestCase, Server, shadow_path
+from harness import ApiTestCase, Server, eventually, shadow_path
 
 ENDPOINT = os.environ.get("DS_MOTO_ENDPOINT", "")
 if not ENDPOINT and os.environ.get("DS_REQUIRE_MOTO"):
     raise RuntimeError("DS_REQUIRE_MOTO is set but DS_MOTO_ENDPOINT is not")
 
 AWS = dict(endpoint_url=ENDPOINT, region_name="us-east-1", aws_access_key_id="local", aws_secret_access_key="local")
-
-
-def eventually(check, timeout=30.0):
-    deadline = time.time() + timeout
-    while True:
-        value = check()
-        if value or time.time() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def unique(name):

@@ -11,21 +11,12 @@ import threading
 import time
 import unittest
 
-from harness import ApiTestCase, Server, shadow_path
+from harness import ApiTestCase, Server, eventually, shadow_path
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
 HAVE_MOSQUITTO = shutil.which("mosquitto") and shutil.which("mosquitto_sub")
 if not HAVE_MOSQUITTO and os.environ.get("DS_REQUIRE_MQTT"):
     raise RuntimeError("DS_REQUIRE_MQTT is set but mosquitto or mosquitto_sub is not installed")
-
-
-def eventually(check, timeout=30.0):
-    deadline = time.time() + timeout
-    while True:
-        value = check()
-        if value or time.time() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 class Broker:
