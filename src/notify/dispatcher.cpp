@@ -116,7 +116,7 @@ struct Dispatcher::FeedItem {
 class Dispatcher::Worker {
  public:
   // `counters`: the status of the registration's previous worker, whose counts go on.
-  // `room`: called when the window, full before, has room again.
+  // `room`: called when the window, too full for a page before, has room for one again.
   Worker(Store& store, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
          const DispatcherOptions& options, const NotifyLog& log, std::function<void()> room,
          RegistrationStatus counters)
@@ -153,10 +153,11 @@ class Dispatcher::Worker {
     store_checkpoint_locked(lock, true);
   }
 
-  // The last feed seq it took when its window has room, else nullopt.
+  // The last feed seq it took when its window has room for a page, else nullopt (a page read
+  // for a few free places would be parsed for nothing).
   std::optional<std::uint64_t> wants_entries_after() const {
     std::lock_guard lock(mutex_);
-    if (stopping_ || open_.size() >= options_.window) return std::nullopt;
+    if (stopping_ || options_.window - open_.size() < room_wanted()) return std::nullopt;
     return read_pos_;
   }
 
@@ -385,7 +386,7 @@ class Dispatcher::Worker {
       }
     }
     if (redriven) redriving_.erase(p.id);
-    if (p.seq && open_.erase(p.seq) && open_.size() + 1 == options_.window) room_();
+    if (p.seq && open_.erase(p.seq) && options_.window - open_.size() == room_wanted()) room_();
     Shadow& shadow = shadows_.at(key);
     shadow.events.pop_front();
     if (shadow.events.empty()) {
@@ -394,6 +395,8 @@ class Dispatcher::Worker {
       ready_.push_back(key);  // the sender takes it on its next turn
     }
   }
+
+  std::size_t room_wanted() const { return std::max<std::size_t>(1, std::min(options_.page, options_.window)); }
 
   // The checkpoint: every feed entry up to it is finished. Requires mutex_.
   std::uint64_t reached() const { return open_.empty() ? read_pos_ : open_.begin()->first - 1; }
