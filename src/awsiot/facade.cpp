@@ -1,8 +1,9 @@
 #include "awsiot/facade.hpp"
 
+#include "awsiot/documents.hpp"
+
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
-#include "deviceshadow/timestamp.hpp"
 #include "deviceshadow/validation.hpp"
 
 #include <charconv>
@@ -33,62 +34,12 @@ constexpr server::Route kRoutes[] = {
 constexpr std::size_t kMaxPageSize = 100;  // AWS's limit for ListNamedShadowsForThing
 
 // AWS's rendering of an error: the exception name in x-amzn-ErrorType, {"code","message"}.
-HttpResponse aws_error(int status, std::string_view type, std::string_view message) {
-  std::string body = "{\"code\":" + std::to_string(status) + ",\"message\":";
-  append_json_string(body, message);
-  body += '}';
-  return {status, "application/json", std::move(body), {{"x-amzn-ErrorType", std::string(type) + ":"}}};
-}
-
-HttpResponse aws_error(const Error& e) {
-  switch (e.code()) {
-    case ErrorCode::invalid_json: return aws_error(400, "InvalidRequestException", "Payload contains invalid json");
-    case ErrorCode::invalid_request:
-    case ErrorCode::invalid_name:
-    case ErrorCode::invalid_timestamp:
-    case ErrorCode::too_deep: return aws_error(400, "InvalidRequestException", e.what());
-    case ErrorCode::unauthorized: return aws_error(401, "UnauthorizedException", e.what());
-    case ErrorCode::forbidden: return aws_error(403, "ForbiddenException", e.what());
-    case ErrorCode::not_found: return aws_error(404, "ResourceNotFoundException", e.what());
-    case ErrorCode::method_not_allowed: return aws_error(405, "MethodNotAllowedException", e.what());
-    case ErrorCode::version_conflict: return aws_error(409, "ConflictException", "Version conflict");
-    case ErrorCode::document_too_large:
-      return aws_error(413, "RequestEntityTooLargeException", "The payload exceeds the maximum size allowed");
-    case ErrorCode::throttled: return aws_error(429, "ThrottlingException", "Rate exceeded");
-    case ErrorCode::unavailable: return aws_error(503, "ServiceUnavailableException", e.what());
-    case ErrorCode::internal: break;
-  }
-  return aws_error(500, "InternalFailureException", "Internal failure");
+HttpResponse error_response(const Error& e) {
+  const AwsError aws = aws_error(e);
+  return {aws.status, "application/json", render_error_body(aws), {{"x-amzn-ErrorType", std::string(aws.type) + ":"}}};
 }
 
 HttpResponse json_response(std::string body) { return {200, "application/json", std::move(body), {}}; }
-
-std::int64_t epoch_seconds(std::int64_t unix_ns) { return unix_ns / 1'000'000'000; }
-std::int64_t now_seconds() { return epoch_seconds(now().unix_nanos()); }
-
-// AWS's metadata of a state: the state's shape with {"timestamp": seconds} at every leaf (a
-// scalar, null, an empty object, a timestamped value), arrays as arrays of metadata.
-void append_metadata(std::string& out, const json::value& v, std::int64_t seconds, const TimestampKeys& keys) {
-  if (const json::object* o = v.if_object(); o && !o->empty() && !keys.find(*o)) {
-    out += '{';
-    for (const json::key_value_pair& m : *o) {
-      if (out.back() != '{') out += ',';
-      append_json_string(out, std::string_view(m.key().data(), m.key().size()));
-      out += ':';
-      append_metadata(out, m.value(), seconds, keys);
-    }
-    out += '}';
-  } else if (const json::array* a = v.if_array()) {
-    out += '[';
-    for (const json::value& e : *a) {
-      if (out.back() != '[') out += ',';
-      append_metadata(out, e, seconds, keys);
-    }
-    out += ']';
-  } else {
-    out += "{\"timestamp\":" + std::to_string(seconds) + "}";
-  }
-}
 
 std::uint64_t parse_count(const std::string& text, std::string_view what) {
   std::uint64_t v = 0;
@@ -130,7 +81,7 @@ HttpResponse Facade::handle(const server::HttpRequest& request) {
     response = route(ctx);
     response.sheddable = request.method == "GET";
   } catch (const Error& e) {
-    response = aws_error(e);
+    response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) {
       for (const server::Route& r : kRoutes) {
         if (r.path == ctx.route) response.headers.emplace_back("Allow", std::string(r.methods));
@@ -141,7 +92,7 @@ HttpResponse Facade::handle(const server::HttpRequest& request) {
                   {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
     }
   } catch (const std::exception& e) {
-    response = aws_error(Error(ErrorCode::internal, "internal error"));
+    response = error_response(Error(ErrorCode::internal, "internal error"));
     logger_.log(server::LogLevel::error, "unexpected exception",
                 {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
   }
@@ -202,123 +153,19 @@ HttpResponse Facade::route(Context& ctx) {
 
 HttpResponse Facade::get(Context& ctx) {
   authorize(ctx, server::Action::read, ctx.key.thing);
-  const ShadowView view = engine_.get(ctx.key);
-  const TimestampKeys& keys = engine_.options().document.timestamp_keys;
-  // A section is shown when it is live and not empty, as AWS omits empty sections.
-  json::value states[2];
-  bool shown[2] = {false, false};
-  for (Section s : {Section::desired, Section::reported}) {
-    const SectionRecord& r = view.record.section(s);
-    const int i = s == Section::desired ? 0 : 1;
-    if (!r.exists() || r.state_json == "{}") continue;
-    states[i] = parse_json(r.state_json);
-    shown[i] = true;
-  }
-  std::string out = "{\"state\":{";
-  for (Section s : {Section::desired, Section::reported}) {
-    const int i = s == Section::desired ? 0 : 1;
-    if (!shown[i]) continue;
-    if (out.back() != '{') out += ',';
-    out += '"';
-    out += to_string(s);
-    out += "\":";
-    out += view.record.section(s).state_json;
-  }
-  if (!view.delta.empty()) {
-    if (out.back() != '{') out += ',';
-    out += "\"delta\":" + to_json(view.delta);
-  }
-  out += "},\"metadata\":{";
-  for (Section s : {Section::desired, Section::reported}) {
-    const int i = s == Section::desired ? 0 : 1;
-    if (!shown[i]) continue;
-    if (out.back() != '{') out += ',';
-    out += '"';
-    out += to_string(s);
-    out += "\":";
-    append_metadata(out, states[i], epoch_seconds(view.record.section(s).timestamp_ns), keys);
-  }
-  out += "},\"version\":" + std::to_string(shadow_version(view.record, engine_.store().shares_versions()));
-  out += ",\"timestamp\":" + std::to_string(now_seconds()) + "}";
-  return json_response(std::move(out));
+  return json_response(render_document(engine_.get(ctx.key), engine_.store().shares_versions(),
+                                       engine_.options().document.timestamp_keys, now_seconds()));
 }
 
 HttpResponse Facade::update(Context& ctx) {
-  const Limits& limits = engine_.options().document.limits;
-  if (ctx.request.body.empty()) throw Error(ErrorCode::invalid_json, "empty body");
-  // {"state":{"desired":{…}}}: two levels above a section's state.
-  json::value parsed = parse_json(ctx.request.body, limits.max_depth + 2 + 8);
-  if (!parsed.is_object()) throw Error(ErrorCode::invalid_json, "the body is not a JSON object");
-  const json::object& body = parsed.get_object();
-
-  ShadowUpdate u;
-  u.key = ctx.key;
-  u.acknowledge = options_.acknowledge;
-  u.replace_arrays = true;  // AWS replaces arrays whole
-  u.always_store = true;    // every accepted update moves the version, as on AWS
-  for (const json::key_value_pair& m : body) {
-    const std::string_view k(m.key().data(), m.key().size());
-    if (k != "state" && k != "version" && k != "clientToken") {
-      throw Error::invalid_request("Unknown member in the request: " + std::string(k));
-    }
-  }
-  const json::value* state = body.if_contains("state");
-  if (!state) throw Error::invalid_request("Missing required node: state");
-  if (state->is_null()) {  // empties both sections; the shadow stays
-    u.reported = SectionUpdate{{}, MergeMode::client_is_master, false};
-    u.desired = SectionUpdate{{}, MergeMode::client_is_master, false};
-  } else if (const json::object* o = state->if_object()) {
-    for (const json::key_value_pair& m : *o) {
-      const std::string_view k(m.key().data(), m.key().size());
-      const std::optional<Section> s = parse_section(k);
-      if (!s) throw Error::invalid_request("State contains an invalid node: '" + std::string(k) + "'");
-      std::optional<SectionUpdate>& part = *s == Section::reported ? u.reported : u.desired;
-      if (m.value().is_null()) {
-        part = SectionUpdate{{}, MergeMode::server_is_master, true};
-      } else if (m.value().is_object()) {
-        part = SectionUpdate{m.value().get_object(), MergeMode::server_is_master, false};
-      } else {
-        throw Error::invalid_request("Invalid " + std::string(k) + " node: it must be an object or null");
-      }
-    }
-    if (!u.reported && !u.desired) throw Error::invalid_request("Missing required node: state.desired or state.reported");
-  } else {
-    throw Error::invalid_request("State node must be an object or null");
-  }
-  if (const json::value* v = body.if_contains("version")) {
-    if (v->is_int64() && v->get_int64() >= 0) {
-      u.version = static_cast<std::uint64_t>(v->get_int64());
-    } else if (v->is_uint64()) {
-      u.version = v->get_uint64();
-    } else {
-      throw Error::invalid_request("Invalid version: it must be a non-negative integer");
-    }
-  }
-  if (const json::value* token = body.if_contains("clientToken")) {
-    if (!token->is_string()) throw Error::invalid_request("Invalid clientToken: it must be a string");
-    u.client_token = std::string(token->get_string());
-  }
-  if (u.reported) authorize(ctx, server::Action::write_reported, ctx.key.thing);
-  if (u.desired) authorize(ctx, server::Action::write_desired, ctx.key.thing);
-
-  const UpdateResult result = engine_.update(u);
-  const ShadowRecord& record = result.shadow.record;
-  const std::int64_t seconds = epoch_seconds(std::max(record.reported.timestamp_ns, record.desired.timestamp_ns));
-  // The accepted document: the request's state, with metadata of the leaves it touched.
-  std::string out = "{\"state\":" + to_json(*state) + ",\"metadata\":";
-  if (state->is_object()) {
-    append_metadata(out, *state, seconds, engine_.options().document.timestamp_keys);
-  } else {
-    out += "{}";
-  }
-  out += ",\"version\":" + std::to_string(shadow_version(record, engine_.store().shares_versions()));
-  out += ",\"timestamp\":" + std::to_string(seconds);
-  if (!u.client_token.empty()) {
-    out += ",\"clientToken\":";
-    append_json_string(out, u.client_token);
-  }
-  out += '}';
-  return json_response(std::move(out));
+  UpdateRequestBody request =
+      read_update_request(ctx.request.body, engine_.options().document.limits, options_.acknowledge);
+  request.update.key = ctx.key;
+  if (request.update.reported) authorize(ctx, server::Action::write_reported, ctx.key.thing);
+  if (request.update.desired) authorize(ctx, server::Action::write_desired, ctx.key.thing);
+  const UpdateResult result = engine_.update(request.update);
+  return json_response(render_accepted(request, result, engine_.store().shares_versions(),
+                                       engine_.options().document.timestamp_keys));
 }
 
 HttpResponse Facade::remove(Context& ctx) {
