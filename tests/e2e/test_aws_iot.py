@@ -16,6 +16,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from harness import ApiTestCase, Server, shadow_path
+from test_dynamodb import ENDPOINT as DYNAMODB, new_table
 
 KEYS = {
     "admin": ("AKIAADMINEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
@@ -41,13 +42,17 @@ def payload(response):
 
 
 class AwsIotTestCase(ApiTestCase):
-    server_args = ()
+    shared_version = False  # the DynamoDB combined layout: one version for both sections
+
+    @classmethod
+    def server_args(cls):
+        return []
 
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="shadowd-aws-")
         cls.credentials = write_credentials(cls.dir)
-        cls.server = Server("--aws-credentials", cls.credentials, *cls.server_args)
+        cls.server = Server("--aws-credentials", cls.credentials, *cls.server_args())
 
     @classmethod
     def tearDownClass(cls):
@@ -87,14 +92,14 @@ class Boto3Operations(AwsIotTestCase):
                                            "clientToken": "tok-1"})
         self.assertEqual(accepted["state"], {"desired": {"color": "red", "n": {"a": 1}}, "reported": {"color": "blue"}})
         self.assertEqual(accepted["clientToken"], "tok-1")
-        self.assertEqual(accepted["version"], 2)  # one version per section written
+        self.assertEqual(accepted["version"], 1 if self.shared_version else 2)  # a version per section written
         self.assertIsInstance(accepted["timestamp"], int)
         self.assertEqual(set(accepted["metadata"]["desired"]["n"]["a"]), {"timestamp"})
         doc = self.get("boto-1")
         self.assertEqual(doc["state"]["desired"], {"color": "red", "n": {"a": 1}})
         self.assertEqual(doc["state"]["reported"], {"color": "blue"})
         self.assertEqual(doc["state"]["delta"], {"color": "red", "n": {"a": 1}})
-        self.assertEqual(doc["version"], 2)
+        self.assertEqual(doc["version"], accepted["version"])
         self.assertEqual(doc["metadata"]["desired"]["color"]["timestamp"], accepted["timestamp"])
         self.assertNotIn("delta", doc["metadata"])
 
@@ -214,6 +219,22 @@ class Boto3Operations(AwsIotTestCase):
         self.assertEqual(r.headers["x-amzn-ErrorType"], "ForbiddenException:")
         self.assertEqual(r.json()["code"], 403)
         self.assertIn("message", r.json())
+
+
+@unittest.skipUnless(DYNAMODB, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class Boto3OperationsOnDynamoDB(Boto3Operations):
+    @classmethod
+    def server_args(cls):
+        return ["--store", f"dynamodb:{new_table()}", "--dynamodb-endpoint", DYNAMODB]
+
+
+@unittest.skipUnless(DYNAMODB, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class Boto3OperationsOnDynamoDBCombined(Boto3Operations):
+    shared_version = True
+
+    @classmethod
+    def server_args(cls):
+        return ["--store", f"dynamodb:{new_table()}", "--dynamodb-endpoint", DYNAMODB, "--layout", "combined"]
 
 
 class Signatures(AwsIotTestCase):
