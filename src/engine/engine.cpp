@@ -278,7 +278,7 @@ struct Engine::UpdatePlan {
     const json::object* state;
     MergeMode mode;
     bool remove;
-    const std::optional<std::string>* tz;  // a time zone to set, or null
+    const std::optional<std::string>* tz;  // a time zone to set, if it holds one
   };
   const ShadowKey& key;
   std::array<Part, 2> parts;
@@ -300,9 +300,8 @@ struct Engine::UpdatePlan {
 };
 
 UpdateResult Engine::update(const UpdateRequest& request) {
-  static const std::optional<std::string> no_tz;
   return run(UpdatePlan{request.key,
-                        {{{request.section, &request.state, request.mode, false, request.tz ? &request.tz : &no_tz}}},
+                        {{{request.section, &request.state, request.mode, false, &request.tz}}},
                         1,
                         request.version,
                         std::nullopt,
@@ -313,7 +312,7 @@ UpdateResult Engine::update(const UpdateRequest& request) {
 }
 
 UpdateResult Engine::update(const ShadowUpdate& request) {
-  static const std::optional<std::string> no_tz;
+  static const std::optional<std::string> no_tz;  // AWS IoT writes set none
   UpdatePlan plan{request.key, {}, 0, std::nullopt, request.version, request.client_token,
                   request.acknowledge, request.replace_arrays, request.always_store};
   for (Section s : {Section::reported, Section::desired}) {
