@@ -7,6 +7,7 @@
 #include "deviceshadow/dynamodb_store.hpp"
 #include "deviceshadow/engine.hpp"
 #include "notify/stream/consumer.hpp"
+#include "server/http.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 namespace ds = deviceshadow;
 namespace st = deviceshadow::notify::stream;
 namespace json = boost::json;
+namespace srv = deviceshadow::server;
 using Step = st::ShardReader::Step;
 
 namespace {
@@ -167,6 +169,110 @@ std::vector<int> range(int from, int to) {
   std::vector<int> v;
   for (int i = from; i < to; ++i) v.push_back(i);
   return v;
+}
+
+// ---- the Streams client's wire format, against a scripted HTTP endpoint ------------------
+
+// Answers DescribeStream in two pages (s1, s2 | s3) and GetShardIterator / GetRecords with
+// `error` (a __type) when set; records every request.
+class FakeStreamsEndpoint {
+ public:
+  FakeStreamsEndpoint()
+      : server_(options(), [this](const srv::HttpRequest& r) { return handle(r); },
+                [](int status, const std::string&) { return srv::HttpResponse{status, "text/plain", "", {}}; }),
+        runner_([this] { server_.run(); }) {}
+  ~FakeStreamsEndpoint() {
+    server_.stop();
+    runner_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
+  std::vector<srv::HttpRequest> requests() {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+  static std::string header(const srv::HttpRequest& r, std::string_view name) {
+    for (const auto& [n, v] : r.headers) {
+      if (std::equal(n.begin(), n.end(), name.begin(), name.end(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) return v;
+    }
+    return {};
+  }
+  void fail_with(std::string error_type) {
+    std::lock_guard lock(mutex_);
+    error_ = std::move(error_type);
+  }
+
+ private:
+  static srv::HttpServerOptions options() {
+    srv::HttpServerOptions o;
+    o.port = 0;
+    o.workers = 1;
+    return o;
+  }
+  srv::HttpResponse handle(const srv::HttpRequest& r) {
+    std::lock_guard lock(mutex_);
+    requests_.push_back(r);
+    const std::string target = header(r, "X-Amz-Target");
+    const json::object body = ds::parse_json(r.body).as_object();
+    if (target.ends_with(".DescribeStream")) {
+      if (body.contains("ExclusiveStartShardId")) {
+        return {200, "application/x-amz-json-1.0", R"({"StreamDescription":{"StreamArn":"arn","StreamStatus":"ENABLED",
+          "Shards":[{"ShardId":"s3","ParentShardId":"s2","SequenceNumberRange":{"StartingSequenceNumber":"300"}}]}})", {}};
+      }
+      return {200, "application/x-amz-json-1.0", R"({"StreamDescription":{"StreamArn":"arn","StreamStatus":"ENABLED",
+        "Shards":[{"ShardId":"s1","SequenceNumberRange":{"StartingSequenceNumber":"100","EndingSequenceNumber":"199"}},
+                  {"ShardId":"s2","ParentShardId":"s1","SequenceNumberRange":{"StartingSequenceNumber":"200","EndingSequenceNumber":"299"}}],
+        "LastEvaluatedShardId":"s2"}})", {}};
+    }
+    if (!error_.empty()) {
+      return {400, "application/x-amz-json-1.0", R"({"__type":"com.amazonaws.dynamodb.v20120810#)" + error_ + R"(","message":"scripted"})", {}};
+    }
+    if (target.ends_with(".GetShardIterator")) return {200, "application/x-amz-json-1.0", R"({"ShardIterator":"it-1"})", {}};
+    return {200, "application/x-amz-json-1.0", R"({"Records":[],"NextShardIterator":"it-2"})", {}};
+  }
+  std::mutex mutex_;
+  std::vector<srv::HttpRequest> requests_;
+  std::string error_;
+  srv::HttpServer server_;
+  std::thread runner_;
+};
+
+TEST(StreamsClient, PagesThroughShardsSignsForDynamoDbAndClassifiesErrors) {
+  FakeStreamsEndpoint endpoint;
+  ds::aws::ClientOptions o;
+  o.endpoint = endpoint.url();
+  o.max_attempts = 1;
+  auto api = st::make_dynamodb_streams_api(o, {"AKID", "secret", ""});
+  const st::StreamDescription d = api->describe_stream("arn");
+  ASSERT_EQ(d.shards.size(), 3u);
+  EXPECT_EQ(d.shards[1].parent_id, "s1");
+  EXPECT_TRUE(d.shards[1].closed());
+  EXPECT_FALSE(d.shards[2].closed());
+  EXPECT_EQ(d.shards[2].starting_sequence, "300");
+  const auto requests = endpoint.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(FakeStreamsEndpoint::header(requests[0], "X-Amz-Target"), "DynamoDBStreams_20120810.DescribeStream");
+  EXPECT_NE(FakeStreamsEndpoint::header(requests[0], "Authorization").find("/us-east-1/dynamodb/aws4_request"), std::string::npos);
+  EXPECT_EQ(ds::parse_json(requests[1].body).at("ExclusiveStartShardId"), "s2");
+
+  EXPECT_EQ(api->shard_iterator("arn", "s3", st::IteratorType::after_sequence, "301"), "it-1");
+  const json::value asked = ds::parse_json(endpoint.requests().back().body);
+  EXPECT_EQ(asked.at("ShardIteratorType"), "AFTER_SEQUENCE_NUMBER");
+  EXPECT_EQ(asked.at("SequenceNumber"), "301");
+  EXPECT_EQ(api->records("it-1").next_iterator, "it-2");
+
+  for (auto [type, kind] : {std::pair{"ExpiredIteratorException", st::StreamErrorKind::expired_iterator},
+                            std::pair{"TrimmedDataAccessException", st::StreamErrorKind::trimmed_data},
+                            std::pair{"LimitExceededException", st::StreamErrorKind::retryable},
+                            std::pair{"ResourceNotFoundException", st::StreamErrorKind::not_found},
+                            std::pair{"ValidationException", st::StreamErrorKind::other}}) {
+    endpoint.fail_with(type);
+    try {
+      api->records("it-1");
+      ADD_FAILURE() << type;
+    } catch (const st::StreamError& e) {
+      EXPECT_EQ(e.kind(), kind) << type;
+    }
+  }
 }
 
 // ---- the shard reader on the scripted stream -----------------------------------------
