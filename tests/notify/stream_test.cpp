@@ -8,6 +8,7 @@
 #include "deviceshadow/engine.hpp"
 #include "notify/stream/consumer.hpp"
 #include "server/http.hpp"
+#include "support/http_receiver.hpp"
 
 #include <gtest/gtest.h>
 
@@ -177,40 +178,17 @@ std::vector<int> range(int from, int to) {
 // `error` (a __type) when set; records every request.
 class FakeStreamsEndpoint {
  public:
-  FakeStreamsEndpoint()
-      : server_(options(), [this](const srv::HttpRequest& r) { return handle(r); },
-                [](int status, const std::string&) { return srv::HttpResponse{status, "text/plain", "", {}}; }),
-        runner_([this] { server_.run(); }) {}
-  ~FakeStreamsEndpoint() {
-    server_.stop();
-    runner_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
-  std::vector<srv::HttpRequest> requests() {
-    std::lock_guard lock(mutex_);
-    return requests_;
-  }
-  static std::string header(const srv::HttpRequest& r, std::string_view name) {
-    for (const auto& [n, v] : r.headers) {
-      if (std::equal(n.begin(), n.end(), name.begin(), name.end(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) return v;
-    }
-    return {};
-  }
+  std::string url() const { return http_.url(); }
+  std::vector<srv::HttpRequest> requests() { return http_.requests(); }
+  static std::string header(const srv::HttpRequest& r, std::string_view name) { return HttpReceiver::header(r, name); }
   void fail_with(std::string error_type) {
     std::lock_guard lock(mutex_);
     error_ = std::move(error_type);
   }
 
  private:
-  static srv::HttpServerOptions options() {
-    srv::HttpServerOptions o;
-    o.port = 0;
-    o.workers = 1;
-    return o;
-  }
   srv::HttpResponse handle(const srv::HttpRequest& r) {
     std::lock_guard lock(mutex_);
-    requests_.push_back(r);
     const std::string target = header(r, "X-Amz-Target");
     const json::object body = ds::parse_json(r.body).as_object();
     if (target.ends_with(".DescribeStream")) {
@@ -230,10 +208,8 @@ class FakeStreamsEndpoint {
     return {200, "application/x-amz-json-1.0", R"({"Records":[],"NextShardIterator":"it-2"})", {}};
   }
   std::mutex mutex_;
-  std::vector<srv::HttpRequest> requests_;
   std::string error_;
-  srv::HttpServer server_;
-  std::thread runner_;
+  HttpReceiver http_{[this](const srv::HttpRequest& r) { return handle(r); }};  // last: stopped first
 };
 
 TEST(StreamsClient, PagesThroughShardsSignsForDynamoDbAndClassifiesErrors) {
