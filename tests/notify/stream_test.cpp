@@ -261,7 +261,8 @@ struct ReaderTest : ::testing::Test {
   bool lease_held = true;
   Collector collected;
 
-  std::unique_ptr<st::ShardReader> reader(const std::string& shard, const std::string& checkpoint, int page = 1000) {
+  std::unique_ptr<st::ShardReader> reader(const std::string& shard, const std::string& checkpoint, int page = 1000,
+                                          std::size_t max_pending = 10000) {
     return std::make_unique<st::ShardReader>(
         stream, ScriptedStream::kArn, shard, checkpoint,
         [this](const std::string& c) {
@@ -269,7 +270,8 @@ struct ReaderTest : ::testing::Test {
           checkpoints.push_back(c);
           return true;
         },
-        counters, [this](bool error, std::string_view message, auto) { if (error) log_lines.emplace_back(message); }, page);
+        counters, [this](bool error, std::string_view message, auto) { if (error) log_lines.emplace_back(message); }, page,
+        max_pending);
   }
   // Polls until the reader is idle or done; returns the last step.
   Step drain(st::ShardReader& r) {
@@ -318,6 +320,32 @@ TEST_F(ReaderTest, HandsRecordsInOrderAndCheckpointsOnlyWhatIsDone) {
   EXPECT_EQ(drain(*r), Step::idle);
   EXPECT_EQ(r->checkpoint(), seqs.back()) << "a record not done holds the checkpoint";
   EXPECT_EQ(counters.records, 5u);
+}
+
+TEST_F(ReaderTest, AHandlerCanWaitForTheRestOfAGroupOnTheNextPageAndMemoryStaysBounded) {
+  stream.add_shard("s1");
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 4; ++i) seqs.push_back(stream.put("s1", i));
+  // Records come in pairs (as the items of one transaction); pages hold one record.
+  std::size_t largest_offer = 0;
+  std::vector<int> taken;
+  auto pairs = [&](const std::string&, std::span<const st::StreamRecord> records) {
+    largest_offer = std::max(largest_offer, records.size());
+    const std::size_t done = records.size() / 2 * 2;
+    for (std::size_t i = 0; i < done; ++i) taken.push_back(value_of(records[i]));
+    return done;
+  };
+  auto r = reader("s1", std::string(st::kTrimHorizon), 1, /*max_pending=*/3);
+  for (int i = 0; i < 20 && r->poll(pairs) != Step::idle;) ++i;
+  EXPECT_EQ(taken, range(0, 4));
+  EXPECT_EQ(checkpoints, (std::vector<std::string>{seqs[1], seqs[3]}));
+  for (int i = 4; i < 20; ++i) stream.put("s1", i);
+  auto none = [&](const std::string&, std::span<const st::StreamRecord> records) {
+    largest_offer = std::max(largest_offer, records.size());
+    return std::size_t{0};
+  };
+  for (int i = 0; i < 50; ++i) r->poll(none);
+  EXPECT_EQ(largest_offer, 3u) << "no page is read while max_pending records wait";
 }
 
 TEST_F(ReaderTest, ResumesAfterTheCheckpointAndEndsAClosedShard) {

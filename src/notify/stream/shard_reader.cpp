@@ -7,7 +7,8 @@
 namespace deviceshadow::notify::stream {
 
 ShardReader::ShardReader(StreamsApi& streams, std::string stream_arn, std::string shard_id, std::string checkpoint,
-                         Checkpointer store_checkpoint, StreamCounters& counters, StreamLog log, int page_limit)
+                         Checkpointer store_checkpoint, StreamCounters& counters, StreamLog log, int page_limit,
+                         std::size_t max_pending)
     : streams_(streams),
       stream_arn_(std::move(stream_arn)),
       shard_id_(std::move(shard_id)),
@@ -16,7 +17,8 @@ ShardReader::ShardReader(StreamsApi& streams, std::string stream_arn, std::strin
       store_checkpoint_(std::move(store_checkpoint)),
       counters_(counters),
       log_(std::move(log)),
-      page_limit_(page_limit) {}
+      page_limit_(page_limit),
+      max_pending_(std::max<std::size_t>(max_pending, 1)) {}
 
 void ShardReader::trimmed(std::string_view what) {
   ++counters_.trimmed;
@@ -52,7 +54,7 @@ void ShardReader::open_iterator() {
 ShardReader::Step ShardReader::poll(const RecordHandler& handler) {
   if (finished_) return Step::shard_end;
   bool fetched = false;
-  if (pending_.empty() && !at_end_) {
+  if (pending_.size() < max_pending_ && !at_end_) {
     try {
       if (!iterator_) open_iterator();
       if (iterator_) {
@@ -74,10 +76,9 @@ ShardReader::Step ShardReader::poll(const RecordHandler& handler) {
           ++counters_.expired_iterators;
           iterator_.reset();
           return Step::progressed;
-        case StreamErrorKind::trimmed_data:
+        case StreamErrorKind::trimmed_data:  // continue at the oldest record kept (after position_)
           trimmed("GetRecords: TrimmedDataAccessException");
-          position_ = kTrimHorizon;
-          iterator_.reset();
+          iterator_ = streams_.shard_iterator(stream_arn_, shard_id_, IteratorType::trim_horizon);
           return Step::progressed;
         case StreamErrorKind::retryable:
           ++counters_.throttled;

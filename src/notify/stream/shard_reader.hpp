@@ -30,9 +30,11 @@ struct StreamCounters {
   std::atomic<std::uint64_t> throttled{0};          // reads refused for throttling or a failure worth retrying
 };
 
-// Gets the records of one shard, all from one page, oldest first; returns how many of them,
+// Gets the records of one shard read and not yet done, oldest first; returns how many of them,
 // from the front, are done (delivered or given up for good). The others are offered again on
-// the next poll.
+// the next poll, followed by what was read since (so a handler can wait for the rest of a
+// group of records, such as the items of one transaction, which may span pages): a handler
+// recognises records it has already taken by their sequence numbers.
 using RecordHandler = std::function<std::size_t(const std::string& shard_id, std::span<const StreamRecord> records)>;
 // Stores a checkpoint (a sequence number, or SHARD_END); false when the lease is lost.
 using Checkpointer = std::function<bool(const std::string& checkpoint)>;
@@ -41,7 +43,8 @@ class ShardReader {
  public:
   // `checkpoint` is the lease's: a sequence number, TRIM_HORIZON or LATEST.
   ShardReader(StreamsApi& streams, std::string stream_arn, std::string shard_id, std::string checkpoint,
-              Checkpointer store_checkpoint, StreamCounters& counters, StreamLog log = {}, int page_limit = 1000);
+              Checkpointer store_checkpoint, StreamCounters& counters, StreamLog log = {}, int page_limit = 1000,
+              std::size_t max_pending = 10000);
 
   enum class Step {
     progressed,   // records were read or handled
@@ -50,8 +53,8 @@ class ShardReader {
     lease_lost,   // the checkpoint could not be stored: stop reading this shard
     shard_end,    // read to its end and checkpointed SHARD_END: the children may start
   };
-  // One step: offers the pending records to the handler, or reads the next page. Throws
-  // StreamError for failures that retrying will not cure.
+  // One step: reads the next page (none once `max_pending` records wait) and offers what
+  // waits to the handler. Throws StreamError for failures that retrying will not cure.
   Step poll(const RecordHandler& handler);
 
   const std::string& shard_id() const { return shard_id_; }
@@ -70,6 +73,7 @@ class ShardReader {
   StreamCounters& counters_;
   StreamLog log_;
   int page_limit_;
+  std::size_t max_pending_;  // records read and not done, at most (memory stays bounded)
   std::optional<std::string> iterator_;
   bool at_end_ = false;  // the last page had no next iterator
   std::vector<StreamRecord> pending_;  // read, not yet done
