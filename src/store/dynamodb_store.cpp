@@ -1,5 +1,6 @@
 #include "deviceshadow/dynamodb_store.hpp"
 
+#include "aws/attribute_value.hpp"
 #include "aws/client.hpp"
 #include "aws/credentials.hpp"
 #include "deviceshadow/arena.hpp"
@@ -147,18 +148,9 @@ json::value from_attribute(const json::value& av) {
 }
 
 // Accessors for items read back (attributes may be absent).
-std::string get_s(const json::object& item, std::string_view name) {
-  const json::value* v = item.if_contains(name);
-  return v ? std::string(v->at("S").as_string()) : std::string();
-}
-std::int64_t get_n(const json::object& item, std::string_view name) {
-  const json::value* v = item.if_contains(name);
-  return v ? std::stoll(std::string(v->at("N").as_string())) : 0;
-}
-bool get_bool(const json::object& item, std::string_view name) {
-  const json::value* v = item.if_contains(name);
-  return v && v->at("BOOL").as_bool();
-}
+using aws::get_bool;
+using aws::get_n;
+using aws::get_s;
 
 // ---- keys -------------------------------------------------------------------------
 std::string shadow_pk(std::string_view thing) { return "DS#" + std::string(thing); }

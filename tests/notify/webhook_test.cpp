@@ -2,6 +2,7 @@
 #include "notify/event.hpp"
 #include "notify/target.hpp"
 #include "server/http.hpp"
+#include "support/http_receiver.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,47 +19,17 @@ namespace {
 // A receiver that records every request and answers with `status` after `delay`.
 class Receiver {
  public:
-  Receiver()
-      : server_(options(), [this](const srv::HttpRequest& r) { return handle(r); },
-                [](int status, const std::string&) { return srv::HttpResponse{status, "text/plain", "", {}}; }),
-        runner_([this] { server_.run(); }) {}
-  ~Receiver() {
-    server_.stop();
-    runner_.join();
-  }
-  std::string url(const std::string& path = "/hook") const { return "http://127.0.0.1:" + std::to_string(server_.port()) + path; }
-  std::vector<srv::HttpRequest> requests() {
-    std::lock_guard lock(mutex_);
-    return requests_;
-  }
-  static std::string header(const srv::HttpRequest& r, std::string_view name) {
-    for (const auto& [n, v] : r.headers) {
-      if (std::equal(n.begin(), n.end(), name.begin(), name.end(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) return v;
-    }
-    return "(none)";
-  }
+  std::string url(const std::string& path = "/hook") const { return http_.url(path); }
+  std::vector<srv::HttpRequest> requests() { return http_.requests(); }
+  static std::string header(const srv::HttpRequest& r, std::string_view name) { return HttpReceiver::header(r, name); }
   std::atomic<int> status{200};
   std::atomic<int> delay_ms{0};
 
  private:
-  static srv::HttpServerOptions options() {
-    srv::HttpServerOptions o;
-    o.port = 0;
-    o.workers = 4;
-    return o;
-  }
-  srv::HttpResponse handle(const srv::HttpRequest& r) {
-    {
-      std::lock_guard lock(mutex_);
-      requests_.push_back(r);
-    }
+  HttpReceiver http_{[this](const srv::HttpRequest&) {
     if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
-    return {status.load(), "text/plain", "receiver says " + std::to_string(status.load()), {}};
-  }
-  std::mutex mutex_;
-  std::vector<srv::HttpRequest> requests_;
-  srv::HttpServer server_;
-  std::thread runner_;
+    return srv::HttpResponse{status.load(), "text/plain", "receiver says " + std::to_string(status.load()), {}};
+  }};  // last: stopped before the members its handler reads are gone
 };
 
 notify::Delivery delivery(std::string_view body) { return {"id-1", "deviceshadow.shadow.updated", "t", "main", body}; }

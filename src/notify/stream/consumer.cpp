@@ -1,0 +1,60 @@
+#include "notify/stream/consumer.hpp"
+
+namespace deviceshadow::notify::stream {
+
+StreamConsumer::StreamConsumer(StreamsApi& streams, LeaseTable& leases, std::string stream_arn,
+                               CoordinatorOptions options, RecordHandler handler, StreamLog log, int page_limit)
+    : streams_(streams),
+      stream_arn_(stream_arn),
+      coordinator_(streams, leases, std::move(stream_arn), std::move(options)),
+      handler_(std::move(handler)),
+      log_(std::move(log)),
+      page_limit_(page_limit) {}
+
+void StreamConsumer::balance() {
+  const LeaseCoordinator::RoundResult round = coordinator_.round();
+  std::lock_guard lock(mutex_);
+  for (const std::string& shard : round.lost) {
+    if (readers_.erase(shard) && log_) log_(false, "stream shard lease lost", {{"shard", shard}});
+  }
+  for (const Lease& lease : coordinator_.held()) {
+    if (readers_.contains(lease.shard_id)) continue;
+    auto store = [this, shard = lease.shard_id](const std::string& checkpoint) {
+      return coordinator_.checkpoint(shard, checkpoint);
+    };
+    readers_.emplace(lease.shard_id, std::make_unique<ShardReader>(streams_, stream_arn_, lease.shard_id, lease.checkpoint,
+                                                                   store, counters_, log_, page_limit_));
+  }
+}
+
+bool StreamConsumer::poll() {
+  std::lock_guard lock(mutex_);
+  bool progressed = false;
+  for (auto it = readers_.begin(); it != readers_.end();) {
+    const ShardReader::Step step = it->second->poll(handler_);
+    if (step == ShardReader::Step::lease_lost || step == ShardReader::Step::shard_end) {
+      if (step == ShardReader::Step::lease_lost && log_) log_(false, "stream shard lease lost", {{"shard", it->first}});
+      it = readers_.erase(it);
+      progressed = true;
+    } else {
+      progressed = progressed || step == ShardReader::Step::progressed;
+      ++it;
+    }
+  }
+  return progressed;
+}
+
+void StreamConsumer::release() {
+  std::lock_guard lock(mutex_);
+  readers_.clear();
+  coordinator_.release_all();
+}
+
+std::vector<std::string> StreamConsumer::shards() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& [id, reader] : readers_) out.push_back(id);
+  return out;
+}
+
+}  // namespace deviceshadow::notify::stream

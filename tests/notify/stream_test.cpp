@@ -1,0 +1,733 @@
+// The DynamoDB Streams consumer's building blocks (src/notify/stream): the shard reader against
+// a scripted stream (what DynamoDB Local cannot do: shard lineage, iterator expiry, trimming),
+// lease items through real conditional writes on DynamoDB Local, and the Streams client against
+// DynamoDB Local's real stream of shadows written through the DynamoDB store.
+#include "aws/client.hpp"
+#include "aws/credentials.hpp"
+#include "deviceshadow/dynamodb_store.hpp"
+#include "deviceshadow/engine.hpp"
+#include "notify/stream/consumer.hpp"
+#include "server/http.hpp"
+#include "support/http_receiver.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace ds = deviceshadow;
+namespace st = deviceshadow::notify::stream;
+namespace json = boost::json;
+namespace srv = deviceshadow::server;
+using Step = st::ShardReader::Step;
+
+namespace {
+
+// ---- a scripted stream ----------------------------------------------------------------
+
+// Shards, their records and their lineage as a test writes them. Iterators are "shard|index";
+// expire_iterators() makes every iterator handed out so far fail as expired, trim() drops a
+// shard's oldest records as DynamoDB does after 24 hours.
+class ScriptedStream final : public st::StreamsApi {
+ public:
+  static constexpr const char* kArn = "arn:aws:dynamodb:ddblocal:000000000000:table/t/stream/2026-01-01T00:00:00.000";
+
+  void add_shard(const std::string& id, const std::string& parent = {}) {
+    std::lock_guard lock(mutex_);
+    shards_[id].info = {id, parent, std::to_string(next_sequence_), {}};
+  }
+  // Appends a record whose NewImage holds {"n": value}; sequence numbers grow by 7 (not contiguous).
+  std::string put(const std::string& shard, int value, const std::string& pk = "DS#thing") {
+    std::lock_guard lock(mutex_);
+    st::StreamRecord r;
+    r.event_name = "MODIFY";
+    r.sequence_number = std::to_string(next_sequence_ += 7);
+    r.keys = json::object{{"PK", json::object{{"S", pk}}}, {"SK", json::object{{"S", shard}}}};
+    r.new_image = json::object{{"n", json::object{{"N", std::to_string(value)}}}};
+    shards_.at(shard).records.push_back(r);
+    return r.sequence_number;
+  }
+  void close(const std::string& shard) {
+    std::lock_guard lock(mutex_);
+    shards_.at(shard).info.ending_sequence = std::to_string(next_sequence_);
+  }
+  void trim(const std::string& shard, std::size_t records) {
+    std::lock_guard lock(mutex_);
+    shards_.at(shard).trimmed = records;
+  }
+  void expire_iterators() {
+    std::lock_guard lock(mutex_);
+    expired_before_ = issued_;
+  }
+  void fail_next_read(st::StreamErrorKind kind) {
+    std::lock_guard lock(mutex_);
+    fail_next_ = kind;
+  }
+
+  st::StreamDescription describe_stream(const std::string& arn) override {
+    std::lock_guard lock(mutex_);
+    st::StreamDescription d{arn, "ENABLED", {}};
+    for (const auto& [id, s] : shards_) d.shards.push_back(s.info);
+    return d;
+  }
+
+  std::string shard_iterator(const std::string&, const std::string& shard_id, st::IteratorType type,
+                             const std::string& sequence) override {
+    std::lock_guard lock(mutex_);
+    auto it = shards_.find(shard_id);
+    if (it == shards_.end()) throw st::StreamError(st::StreamErrorKind::not_found, "no shard " + shard_id);
+    const Shard& s = it->second;
+    std::size_t index = 0;
+    switch (type) {
+      case st::IteratorType::trim_horizon: index = s.trimmed; break;
+      case st::IteratorType::latest: index = s.records.size(); break;
+      case st::IteratorType::at_sequence:
+      case st::IteratorType::after_sequence: {
+        std::optional<std::size_t> found;
+        for (std::size_t i = 0; i < s.records.size(); ++i) {
+          if (s.records[i].sequence_number == sequence) found = i;
+        }
+        if (!found) throw st::StreamError(st::StreamErrorKind::other, "ValidationException: unknown sequence number");
+        index = type == st::IteratorType::at_sequence ? *found : *found + 1;
+        if (index < s.trimmed) throw st::StreamError(st::StreamErrorKind::trimmed_data, "TrimmedDataAccessException");
+      }
+    }
+    return shard_id + "|" + std::to_string(index) + "|" + std::to_string(issued_++);
+  }
+
+  st::RecordsPage records(const std::string& iterator, int limit) override {
+    std::lock_guard lock(mutex_);
+    ++reads_;
+    if (fail_next_) {
+      const auto kind = *fail_next_;
+      fail_next_.reset();
+      throw st::StreamError(kind, "scripted failure");
+    }
+    const auto bar = iterator.find('|');
+    const auto bar2 = iterator.find('|', bar + 1);
+    const std::string shard = iterator.substr(0, bar);
+    const std::size_t index = std::stoull(iterator.substr(bar + 1, bar2 - bar - 1));
+    const std::uint64_t serial = std::stoull(iterator.substr(bar2 + 1));
+    if (serial < expired_before_) throw st::StreamError(st::StreamErrorKind::expired_iterator, "ExpiredIteratorException");
+    const Shard& s = shards_.at(shard);
+    if (index < s.trimmed) throw st::StreamError(st::StreamErrorKind::trimmed_data, "TrimmedDataAccessException");
+    st::RecordsPage page;
+    std::size_t end = std::min(s.records.size(), index + static_cast<std::size_t>(limit));
+    page.records.assign(s.records.begin() + static_cast<std::ptrdiff_t>(index), s.records.begin() + static_cast<std::ptrdiff_t>(end));
+    if (!(s.info.closed() && end == s.records.size())) {
+      page.next_iterator = shard + "|" + std::to_string(end) + "|" + std::to_string(issued_++);
+    }
+    return page;
+  }
+
+  std::uint64_t reads() {
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
+
+ private:
+  struct Shard {
+    st::Shard info;
+    std::vector<st::StreamRecord> records;
+    std::size_t trimmed = 0;
+  };
+  std::mutex mutex_;
+  std::map<std::string, Shard> shards_;
+  std::uint64_t next_sequence_ = 1000;
+  std::uint64_t issued_ = 0;
+  std::uint64_t expired_before_ = 0;
+  std::uint64_t reads_ = 0;
+  std::optional<st::StreamErrorKind> fail_next_;
+};
+
+int value_of(const st::StreamRecord& r) { return std::stoi(std::string(r.new_image.at("n").at("N").as_string())); }
+
+// Collects what a handler is given, per shard, and says `accept` of them are done (all by default).
+struct Collector {
+  std::mutex mutex;
+  std::map<std::string, std::vector<int>> values;
+  std::vector<std::string> order;  // shard of each record, in the order handed over
+  std::optional<std::size_t> accept;
+
+  st::RecordHandler handler() {
+    return [this](const std::string& shard, std::span<const st::StreamRecord> records) {
+      std::lock_guard lock(mutex);
+      const std::size_t n = accept ? std::min(*accept, records.size()) : records.size();
+      for (std::size_t i = 0; i < n; ++i) {
+        values[shard].push_back(value_of(records[i]));
+        order.push_back(shard);
+      }
+      return n;
+    };
+  }
+};
+
+std::vector<int> range(int from, int to) {
+  std::vector<int> v;
+  for (int i = from; i < to; ++i) v.push_back(i);
+  return v;
+}
+
+// ---- the Streams client's wire format, against a scripted HTTP endpoint ------------------
+
+// Answers DescribeStream in two pages (s1, s2 | s3) and GetShardIterator / GetRecords with
+// `error` (a __type) when set; records every request.
+class FakeStreamsEndpoint {
+ public:
+  std::string url() const { return http_.url(); }
+  std::vector<srv::HttpRequest> requests() { return http_.requests(); }
+  static std::string header(const srv::HttpRequest& r, std::string_view name) { return HttpReceiver::header(r, name); }
+  void fail_with(std::string error_type) {
+    std::lock_guard lock(mutex_);
+    error_ = std::move(error_type);
+  }
+
+ private:
+  srv::HttpResponse handle(const srv::HttpRequest& r) {
+    std::lock_guard lock(mutex_);
+    const std::string target = header(r, "X-Amz-Target");
+    const json::object body = ds::parse_json(r.body).as_object();
+    if (target.ends_with(".DescribeStream")) {
+      if (body.contains("ExclusiveStartShardId")) {
+        return {200, "application/x-amz-json-1.0", R"({"StreamDescription":{"StreamArn":"arn","StreamStatus":"ENABLED",
+          "Shards":[{"ShardId":"s3","ParentShardId":"s2","SequenceNumberRange":{"StartingSequenceNumber":"300"}}]}})", {}};
+      }
+      return {200, "application/x-amz-json-1.0", R"({"StreamDescription":{"StreamArn":"arn","StreamStatus":"ENABLED",
+        "Shards":[{"ShardId":"s1","SequenceNumberRange":{"StartingSequenceNumber":"100","EndingSequenceNumber":"199"}},
+                  {"ShardId":"s2","ParentShardId":"s1","SequenceNumberRange":{"StartingSequenceNumber":"200","EndingSequenceNumber":"299"}}],
+        "LastEvaluatedShardId":"s2"}})", {}};
+    }
+    if (!error_.empty()) {
+      return {400, "application/x-amz-json-1.0", R"({"__type":"com.amazonaws.dynamodb.v20120810#)" + error_ + R"(","message":"scripted"})", {}};
+    }
+    if (target.ends_with(".GetShardIterator")) return {200, "application/x-amz-json-1.0", R"({"ShardIterator":"it-1"})", {}};
+    return {200, "application/x-amz-json-1.0", R"({"Records":[],"NextShardIterator":"it-2"})", {}};
+  }
+  std::mutex mutex_;
+  std::string error_;
+  HttpReceiver http_{[this](const srv::HttpRequest& r) { return handle(r); }};  // last: stopped first
+};
+
+TEST(StreamsClient, PagesThroughShardsSignsForDynamoDbAndClassifiesErrors) {
+  FakeStreamsEndpoint endpoint;
+  ds::aws::ClientOptions o;
+  o.endpoint = endpoint.url();
+  o.max_attempts = 1;
+  auto api = st::make_dynamodb_streams_api(o, {"AKID", "secret", ""});
+  const st::StreamDescription d = api->describe_stream("arn");
+  ASSERT_EQ(d.shards.size(), 3u);
+  EXPECT_EQ(d.shards[1].parent_id, "s1");
+  EXPECT_TRUE(d.shards[1].closed());
+  EXPECT_FALSE(d.shards[2].closed());
+  EXPECT_EQ(d.shards[2].starting_sequence, "300");
+  const auto requests = endpoint.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(FakeStreamsEndpoint::header(requests[0], "X-Amz-Target"), "DynamoDBStreams_20120810.DescribeStream");
+  EXPECT_NE(FakeStreamsEndpoint::header(requests[0], "Authorization").find("/us-east-1/dynamodb/aws4_request"), std::string::npos);
+  EXPECT_EQ(ds::parse_json(requests[1].body).at("ExclusiveStartShardId"), "s2");
+
+  EXPECT_EQ(api->shard_iterator("arn", "s3", st::IteratorType::after_sequence, "301"), "it-1");
+  const json::value asked = ds::parse_json(endpoint.requests().back().body);
+  EXPECT_EQ(asked.at("ShardIteratorType"), "AFTER_SEQUENCE_NUMBER");
+  EXPECT_EQ(asked.at("SequenceNumber"), "301");
+  EXPECT_EQ(api->records("it-1").next_iterator, "it-2");
+
+  for (auto [type, kind] : {std::pair{"ExpiredIteratorException", st::StreamErrorKind::expired_iterator},
+                            std::pair{"TrimmedDataAccessException", st::StreamErrorKind::trimmed_data},
+                            std::pair{"LimitExceededException", st::StreamErrorKind::retryable},
+                            std::pair{"ResourceNotFoundException", st::StreamErrorKind::not_found},
+                            std::pair{"ValidationException", st::StreamErrorKind::other}}) {
+    endpoint.fail_with(type);
+    try {
+      api->records("it-1");
+      ADD_FAILURE() << type;
+    } catch (const st::StreamError& e) {
+      EXPECT_EQ(e.kind(), kind) << type;
+    }
+  }
+}
+
+// ---- the shard reader on the scripted stream -----------------------------------------
+
+struct ReaderTest : ::testing::Test {
+  ScriptedStream stream;
+  st::StreamCounters counters;
+  std::vector<std::string> checkpoints;
+  std::vector<std::string> log_lines;
+  bool lease_held = true;
+  Collector collected;
+
+  std::unique_ptr<st::ShardReader> reader(const std::string& shard, const std::string& checkpoint, int page = 1000,
+                                          std::size_t max_pending = 10000) {
+    return std::make_unique<st::ShardReader>(
+        stream, ScriptedStream::kArn, shard, checkpoint,
+        [this](const std::string& c) {
+          if (!lease_held) return false;
+          checkpoints.push_back(c);
+          return true;
+        },
+        counters, [this](bool error, std::string_view message, auto) { if (error) log_lines.emplace_back(message); }, page,
+        max_pending);
+  }
+  // Polls until the reader is idle or done; returns the last step.
+  Step drain(st::ShardReader& r) {
+    for (int i = 0; i < 1000; ++i) {
+      const Step s = r.poll(collected.handler());
+      if (s != Step::progressed) return s;
+    }
+    return Step::progressed;
+  }
+};
+
+TEST(StreamSequence, ComparesAsDecimalNumbers) {
+  EXPECT_LT(st::compare_sequence("999", "1000"), 0);
+  EXPECT_GT(st::compare_sequence("100000000000000000000000000000000000001", "99999999999999999999999999999999999999"), 0);
+  EXPECT_EQ(st::compare_sequence("000123", "123"), 0);
+  EXPECT_LT(st::compare_sequence("122", "123"), 0);
+}
+
+TEST(StreamWire, ParsesGetRecordsAnswers) {
+  const auto page = st::parse_records(ds::parse_json(R"({"Records":[{"eventID":"e","eventName":"INSERT","awsRegion":"ddblocal",
+    "dynamodb":{"ApproximateCreationDateTime":1.7632e9,"Keys":{"PK":{"S":"DS#a"},"SK":{"S":"DSR#main"}},
+    "NewImage":{"PK":{"S":"DS#a"},"version":{"N":"1"}},"SequenceNumber":"000000000000000000042","SizeBytes":57,
+    "StreamViewType":"NEW_AND_OLD_IMAGES"}}],"NextShardIterator":"it-2"})"));
+  ASSERT_EQ(page.records.size(), 1u);
+  EXPECT_EQ(page.records[0].event_name, "INSERT");
+  EXPECT_EQ(page.records[0].sequence_number, "000000000000000000042");
+  EXPECT_EQ(page.records[0].keys.at("SK").at("S").as_string(), "DSR#main");
+  EXPECT_TRUE(page.records[0].old_image.empty());
+  EXPECT_EQ(page.records[0].approximate_creation_s, 1763200000);
+  EXPECT_EQ(page.records[0].size_bytes, 57u);
+  EXPECT_EQ(page.next_iterator, "it-2");
+  EXPECT_FALSE(st::parse_records(ds::parse_json(R"({"Records":[]})")).next_iterator) << "no NextShardIterator: SHARD_END";
+}
+
+TEST_F(ReaderTest, HandsRecordsInOrderAndCheckpointsOnlyWhatIsDone) {
+  stream.add_shard("s1");
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 5; ++i) seqs.push_back(stream.put("s1", i));
+  auto r = reader("s1", std::string(st::kTrimHorizon), 2);
+  collected.accept = 1;  // one record done per offer: the rest is offered again
+  EXPECT_EQ(drain(*r), Step::idle);
+  EXPECT_EQ(collected.values["s1"], range(0, 5));
+  EXPECT_EQ(checkpoints, seqs) << "one checkpoint per record done, never past one not done";
+  collected.accept = 0;
+  stream.put("s1", 5);
+  EXPECT_EQ(drain(*r), Step::idle);
+  EXPECT_EQ(r->checkpoint(), seqs.back()) << "a record not done holds the checkpoint";
+  EXPECT_EQ(counters.records, 5u);
+}
+
+TEST_F(ReaderTest, AHandlerCanWaitForTheRestOfAGroupOnTheNextPageAndMemoryStaysBounded) {
+  stream.add_shard("s1");
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 4; ++i) seqs.push_back(stream.put("s1", i));
+  // Records come in pairs (as the items of one transaction); pages hold one record.
+  std::size_t largest_offer = 0;
+  std::vector<int> taken;
+  auto pairs = [&](const std::string&, std::span<const st::StreamRecord> records) {
+    largest_offer = std::max(largest_offer, records.size());
+    const std::size_t done = records.size() / 2 * 2;
+    for (std::size_t i = 0; i < done; ++i) taken.push_back(value_of(records[i]));
+    return done;
+  };
+  auto r = reader("s1", std::string(st::kTrimHorizon), 1, /*max_pending=*/3);
+  for (int i = 0; i < 20 && r->poll(pairs) != Step::idle;) ++i;
+  EXPECT_EQ(taken, range(0, 4));
+  EXPECT_EQ(checkpoints, (std::vector<std::string>{seqs[1], seqs[3]}));
+  for (int i = 4; i < 20; ++i) stream.put("s1", i);
+  auto none = [&](const std::string&, std::span<const st::StreamRecord> records) {
+    largest_offer = std::max(largest_offer, records.size());
+    return std::size_t{0};
+  };
+  for (int i = 0; i < 50; ++i) r->poll(none);
+  EXPECT_EQ(largest_offer, 3u) << "no page is read while max_pending records wait";
+}
+
+TEST_F(ReaderTest, ResumesAfterTheCheckpointAndEndsAClosedShard) {
+  stream.add_shard("s1");
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 4; ++i) seqs.push_back(stream.put("s1", i));
+  stream.close("s1");
+  auto r = reader("s1", seqs[1]);
+  EXPECT_EQ(drain(*r), Step::shard_end);
+  EXPECT_EQ(collected.values["s1"], (std::vector<int>{2, 3}));
+  EXPECT_EQ(checkpoints.back(), st::kShardEnd);
+}
+
+TEST_F(ReaderTest, PassesOverLeaseItemRecordsWithoutCheckpointingThem) {
+  stream.add_shard("s1");
+  stream.put("s1", 0, "NL#label");
+  stream.put("s1", 1, "NL#label");
+  auto r = reader("s1", std::string(st::kTrimHorizon));
+  EXPECT_EQ(drain(*r), Step::idle);
+  EXPECT_TRUE(collected.values["s1"].empty());
+  EXPECT_TRUE(checkpoints.empty()) << "a checkpoint would write a lease item: a new record, without end";
+  const std::string seq = stream.put("s1", 2);
+  EXPECT_EQ(drain(*r), Step::idle);
+  EXPECT_EQ(collected.values["s1"], (std::vector<int>{2}));
+  EXPECT_EQ(checkpoints, (std::vector<std::string>{seq}));
+}
+
+TEST_F(ReaderTest, RenewsAnExpiredIteratorWithoutLosingOrRepeatingRecords) {
+  stream.add_shard("s1");
+  for (int i = 0; i < 3; ++i) stream.put("s1", i);
+  auto r = reader("s1", std::string(st::kTrimHorizon), 2);
+  collected.accept = 0;
+  r->poll(collected.handler());  // reads a page of 2, none done
+  collected.accept.reset();
+  stream.expire_iterators();
+  for (int i = 3; i < 6; ++i) stream.put("s1", i);
+  EXPECT_EQ(drain(*r), Step::idle);
+  EXPECT_EQ(collected.values["s1"], range(0, 6));
+  EXPECT_EQ(counters.expired_iterators, 1u);
+  EXPECT_EQ(counters.trimmed, 0u);
+}
+
+TEST_F(ReaderTest, CountsAndLogsRecordsTrimmedBeforeTheCheckpointWasRead) {
+  stream.add_shard("s1");
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 6; ++i) seqs.push_back(stream.put("s1", i));
+  stream.trim("s1", 4);  // records 0..3 are gone; the checkpoint is after record 1
+  auto r = reader("s1", seqs[1]);
+  EXPECT_EQ(drain(*r), Step::idle);
+  EXPECT_EQ(collected.values["s1"], (std::vector<int>{4, 5})) << "reading resumes at the oldest record kept";
+  EXPECT_EQ(counters.trimmed, 1u);
+  ASSERT_EQ(log_lines.size(), 1u);
+  EXPECT_NE(log_lines[0].find("trimmed"), std::string::npos);
+}
+
+TEST_F(ReaderTest, CountsRecordsTrimmedUnderAnOpenIterator) {
+  stream.add_shard("s1");
+  for (int i = 0; i < 4; ++i) stream.put("s1", i);
+  auto r = reader("s1", std::string(st::kTrimHorizon), 2);
+  EXPECT_EQ(r->poll(collected.handler()), Step::progressed);  // records 0, 1 done; the iterator points at 2
+  stream.trim("s1", 3);
+  EXPECT_EQ(drain(*r), Step::idle);
+  EXPECT_EQ(collected.values["s1"], (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(counters.trimmed, 1u);
+}
+
+TEST_F(ReaderTest, ThrottlingIsRetriedLaterAndALostLeaseStopsTheReader) {
+  stream.add_shard("s1");
+  stream.put("s1", 0);
+  auto r = reader("s1", std::string(st::kTrimHorizon));
+  stream.fail_next_read(st::StreamErrorKind::retryable);
+  EXPECT_EQ(r->poll(collected.handler()), Step::retry_later);
+  EXPECT_EQ(counters.throttled, 1u);
+  lease_held = false;
+  EXPECT_EQ(r->poll(collected.handler()), Step::lease_lost);
+  stream.fail_next_read(st::StreamErrorKind::other);
+  auto r2 = reader("s1", std::string(st::kTrimHorizon));
+  EXPECT_THROW(r2->poll(collected.handler()), st::StreamError);
+}
+
+// ---- leases on DynamoDB Local ----------------------------------------------------------
+
+std::string dynamodb_endpoint() {
+  const char* e = std::getenv("DS_DYNAMODB_ENDPOINT");
+  return e ? e : "";
+}
+
+// A table of its own on DynamoDB Local, dropped afterwards, and a DynamoDB client on it.
+class DynamoDbTest : public ::testing::Test {
+ protected:
+  void open_table(bool with_stream) {
+    if (dynamodb_endpoint().empty()) {
+      if (std::getenv("DS_REQUIRE_DYNAMODB")) FAIL() << "DS_REQUIRE_DYNAMODB is set but DS_DYNAMODB_ENDPOINT is not";
+      GTEST_SKIP() << "no DynamoDB endpoint (run through scripts/test.sh)";
+    }
+    options_.endpoint = dynamodb_endpoint();
+    options_.region = "us-east-1";
+    options_.table = "streams" + std::to_string(std::random_device{}()) + std::to_string(std::random_device{}());
+    ds::create_dynamodb_table(options_, with_stream);
+    created_ = true;
+    client_options_.endpoint = options_.endpoint;
+    client_options_.region = options_.region;
+    client_ = std::make_unique<ds::aws::JsonClient>(client_options_, ds::aws::load_credentials());
+  }
+  void TearDown() override {
+    if (created_) ds::delete_dynamodb_table(options_);
+  }
+
+  ds::DynamoDbOptions options_;
+  ds::aws::ClientOptions client_options_;
+  std::unique_ptr<ds::aws::JsonClient> client_;
+  bool created_ = false;
+};
+
+// Several consumers on one table's leases and one scripted stream, on one controllable clock.
+class LeaseTest : public DynamoDbTest {
+ protected:
+  void SetUp() override {
+    open_table(/*with_stream=*/false);
+    if (IsSkipped() || HasFatalFailure()) return;
+    leases_ = std::make_unique<st::LeaseTable>(*client_, options_.table, ScriptedStream::kArn);
+  }
+
+  st::StreamConsumer& consumer(const std::string& owner, std::string initial = std::string(st::kTrimHorizon)) {
+    st::CoordinatorOptions o;
+    o.owner = owner;
+    o.lease_timeout = std::chrono::milliseconds(10000);
+    o.renew_interval = std::chrono::milliseconds(3000);
+    o.initial_position = std::move(initial);
+    o.clock = [this] { return now_; };
+    auto [it, inserted] = consumers_.try_emplace(owner);
+    it->second = std::make_unique<st::StreamConsumer>(stream_, *leases_, ScriptedStream::kArn, o, collected_[owner].handler());
+    return *it->second;
+  }
+  // One balance and polls until idle for each of `owners`, in order, `rounds` times.
+  void rounds(const std::vector<std::string>& owners, int rounds = 1) {
+    for (int i = 0; i < rounds; ++i) {
+      for (const std::string& o : owners) {
+        consumers_.at(o)->balance();
+        while (consumers_.at(o)->poll()) {
+        }
+      }
+    }
+  }
+  std::map<std::string, std::size_t> load() {
+    std::map<std::string, std::size_t> out;
+    for (const st::Lease& l : leases_->list()) {
+      if (!l.owner.empty()) ++out[l.owner];
+    }
+    return out;
+  }
+  void advance(std::chrono::milliseconds d) { now_ += d; }
+
+  ScriptedStream stream_;
+  std::unique_ptr<st::LeaseTable> leases_;
+  std::map<std::string, Collector> collected_;
+  std::map<std::string, std::unique_ptr<st::StreamConsumer>> consumers_;
+  std::chrono::steady_clock::time_point now_ = std::chrono::steady_clock::time_point(std::chrono::hours(1));
+};
+
+TEST_F(LeaseTest, ConditionalWritesLetExactlyOneInstanceTakeALease) {
+  ASSERT_TRUE(leases_->create({"s1", "", 0, std::string(st::kTrimHorizon), {}, 0}));
+  EXPECT_FALSE(leases_->create({"s1", "", 0, std::string(st::kLatest), {}, 0})) << "creation never overwrites";
+  const st::Lease seen = leases_->list().at(0);
+  auto a = leases_->take(seen, "a");
+  auto b = leases_->take(seen, "b");
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(b) << "b saw the same counter: its condition fails";
+  EXPECT_EQ(a->owner, "a");
+  EXPECT_EQ(a->counter, 1u);
+  st::Lease held = *a;
+  ASSERT_TRUE(leases_->renew(held));
+  EXPECT_EQ(held.counter, 2u);
+  st::Lease stale = *a;  // counter 1: a renewal since makes it stale
+  EXPECT_FALSE(leases_->checkpoint(stale, "1234"));
+  ASSERT_TRUE(leases_->checkpoint(held, "1234"));
+  auto stolen = leases_->take(leases_->list().at(0), "b");
+  ASSERT_TRUE(stolen);
+  EXPECT_EQ(stolen->checkpoint, "1234") << "the checkpoint stays with the lease";
+  EXPECT_FALSE(leases_->renew(held)) << "a stolen lease cannot be renewed";
+  EXPECT_FALSE(leases_->release(held));
+  ASSERT_TRUE(leases_->checkpoint(*stolen, std::string(st::kShardEnd)));
+  const st::Lease done = leases_->list().at(0);
+  EXPECT_TRUE(done.finished());
+  EXPECT_TRUE(done.owner.empty()) << "SHARD_END frees the lease";
+}
+
+TEST_F(LeaseTest, ChildShardsWaitForTheirParentToBeReadToItsEnd) {
+  stream_.add_shard("a-parent");
+  for (int i = 0; i < 3; ++i) stream_.put("a-parent", i);
+  stream_.close("a-parent");
+  stream_.add_shard("b-child1", "a-parent");
+  stream_.add_shard("c-child2", "a-parent");
+  for (int i = 10; i < 13; ++i) stream_.put("b-child1", i);
+  for (int i = 20; i < 23; ++i) stream_.put("c-child2", i);
+  consumer("x");
+  rounds({"x"});
+  Collector& got = collected_["x"];
+  EXPECT_EQ(got.values["a-parent"], range(0, 3));
+  EXPECT_TRUE(got.values["b-child1"].empty()) << "a child is not taken before its parent's SHARD_END is stored";
+  rounds({"x"});
+  EXPECT_EQ(got.values["b-child1"], range(10, 13));
+  EXPECT_EQ(got.values["c-child2"], range(20, 23));
+  for (const st::Lease& l : leases_->list()) {
+    if (l.shard_id == "a-parent") {
+      EXPECT_TRUE(l.finished());
+    } else {
+      EXPECT_EQ(l.parents, std::vector<std::string>{"a-parent"});
+    }
+  }
+}
+
+TEST_F(LeaseTest, FirstStartBeginsAtLatestAndShardsSeenLaterAtTrimHorizon) {
+  stream_.add_shard("a-old");
+  stream_.put("a-old", 0);
+  stream_.close("a-old");
+  stream_.add_shard("b-open", "a-old");
+  stream_.put("b-open", 1);  // written before the consumer's first start: not owed
+  consumer("x", std::string(st::kLatest));
+  rounds({"x"});
+  stream_.put("b-open", 2);
+  rounds({"x"});
+  stream_.close("b-open");
+  stream_.add_shard("c-new", "b-open");
+  stream_.put("c-new", 3);  // before the consumer sees the shard: read from TRIM_HORIZON
+  rounds({"x"}, 3);
+  Collector& got = collected_["x"];
+  EXPECT_TRUE(got.values["a-old"].empty());
+  EXPECT_EQ(got.values["b-open"], std::vector<int>{2});
+  EXPECT_EQ(got.values["c-new"], std::vector<int>{3});
+}
+
+TEST_F(LeaseTest, TwoAndThreeInstancesShareTheShardsEvenly) {
+  for (int i = 0; i < 6; ++i) stream_.add_shard("s" + std::to_string(i));
+  consumer("a");
+  rounds({"a"});
+  EXPECT_EQ(load(), (std::map<std::string, std::size_t>{{"a", 6}})) << "alone, it takes every shard";
+  consumer("b");
+  for (int round = 1; round <= 3; ++round) {
+    rounds({"b", "a"});
+    EXPECT_EQ(load()["b"], static_cast<std::size_t>(round)) << "at most one steal per round";
+  }
+  rounds({"b", "a"}, 2);
+  EXPECT_EQ(load(), (std::map<std::string, std::size_t>{{"a", 3}, {"b", 3}}));
+  consumer("c");
+  rounds({"c", "a", "b"}, 4);
+  EXPECT_EQ(load(), (std::map<std::string, std::size_t>{{"a", 2}, {"b", 2}, {"c", 2}}));
+  // Every instance reads exactly the shards it holds.
+  for (const auto& [owner, c] : consumers_) EXPECT_EQ(c->shards().size(), 2u) << owner;
+}
+
+TEST_F(LeaseTest, LeasesOfAStoppedInstanceExpireAndOthersResumeAtItsCheckpoint) {
+  for (int i = 0; i < 4; ++i) stream_.add_shard("s" + std::to_string(i));
+  for (int i = 0; i < 4; ++i) stream_.put("s" + std::to_string(i), i * 10);
+  consumer("a");
+  consumer("b");
+  rounds({"a", "b"}, 4);
+  ASSERT_EQ(load(), (std::map<std::string, std::size_t>{{"a", 2}, {"b", 2}}));
+  // a stops renewing (as after kill -9); records keep coming.
+  for (int i = 0; i < 4; ++i) stream_.put("s" + std::to_string(i), i * 10 + 1);
+  advance(std::chrono::milliseconds(9000));
+  rounds({"b"});
+  EXPECT_EQ(load()["a"], 2u) << "not expired before lease_timeout";
+  advance(std::chrono::milliseconds(1500));
+  rounds({"b"});
+  EXPECT_EQ(load(), (std::map<std::string, std::size_t>{{"b", 4}}));
+  // Together they saw every record once: a up to its checkpoint, b after it.
+  std::map<std::string, std::vector<int>> all;
+  for (auto& [owner, c] : collected_) {
+    for (auto& [shard, values] : c.values) all[shard].insert(all[shard].end(), values.begin(), values.end());
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(all["s" + std::to_string(i)], (std::vector<int>{i * 10, i * 10 + 1}));
+  // a comes back: its first round finds its leases taken and drops their readers (stealing
+  // at most one back), then the shards are shared again.
+  consumers_.at("a")->balance();
+  EXPECT_LE(consumers_.at("a")->shards().size(), 1u);
+  rounds({"a", "b"}, 3);
+  EXPECT_EQ(load(), (std::map<std::string, std::size_t>{{"a", 2}, {"b", 2}}));
+}
+
+TEST_F(LeaseTest, ReleasedLeasesAreTakenWithoutWaiting) {
+  for (int i = 0; i < 2; ++i) stream_.add_shard("s" + std::to_string(i));
+  consumer("a");
+  rounds({"a"});
+  consumer("b");
+  consumers_.at("a")->release();
+  rounds({"b"});
+  EXPECT_EQ(load(), (std::map<std::string, std::size_t>{{"b", 2}}));
+}
+
+// ---- DynamoDB Local's real stream ------------------------------------------------------
+
+class RealStreamTest : public DynamoDbTest {
+ protected:
+  void SetUp() override { open_table(/*with_stream=*/true); }
+};
+
+TEST_F(RealStreamTest, ReadsShadowWritesOfTheDynamoDbStoreFromTheTablesStream) {
+  auto arn = st::latest_stream_arn(*client_, options_.table);
+  ASSERT_TRUE(arn) << "create-table enables the stream";
+  EXPECT_NE(arn->find("/stream/"), std::string::npos);
+
+  auto store = ds::open_dynamodb_store(options_);
+  ds::Engine engine(*store);
+  auto report = [&](const std::string& thing, const char* state) {
+    ds::UpdateRequest r;
+    r.key = {thing, "main"};
+    r.section = ds::Section::reported;
+    r.state = ds::parse_json(state).as_object();
+    engine.update(r);
+  };
+  report("lamp", R"({"on":true})");
+  report("lamp", R"({"on":false})");
+
+  auto streams = st::make_dynamodb_streams_api(client_options_, ds::aws::load_credentials());
+  st::LeaseTable leases(*client_, options_.table, *arn);
+  std::vector<st::StreamRecord> got;
+  std::mutex mutex;
+  st::CoordinatorOptions o;
+  o.owner = "only";
+  o.initial_position = std::string(st::kTrimHorizon);
+  st::StreamConsumer consumer(*streams, leases, *arn, o, [&](const std::string&, std::span<const st::StreamRecord> records) {
+    std::lock_guard lock(mutex);
+    got.insert(got.end(), records.begin(), records.end());
+    return records.size();
+  });
+  consumer.balance();
+  ASSERT_EQ(consumer.shards().size(), 1u) << "DynamoDB Local's stream has one shard";
+  auto sections = [&] {
+    std::vector<st::StreamRecord> out;
+    for (const auto& r : got) {
+      if (r.keys.at("SK").at("S").as_string() == "DSR#main") out.push_back(r);
+    }
+    return out;
+  };
+  for (int i = 0; i < 100 && sections().size() < 2; ++i) {
+    if (!consumer.poll()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const auto records = sections();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].event_name, "INSERT");
+  EXPECT_EQ(records[1].event_name, "MODIFY");
+  EXPECT_EQ(records[0].keys.at("PK").at("S").as_string(), "DS#lamp");
+  EXPECT_EQ(records[1].old_image.at("state"), records[0].new_image.at("state"));
+  EXPECT_EQ(records[1].new_image.at("state").at("M").at("on").at("BOOL"), false);
+  EXPECT_LT(st::compare_sequence(records[0].sequence_number, records[1].sequence_number), 0);
+  for (const auto& r : got) EXPECT_FALSE(st::is_lease_record(r)) << "lease items are passed over";
+
+  // The checkpoint is stored in the lease: a second consumer resumes after it.
+  const std::string checkpoint = leases.list().at(0).checkpoint;
+  EXPECT_EQ(checkpoint, got.back().sequence_number);
+  consumer.release();
+  report("lamp", R"({"on":true})");
+  got.clear();
+  st::CoordinatorOptions o2 = o;
+  o2.owner = "second";
+  st::StreamConsumer second(*streams, leases, *arn, o2, [&](const std::string&, std::span<const st::StreamRecord> records) {
+    std::lock_guard lock(mutex);
+    got.insert(got.end(), records.begin(), records.end());
+    return records.size();
+  });
+  second.balance();
+  for (int i = 0; i < 100 && sections().empty(); ++i) {
+    if (!second.poll()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(sections().size(), 1u) << "only the write after the checkpoint";
+  EXPECT_EQ(sections()[0].new_image.at("state").at("M").at("on").at("BOOL"), true);
+}
+
+class StreamlessTableTest : public DynamoDbTest {
+ protected:
+  void SetUp() override { open_table(/*with_stream=*/false); }
+};
+
+TEST_F(StreamlessTableTest, HasNoStreamArnAndAMissingTableIsNotFound) {
+  EXPECT_FALSE(st::latest_stream_arn(*client_, options_.table));
+  try {
+    st::latest_stream_arn(*client_, options_.table + "-missing");
+    ADD_FAILURE() << "no such table";
+  } catch (const st::StreamError& e) {
+    EXPECT_EQ(e.kind(), st::StreamErrorKind::not_found);
+  }
+}
+
+}  // namespace
