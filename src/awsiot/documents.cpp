@@ -65,6 +65,10 @@ AwsError aws_error(const Error& e) {
   return {500, "InternalFailureException", "Internal failure"};
 }
 
+Error shadow_not_found(const ShadowKey& key, bool classic) {
+  return Error::not_found("No shadow exists with name: '" + (classic ? key.thing : key.name) + "'");
+}
+
 std::string render_error_body(const AwsError& error) {
   std::string body = "{\"code\":" + std::to_string(error.status) + ",\"message\":";
   append_json_string(body, error.message);
@@ -127,28 +131,73 @@ UpdateRequestBody read_update_request(std::string_view payload, const Limits& li
   return out;
 }
 
-std::string render_document(const ShadowView& view, bool shared_versions, const TimestampKeys& keys,
-                            std::int64_t now_s) {
+namespace {
+
+// "state":{"desired"?,"reported"?[,"delta"?]},"metadata":{…}: the live, non-empty sections.
+void append_state_and_metadata(std::string& out, const ShadowRecord& record, const json::object* delta,
+                               const TimestampKeys& keys) {
   // A section is shown when it is live and not empty, as AWS omits empty sections.
   auto shown = [&](Section s) {
-    const SectionRecord& r = view.record.section(s);
+    const SectionRecord& r = record.section(s);
     return r.exists() && r.state_json != "{}";
   };
-  std::string out = "{\"state\":{";
+  append_member(out, "state", "{");
   for (Section s : {Section::desired, Section::reported}) {
-    if (shown(s)) append_member(out, to_string(s), view.record.section(s).state_json);
+    if (shown(s)) append_member(out, to_string(s), record.section(s).state_json);
   }
-  if (!view.delta.empty()) append_member(out, "delta", to_json(view.delta));
-  out += "},\"metadata\":{";
+  if (delta && !delta->empty()) append_member(out, "delta", to_json(*delta));
+  out += '}';
+  append_member(out, "metadata", "{");
   for (Section s : {Section::desired, Section::reported}) {
     if (!shown(s)) continue;
-    const SectionRecord& r = view.record.section(s);
+    const SectionRecord& r = record.section(s);
     append_member(out, to_string(s), "");
     append_metadata(out, parse_json(r.state_json), epoch_seconds(r.timestamp_ns), keys);
   }
-  out += "},\"version\":" + std::to_string(shadow_version(view.record, shared_versions));
+  out += '}';
+}
+
+void append_client_token(std::string& out, std::string_view client_token) {
+  if (client_token.empty()) return;
+  out += ",\"clientToken\":";
+  append_json_string(out, client_token);
+}
+
+}  // namespace
+
+std::string render_document(const ShadowView& view, bool shared_versions, const TimestampKeys& keys,
+                            std::int64_t now_s) {
+  std::string out = "{";
+  append_state_and_metadata(out, view.record, &view.delta, keys);
+  out += ",\"version\":" + std::to_string(shadow_version(view.record, shared_versions));
   out += ",\"timestamp\":" + std::to_string(now_s) + "}";
   return out;
+}
+
+std::string render_delta(const ShadowView& view, bool shared_versions, const TimestampKeys& keys,
+                         std::int64_t timestamp_s, std::string_view client_token) {
+  std::string out = "{\"state\":" + to_json(view.delta) + ",\"metadata\":";
+  append_metadata(out, json::value(view.delta), epoch_seconds(view.record.desired.timestamp_ns), keys);
+  out += ",\"version\":" + std::to_string(shadow_version(view.record, shared_versions));
+  out += ",\"timestamp\":" + std::to_string(timestamp_s);
+  append_client_token(out, client_token);
+  return out + '}';
+}
+
+std::string render_documents(const std::optional<ShadowRecord>& previous, const ShadowRecord& current,
+                             bool shared_versions, const TimestampKeys& keys, std::int64_t timestamp_s,
+                             std::string_view client_token) {
+  std::string out = "{";
+  auto snapshot = [&](std::string_view name, const ShadowRecord& record) {
+    append_member(out, name, "{");
+    append_state_and_metadata(out, record, nullptr, keys);
+    out += ",\"version\":" + std::to_string(shadow_version(record, shared_versions)) + "}";
+  };
+  if (previous) snapshot("previous", *previous);
+  snapshot("current", current);
+  out += ",\"timestamp\":" + std::to_string(timestamp_s);
+  append_client_token(out, client_token);
+  return out + '}';
 }
 
 std::string render_accepted(const UpdateRequestBody& request, const UpdateResult& result, bool shared_versions,
@@ -164,10 +213,7 @@ std::string render_accepted(const UpdateRequestBody& request, const UpdateResult
   }
   out += ",\"version\":" + std::to_string(shadow_version(record, shared_versions));
   out += ",\"timestamp\":" + std::to_string(seconds);
-  if (!request.update.client_token.empty()) {
-    out += ",\"clientToken\":";
-    append_json_string(out, request.update.client_token);
-  }
+  append_client_token(out, request.update.client_token);
   return out + '}';
 }
 

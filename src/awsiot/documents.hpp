@@ -7,6 +7,7 @@
 #include "deviceshadow/error.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,9 @@ AwsError aws_error(const Error& error);
 
 // {"code":<status>,"message":"…"} (+ "clientToken" and "timestamp" on MQTT's rejected topics).
 std::string render_error_body(const AwsError& error);
+
+// AWS's not-found error of a shadow: it names the shadow, or the thing for the classic shadow.
+Error shadow_not_found(const ShadowKey& key, bool classic);
 
 // What an update request asks, read from its JSON text. `body` keeps the parsed request, whose
 // `state` the accepted document echoes.
@@ -43,6 +47,16 @@ std::string render_document(const ShadowView& view, bool shared_versions, const 
 // the new version, the write's time and the request's clientToken.
 std::string render_accepted(const UpdateRequestBody& request, const UpdateResult& result, bool shared_versions,
                             const TimestampKeys& keys);
+
+// update/delta over MQTT: {"state":<delta>,"metadata":<its leaves, at desired's time>,"version",
+// "timestamp","clientToken"?}.
+std::string render_delta(const ShadowView& view, bool shared_versions, const TimestampKeys& keys,
+                         std::int64_t timestamp_s, std::string_view client_token);
+// update/documents over MQTT: {"previous"?:{"state","metadata","version"},"current":{…},
+// "timestamp","clientToken"?}; "previous" is left out when the shadow did not exist before.
+std::string render_documents(const std::optional<ShadowRecord>& previous, const ShadowRecord& current,
+                             bool shared_versions, const TimestampKeys& keys, std::int64_t timestamp_s,
+                             std::string_view client_token);
 
 // Epoch seconds of a time in Unix nanoseconds; of now.
 std::int64_t epoch_seconds(std::int64_t unix_ns) noexcept;

@@ -140,8 +140,7 @@ HttpResponse Facade::route(Context& ctx) {
       return m == "GET" ? get(ctx) : m == "POST" ? update(ctx) : remove(ctx);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::not_found) throw;
-      // AWS names the shadow, or the thing for its classic shadow.
-      throw Error::not_found("No shadow exists with name: '" + (ctx.classic ? ctx.key.thing : ctx.key.name) + "'");
+      throw shadow_not_found(ctx.key, ctx.classic);
     }
   }
   if (s.size() == 5 && s[0] == "api" && s[1] == "things" && s[2] == "shadow" && s[3] == "ListNamedShadowsForThing") {

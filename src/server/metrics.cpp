@@ -96,6 +96,11 @@ void Metrics::store_operation(std::string_view operation, double seconds) {
   store_latency_[std::string(operation)].observe(seconds);
 }
 
+void append_metric(std::string& out, const char* type, const char* name, const char* help, std::uint64_t value) {
+  header(out, name, type, help);
+  sample(out, name, "", std::to_string(value));
+}
+
 std::string Metrics::render(const EngineStats& engine) const {
   std::string out;
   std::lock_guard lock(mutex_);
@@ -113,8 +118,7 @@ std::string Metrics::render(const EngineStats& engine) const {
   header(out, "shadowd_http_requests_in_flight", "gauge", "HTTP requests being served.");
   sample(out, "shadowd_http_requests_in_flight", "", std::to_string(in_flight_.load()));
   auto metric = [&](const char* type, const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
-    header(out, name, type, help);
-    sample(out, name, "", std::to_string(v.load(std::memory_order_relaxed)));
+    append_metric(out, type, name, help, v.load(std::memory_order_relaxed));
   };
   auto counter = [&](const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
     metric("counter", name, help, v);
@@ -138,6 +142,7 @@ std::string Metrics::render(const EngineStats& engine) const {
   counter("shadowd_version_conflicts_total", "Writes answered with version_conflict.", engine.conflicts);
   counter("shadowd_stale_values_total", "Timestamped values rejected as not newer than stored.", engine.stale_values);
   counter("shadowd_acknowledgements_total", "Desired leaves acknowledged by reports.", engine.acknowledgements);
+  for (const auto& append : sections_) append(out);
   return out;
 }
 

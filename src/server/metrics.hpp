@@ -10,6 +10,7 @@
 #include "server/http.hpp"
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -31,6 +32,12 @@ class Metrics {
   std::string render(const EngineStats& engine) const;
   // The transport's counters, rendered from then on; `http` must outlive this object's use.
   void watch(const HttpStats* http) { http_ = http; }
+  // Metrics of another part (e.g. the MQTT bridge), appended to every render from then on;
+  // `append` must stay callable while this object is used.
+  void add_section(std::function<void(std::string&)> append) {
+    std::lock_guard lock(mutex_);
+    sections_.push_back(std::move(append));
+  }
 
  private:
   mutable std::mutex mutex_;
@@ -39,7 +46,11 @@ class Metrics {
   std::map<std::string, Histogram> store_latency_;    // by operation
   std::atomic<std::int64_t> in_flight_{0};
   std::atomic<const HttpStats*> http_{nullptr};
+  std::vector<std::function<void(std::string&)>> sections_;
 };
+
+// Appends one unlabelled sample with its HELP and TYPE lines.
+void append_metric(std::string& out, const char* type, const char* name, const char* help, std::uint64_t value);
 
 // Appends the notification metrics of each enabled registration (label registration).
 void render_notify_metrics(std::string& out, const std::vector<notify::RegistrationStatus>& registrations);

@@ -7,6 +7,7 @@
 #include "notify/dispatcher.hpp"
 #include "server/api.hpp"
 #include "awsiot/facade.hpp"
+#include "awsiot/mqtt_bridge.hpp"
 #include "server/auth.hpp"
 #include "server/http.hpp"
 #include "server/log.hpp"
@@ -53,6 +54,11 @@ struct Settings {
   std::string aws_credentials;
   std::string aws_classic_shadow = "main";
   bool aws_acknowledge = false;
+  std::string mqtt;
+  std::string mqtt_username;
+  std::string mqtt_password;
+  std::string mqtt_client_id;
+  std::size_t mqtt_workers = 4;
   std::size_t max_body_bytes = 1 << 20;
   std::size_t max_state_bytes = 64 << 10;
   std::size_t max_depth = 32;
@@ -186,6 +192,15 @@ int serve(const Settings& s) {
   srv::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher);
   awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
                         {s.aws_classic_shadow, s.aws_acknowledge});
+  std::unique_ptr<awsiot::MqttBridge> bridge;
+  if (!s.mqtt.empty()) {
+    bridge = std::make_unique<awsiot::MqttBridge>(
+        engine, logger,
+        awsiot::MqttBridgeOptions{.broker = s.mqtt, .username = s.mqtt_username, .password = s.mqtt_password,
+                                  .client_id = s.mqtt_client_id, .classic_shadow = s.aws_classic_shadow,
+                                  .acknowledge = s.aws_acknowledge, .workers = s.mqtt_workers});
+    metrics.add_section([b = bridge.get()](std::string& out) { b->render_metrics(out); });
+  }
   srv::HttpServer server(
       http,
       [&](const srv::HttpRequest& r) { return awsiot::Facade::serves(r.target) ? facade.handle(r) : api.handle(r); },
@@ -271,6 +286,16 @@ int main(int argc, char** argv) {
   app.add_option("--aws-acknowledge", s.aws_acknowledge,
                  "acknowledge desired values on writes through the AWS IoT API: true or false")
       ->envname(env("AWS_ACKNOWLEDGE"))->default_str("false");
+  app.add_option("--mqtt", s.mqtt,
+                 "serve the AWS IoT Device Shadow MQTT topics through this broker, mqtt://HOST[:PORT] (docs/aws-iot.md)")
+      ->envname(env("MQTT"));
+  app.add_option("--mqtt-username", s.mqtt_username, "user name for the --mqtt broker")->envname(env("MQTT_USERNAME"));
+  app.add_option("--mqtt-password", s.mqtt_password, "password for the --mqtt broker (better: SHADOWD_MQTT_PASSWORD)")
+      ->envname(env("MQTT_PASSWORD"));
+  app.add_option("--mqtt-client-id", s.mqtt_client_id, "MQTT client id (default: shadowd- and a random number)")
+      ->envname(env("MQTT_CLIENT_ID"));
+  app.add_option("--mqtt-workers", s.mqtt_workers, "threads serving MQTT requests")
+      ->envname(env("MQTT_WORKERS"))->check(kAtLeastOne)->capture_default_str();
   app.add_option("--max-body-bytes", s.max_body_bytes, "largest request body")->envname(env("MAX_BODY_BYTES"))->capture_default_str();
   app.add_option("--max-state-bytes", s.max_state_bytes, "largest section state, as compact JSON")->envname(env("MAX_STATE_BYTES"))->capture_default_str();
   app.add_option("--max-depth", s.max_depth, "deepest nesting below a state's root")->envname(env("MAX_DEPTH"))->capture_default_str();

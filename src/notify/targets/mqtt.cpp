@@ -5,15 +5,13 @@
 // connection (a new one is given kConnectWait to come up), is retried (libmosquitto also resends
 // unacknowledged QoS 1 messages after a reconnect: receivers deduplicate by id).
 #include "deviceshadow/json.hpp"
+#include "notify/mqtt_session.hpp"
 #include "notify/target.hpp"
-
-#include <mosquitto.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
-#include <random>
 #include <unordered_map>
 
 namespace deviceshadow::notify {
@@ -23,72 +21,43 @@ using Outcome = DeliveryResult::Outcome;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kAnswerTimeout = std::chrono::seconds(10);
-constexpr int kKeepAliveSeconds = 30;
 constexpr auto kConnectWait = std::chrono::seconds(1);  // for a new connection to come up
 
 class Mqtt;
 
-// One client connection to a broker, kept by the targets that share it. The network thread
-// of libmosquitto calls back into it; `mutex_` guards the publishes awaiting their answer.
+// One client connection to a broker, kept by the targets that share it: a MqttSession whose
+// answers (on the network thread) find their target here; `mutex_` guards the publishes
+// awaiting their answer.
 class Connection {
  public:
-  Connection(const MqttTarget& target) {
-    static std::once_flag initialized;
-    std::call_once(initialized, [] { mosquitto_lib_init(); });
-    std::random_device random;
-    const std::string client_id = "shadowd-" + std::to_string(random()) + std::to_string(random());
-    mosq_ = mosquitto_new(client_id.c_str(), true, this);
-    if (!mosq_) throw std::runtime_error("mqtt: cannot create a client");
-    mosquitto_int_option(mosq_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
-    if (!target.username.empty()) {
-      mosquitto_username_pw_set(mosq_, target.username.c_str(), target.password.empty() ? nullptr : target.password.c_str());
-    }
-    mosquitto_reconnect_delay_set(mosq_, 1, 30, true);  // 1 s doubling up to 30 s
-    mosquitto_connect_callback_set(mosq_, [](mosquitto*, void* self, int rc) {
-      static_cast<Connection*>(self)->set_state(rc == 0, rc == 0 ? "" : mosquitto_connack_string(rc));
-    });
-    mosquitto_disconnect_callback_set(mosq_, [](mosquitto*, void* self, int rc) {
-      static_cast<Connection*>(self)->set_state(false, rc == 0 ? "disconnected" : mosquitto_strerror(rc));
-    });
-    mosquitto_publish_callback_set(mosq_, [](mosquitto*, void* self, int mid) { static_cast<Connection*>(self)->answered(mid); });
-    auto [host, port] = host_and_port(target.broker);
-    // Asynchronous: the network thread connects, and reconnects whenever the link drops.
-    if (const int rc = mosquitto_connect_async(mosq_, host.c_str(), port, kKeepAliveSeconds); rc != MOSQ_ERR_SUCCESS) {
-      set_state(false, rc == MOSQ_ERR_ERRNO ? "cannot connect" : mosquitto_strerror(rc));
-    }
-    if (const int rc = mosquitto_loop_start(mosq_); rc != MOSQ_ERR_SUCCESS) {
-      mosquitto_destroy(mosq_);
-      throw std::runtime_error(std::string("mqtt: ") + mosquitto_strerror(rc));
-    }
-  }
-
-  ~Connection() {
-    // The network thread ends by itself once disconnecting (not cancelled: it may hold
-    // libmosquitto's locks).
-    mosquitto_disconnect(mosq_);
-    mosquitto_loop_stop(mosq_, false);
-    mosquitto_destroy(mosq_);
+  explicit Connection(const MqttTarget& target)
+      : session_(MqttSessionOptions{.broker = target.broker,
+                                    .username = target.username,
+                                    .password = target.password,
+                                    .on_published = [this](int mid) { answered(mid); }}) {
+    session_.start();
   }
 
   // Publishes; the answer (or a failure to send) reaches `target` with `tag`. Returns the
   // message id, or nullopt with `error` set when it could not be queued.
   std::optional<int> publish(Mqtt* target, std::uint64_t tag, const std::string& topic, std::string_view payload, int qos,
-                             std::string& error);
+                             std::string& error) {
+    // Held across the call so that the answer, which the network thread may receive before
+    // publish returns, finds its message id registered.
+    std::lock_guard lock(mutex_);
+    std::optional<int> mid = session_.publish(topic, payload, qos, error);
+    if (mid) awaiting_[*mid] = {target, tag};
+    return mid;
+  }
   // Waits until a new connection is up, at most until kConnectWait after it was made (a
   // dropped connection is not waited for: the publish fails and is retried with backoff).
-  void wait_until_first_connected() {
-    std::unique_lock lock(mutex_);
-    connected_cv_.wait_until(lock, created_ + kConnectWait, [&] { return connected_; });
-  }
+  void wait_until_first_connected() { session_.wait_until_first_connected(kConnectWait); }
   // Forgets a publish whose answer is no longer awaited.
   void forget(int mid) {
     std::lock_guard lock(mutex_);
     awaiting_.erase(mid);
   }
-  std::string state() {
-    std::lock_guard lock(mutex_);
-    return connected_ ? "connected" : "not connected" + (last_error_.empty() ? "" : " (" + last_error_ + ")");
-  }
+  std::string state() { return session_.state(); }
 
   // The shared connection for the target's broker and credentials.
   static std::shared_ptr<Connection> to(const MqttTarget& target) {
@@ -104,57 +73,12 @@ class Connection {
   }
 
  private:
-  static std::pair<std::string, int> host_and_port(const std::string& broker) {
-    std::string_view rest = std::string_view(broker).substr(broker.find("://") + 3);
-    rest = rest.substr(0, rest.find_first_of("/?#"));
-    if (std::size_t at = rest.rfind('@'); at != std::string_view::npos) rest.remove_prefix(at + 1);
-    std::string_view host = rest;
-    int port = 1883;
-    if (!rest.empty() && rest.front() == '[') {  // [v6 address]:port
-      const std::size_t close = rest.find(']');
-      host = rest.substr(1, close - 1);
-      rest.remove_prefix(close + 1);
-      if (!rest.empty() && rest.front() == ':') port = std::atoi(std::string(rest.substr(1)).c_str());
-    } else if (std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-      host = rest.substr(0, colon);
-      port = std::atoi(std::string(rest.substr(colon + 1)).c_str());
-    }
-    return {std::string(host), port > 0 && port < 65536 ? port : 1883};
-  }
-
-  void set_state(bool connected, std::string error) {
-    std::lock_guard lock(mutex_);
-    connected_ = connected;
-    if (!connected) last_error_ = std::move(error);
-    connected_cv_.notify_all();
-  }
   void answered(int mid);
 
-  mosquitto* mosq_ = nullptr;
-  std::mutex mutex_;  // guards awaiting_, connected_, last_error_; taken before a target's
+  std::mutex mutex_;  // guards awaiting_; taken before a target's
   std::unordered_map<int, std::pair<Mqtt*, std::uint64_t>> awaiting_;  // message id → target, tag
-  std::condition_variable connected_cv_;
-  const Clock::time_point created_ = Clock::now();
-  bool connected_ = false;
-  std::string last_error_ = "connecting";
+  MqttSession session_;  // last: its network thread stops before the members above go
 };
-
-// "{thing}" etc. of the topic template, with '/', '+', '#', '%' and NUL of the names
-// percent-encoded so that a name never adds a topic level or a wildcard.
-std::string escape_topic_name(std::string_view name) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : name) {
-    if (c == '/' || c == '+' || c == '#' || c == '%' || c == '\0') {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
 
 class Mqtt final : public Target {
  public:
@@ -283,21 +207,6 @@ class Mqtt final : public Target {
   std::vector<std::pair<std::uint64_t, DeliveryResult>> finished_;
   bool woken_ = false;
 };
-
-std::optional<int> Connection::publish(Mqtt* target, std::uint64_t tag, const std::string& topic,
-                                       std::string_view payload, int qos, std::string& error) {
-  // Held across the call so that the answer, which the network thread may receive before
-  // mosquitto_publish returns, finds its message id registered.
-  std::lock_guard lock(mutex_);
-  int mid = 0;
-  const int rc = mosquitto_publish(mosq_, &mid, topic.c_str(), static_cast<int>(payload.size()), payload.data(), qos, false);
-  if (rc != MOSQ_ERR_SUCCESS) {
-    error = std::string(mosquitto_strerror(rc)) + (connected_ ? "" : " (" + last_error_ + ")");
-    return std::nullopt;
-  }
-  awaiting_[mid] = {target, tag};
-  return mid;
-}
 
 void Connection::answered(int mid) {
   std::lock_guard lock(mutex_);

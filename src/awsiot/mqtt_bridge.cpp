@@ -1,0 +1,324 @@
+#include "awsiot/mqtt_bridge.hpp"
+
+#include "awsiot/documents.hpp"
+#include "notify/mqtt_session.hpp"
+#include "server/metrics.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+#include "deviceshadow/validation.hpp"
+
+#include <functional>
+
+namespace deviceshadow::awsiot {
+namespace {
+
+constexpr int kQos = 1;
+constexpr int kPinnedAttempts = 8;  // reads and pinned writes of an update, so that `previous` is exact
+constexpr auto kFirstConnectWait = std::chrono::seconds(5);
+
+// A request topic, split: $aws/things/{thing}/shadow[/name/{name}]/{action}, levels as received.
+struct RequestTopic {
+  std::string_view prefix;  // up to the action, without the '/' before it
+  std::string_view thing;
+  std::string_view name;    // empty: the classic shadow
+  std::string_view action;
+};
+
+std::optional<RequestTopic> split_topic(std::string_view topic) {
+  std::vector<std::string_view> levels;
+  for (std::size_t start = 0;;) {
+    const std::size_t slash = topic.find('/', start);
+    levels.push_back(topic.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  if (levels.size() < 5 || levels[0] != "$aws" || levels[1] != "things" || levels[3] != "shadow") return std::nullopt;
+  RequestTopic t;
+  t.thing = levels[2];
+  if (levels.size() == 5) {
+    t.action = levels[4];
+  } else if (levels.size() == 7 && levels[4] == "name") {
+    t.name = levels[5];
+    t.action = levels[6];
+  } else {
+    return std::nullopt;
+  }
+  t.prefix = topic.substr(0, topic.size() - t.action.size() - 1);
+  return t;
+}
+
+// The request's clientToken when the payload is a JSON object holding a string one, else "".
+std::string client_token_of(std::string_view payload) {
+  if (payload.empty() || payload.size() > (std::size_t{1} << 20)) return {};
+  try {
+    const json::value v = parse_json(payload);
+    if (const json::object* o = v.if_object()) {
+      if (const json::value* t = o->if_contains("clientToken"); t && t->is_string()) return std::string(t->get_string());
+    }
+  } catch (const std::exception&) {
+  }
+  return {};
+}
+
+// `document` (a JSON object) with "timestamp" (when given) and "clientToken" (when not empty)
+// appended.
+std::string with_members(std::string document, std::optional<std::int64_t> timestamp, std::string_view client_token) {
+  document.pop_back();  // '}'
+  if (timestamp) document += std::string(document.back() == '{' ? "" : ",") + "\"timestamp\":" + std::to_string(*timestamp);
+  if (!client_token.empty()) {
+    document += document.back() == '{' ? "\"clientToken\":" : ",\"clientToken\":";
+    append_json_string(document, client_token);
+  }
+  return document + '}';
+}
+
+MqttMessage rejected(std::string_view base, const Error& error, std::string_view client_token) {
+  return {std::string(base) + "/rejected",
+          with_members(render_error_body(aws_error(error)), now_seconds(), client_token)};
+}
+
+// A get or delete request's payload: empty, or a JSON object (whose clientToken is echoed).
+void check_plain_request(std::string_view payload, const Limits& limits) {
+  if (payload.empty()) return;
+  if (payload.size() > limits.max_body_bytes) throw Error(ErrorCode::document_too_large, "payload too large");
+  const json::value v = parse_json(payload, 8);
+  if (!v.is_object()) throw Error(ErrorCode::invalid_json, "the payload is not a JSON object");
+  if (const json::value* t = v.get_object().if_contains("clientToken"); t && !t->is_string()) {
+    throw Error::invalid_request("Invalid clientToken: it must be a string");
+  }
+}
+
+// Whether `desired` holds the path of any leaf of `reported` (a reported value that a desired
+// one waits for).
+bool holds_a_leaf_of(const json::object& reported, const json::object& desired, const TimestampKeys& keys) {
+  for (const json::key_value_pair& m : reported) {
+    const json::value* d = desired.if_contains(m.key());
+    if (!d) continue;
+    const json::object* r = m.value().if_object();
+    if (r && !r->empty() && !keys.find(*r) && d->is_object()) {
+      if (holds_a_leaf_of(*r, d->get_object(), keys)) return true;
+    } else {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+ShadowTopics::ShadowTopics(Engine& engine, std::string classic_shadow, bool acknowledge)
+    : engine_(engine), classic_shadow_(std::move(classic_shadow)), acknowledge_(acknowledge) {}
+
+const std::vector<std::string>& ShadowTopics::filters() {
+  static const std::vector<std::string> kFilters = {"$aws/things/+/shadow/+", "$aws/things/+/shadow/name/+/+"};
+  return kFilters;
+}
+
+std::size_t ShadowTopics::shard_of(std::string_view topic) noexcept {
+  const std::optional<RequestTopic> t = split_topic(topic);
+  return std::hash<std::string_view>{}(t ? t->prefix : topic);
+}
+
+std::vector<MqttMessage> ShadowTopics::refuse(std::string_view topic, std::string_view payload, const Error& error) {
+  const std::optional<RequestTopic> t = split_topic(topic);
+  if (!t) return {};
+  return {rejected(topic, error, client_token_of(payload))};
+}
+
+std::vector<MqttMessage> ShadowTopics::serve(std::string_view topic, std::string_view payload) {
+  const std::optional<RequestTopic> t = split_topic(topic);
+  if (!t) return {};
+  const std::string base(topic);
+  const std::string token = client_token_of(payload);
+  const bool shared = engine_.store().shares_versions();
+  const TimestampKeys& keys = engine_.options().document.timestamp_keys;
+  const Limits& limits = engine_.options().document.limits;
+  const bool classic = t->name.empty();
+  try {
+    if (t->action != "get" && t->action != "update" && t->action != "delete") {
+      throw Error::invalid_request("Unknown shadow action: '" + std::string(t->action) +
+                                   "' (the actions are get, update and delete)");
+    }
+    ShadowKey key{notify::unescape_topic_name(t->thing), classic ? classic_shadow_ : notify::unescape_topic_name(t->name)};
+    validate_thing(key.thing);
+    validate_shadow_name(key.name);
+    try {
+      if (t->action == "get") {
+        check_plain_request(payload, limits);
+        return {{base + "/accepted", with_members(render_document(engine_.get(key), shared, keys, now_seconds()),
+                                                  std::nullopt, token)}};
+      }
+      if (t->action == "delete") {
+        check_plain_request(payload, limits);
+        const DeleteResult result = engine_.remove(key);
+        return {{base + "/accepted", with_members("{\"version\":" + std::to_string(shadow_version(result.record, shared)) + "}",
+                                                  now_seconds(), token)}};
+      }
+      // update
+      if (payload.size() > limits.max_body_bytes) throw Error(ErrorCode::document_too_large, "payload too large");
+      UpdateRequestBody request = read_update_request(payload, limits, acknowledge_);
+      request.update.key = key;
+      // The shadow before the write, for update/documents: read, then written pinned to the
+      // version read, again when another writer came in between (unless the request pinned).
+      const bool pinned = request.update.version.has_value();
+      std::optional<ShadowRecord> previous;
+      std::optional<UpdateResult> result;
+      for (int attempt = 1; !result; ++attempt) {
+        try {
+          previous = engine_.get(key).record;
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::not_found) throw;
+          previous.reset();
+        }
+        ShadowUpdate update = request.update;
+        if (!pinned && previous) update.version = shadow_version(*previous, shared);
+        try {
+          result = engine_.update(update);
+        } catch (const Error& e) {
+          if (pinned || !previous || e.code() != ErrorCode::version_conflict || attempt >= kPinnedAttempts) throw;
+        }
+      }
+      const std::string prefix_text(t->prefix);
+      const ShadowRecord& current = result->shadow.record;
+      const std::int64_t written = epoch_seconds(std::max(current.reported.timestamp_ns, current.desired.timestamp_ns));
+      std::vector<MqttMessage> out;
+      out.push_back({base + "/accepted", render_accepted(request, *result, shared, keys)});
+      const bool announce =
+          !result->shadow.delta.empty() &&
+          (request.update.desired ||
+           (request.update.reported && current.desired.exists() &&
+            holds_a_leaf_of(request.update.reported->state, parse_json(current.desired.state_json).as_object(), keys)));
+      if (announce) {
+        out.push_back({prefix_text + "/update/delta", render_delta(result->shadow, shared, keys, written, token)});
+      }
+      out.push_back({prefix_text + "/update/documents",
+                     render_documents(previous && previous->exists() ? previous : std::nullopt, current, shared, keys,
+                                      written, token)});
+      return out;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::not_found) throw;
+      throw shadow_not_found(key, classic);
+    }
+  } catch (const Error& e) {
+    return {rejected(base, e, token)};
+  } catch (const std::exception&) {
+    return {rejected(base, Error(ErrorCode::internal, "internal error"), token)};
+  }
+}
+
+MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions options)
+    : topics_(engine, options.classic_shadow, options.acknowledge), logger_(logger), options_(std::move(options)) {
+  if (options_.broker.rfind("mqtt://", 0) != 0) throw std::invalid_argument("--mqtt must be mqtt://HOST[:PORT], not " + options_.broker);
+  for (std::size_t i = 0; i < std::max<std::size_t>(options_.workers, 1); ++i) shards_.push_back(std::make_unique<Shard>());
+  for (auto& shard : shards_) shard->thread = std::thread([this, s = shard.get()] { work(*s); });
+  notify::MqttSessionOptions session;
+  session.broker = options_.broker;
+  session.username = options_.username;
+  session.password = options_.password;
+  session.client_id = options_.client_id;
+  session.on_connect = [this] {
+    // A clean session forgets its subscriptions: subscribe again on every connect.
+    for (const std::string& filter : ShadowTopics::filters()) {
+      if (std::string error = session_->subscribe(filter, kQos); !error.empty()) {
+        logger_.log(server::LogLevel::error, "mqtt: cannot subscribe", {{"filter", filter}, {"error", error}});
+      }
+    }
+    const std::uint64_t n = ++stats_.connects;
+    stats_.connected = 1;
+    logger_.log(server::LogLevel::info, n == 1 ? "mqtt: connected" : "mqtt: reconnected",
+                {{"broker", options_.broker}, {"connects", std::to_string(n)}});
+  };
+  session.on_disconnect = [this](const std::string& why) {
+    stats_.connected = 0;
+    ++stats_.disconnects;
+    if (!stopping_) {
+      logger_.log(server::LogLevel::warn, "mqtt: connection lost, reconnecting", {{"broker", options_.broker}, {"why", why}});
+    }
+  };
+  session.on_message = [this](std::string_view topic, std::string_view payload) { received(topic, payload); };
+  session_ = std::make_unique<notify::MqttSession>(std::move(session));
+  session_->start();  // from here the network thread calls the handlers above
+  if (!session_->wait_until_first_connected(kFirstConnectWait)) {
+    logger_.log(server::LogLevel::warn, "mqtt: not connected yet, still trying",
+                {{"broker", options_.broker}, {"state", session_->state()}});
+  }
+}
+
+MqttBridge::~MqttBridge() {
+  stopping_ = true;
+  for (auto& shard : shards_) {
+    {
+      std::lock_guard lock(shard->mutex);
+    }
+    shard->cv.notify_all();
+  }
+  for (auto& shard : shards_) shard->thread.join();
+  session_.reset();
+}
+
+void MqttBridge::received(std::string_view topic, std::string_view payload) {
+  if (stopping_) return;
+  ++stats_.requests;
+  Shard& shard = *shards_[ShadowTopics::shard_of(topic) % shards_.size()];
+  if (queued_.fetch_add(1) >= options_.max_queued) {
+    --queued_;
+    ++stats_.overloaded;
+    ++stats_.rejected;
+    publish(ShadowTopics::refuse(topic, payload, Error(ErrorCode::throttled, "too many requests waiting")));
+    return;
+  }
+  {
+    std::lock_guard lock(shard.mutex);
+    shard.queue.push_back({std::string(topic), std::string(payload)});
+  }
+  shard.cv.notify_one();
+}
+
+void MqttBridge::work(Shard& shard) {
+  for (;;) {
+    MqttMessage request;
+    {
+      std::unique_lock lock(shard.mutex);
+      shard.cv.wait(lock, [&] { return stopping_ || !shard.queue.empty(); });
+      if (stopping_) return;
+      request = std::move(shard.queue.front());
+      shard.queue.pop_front();
+    }
+    --queued_;
+    std::vector<MqttMessage> answers = topics_.serve(request.topic, request.payload);
+    if (answers.empty()) {
+      ++stats_.ignored;
+      logger_.log(server::LogLevel::info, "mqtt: not a shadow request topic, ignored", {{"topic", request.topic}});
+      continue;
+    }
+    if (answers.front().topic.ends_with("/rejected")) ++stats_.rejected;
+    publish(answers);
+  }
+}
+
+void MqttBridge::publish(const std::vector<MqttMessage>& messages) {
+  for (const MqttMessage& m : messages) {
+    std::string error;
+    if (!session_->publish(m.topic, m.payload, kQos, error)) {
+      ++stats_.publish_failures;
+      logger_.log(server::LogLevel::warn, "mqtt: cannot publish an answer", {{"topic", m.topic}, {"error", error}});
+    }
+  }
+}
+
+void MqttBridge::render_metrics(std::string& out) const {
+  auto metric = [&](const char* type, const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
+    server::append_metric(out, type, name, help, v.load(std::memory_order_relaxed));
+  };
+  metric("counter", "shadowd_mqtt_requests_total", "Messages received on the AWS IoT shadow request topics.", stats_.requests);
+  metric("counter", "shadowd_mqtt_rejected_total", "Requests answered on .../rejected.", stats_.rejected);
+  metric("counter", "shadowd_mqtt_ignored_total", "Messages on topics that are no shadow request.", stats_.ignored);
+  metric("counter", "shadowd_mqtt_overloaded_total", "Requests refused with 429 because the queue was full.", stats_.overloaded);
+  metric("counter", "shadowd_mqtt_publish_failures_total", "Answers that could not be handed to the broker.", stats_.publish_failures);
+  metric("counter", "shadowd_mqtt_connects_total", "Connections made to the broker, the first included.", stats_.connects);
+  metric("counter", "shadowd_mqtt_disconnects_total", "Connections to the broker lost.", stats_.disconnects);
+  metric("gauge", "shadowd_mqtt_connected", "1 while connected to the broker.", stats_.connected);
+}
+
+}  // namespace deviceshadow::awsiot

@@ -1,0 +1,116 @@
+// The AWS IoT Device Shadow MQTT API (docs/aws-iot.md, "MQTT"): shadowd connects to a broker as
+// a client, takes the requests devices publish on
+//   $aws/things/{thing}/shadow[/name/{name}]/{get|update|delete}
+// serves them through the engine with the documents and errors of the HTTP facade, and publishes
+// AWS's answers: …/accepted or …/rejected (the request's clientToken echoed), and after an
+// accepted update …/update/documents and, when there is one to announce, …/update/delta.
+// Names are percent-encoded in topic levels ('/', '+', '#', '%', NUL), as the MQTT notification
+// target writes them.
+#pragma once
+
+#include "deviceshadow/engine.hpp"
+#include "server/log.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace deviceshadow::notify {
+class MqttSession;
+}
+
+namespace deviceshadow::awsiot {
+
+struct MqttMessage {
+  std::string topic;
+  std::string payload;
+  friend bool operator==(const MqttMessage&, const MqttMessage&) = default;
+};
+
+// The request side, without a broker: the messages that answer one request. Never throws;
+// safe to call concurrently.
+class ShadowTopics {
+ public:
+  ShadowTopics(Engine& engine, std::string classic_shadow, bool acknowledge);
+
+  // The subscriptions that bring every request (and every unknown action) of every shadow.
+  static const std::vector<std::string>& filters();
+  // What to publish for a message received on `topic`; empty when the topic is none of the
+  // shadow request topics (the caller logs it).
+  std::vector<MqttMessage> serve(std::string_view topic, std::string_view payload);
+  // The answer to a request refused before it is served (e.g. a full queue), or nothing when
+  // the topic is not a request topic.
+  static std::vector<MqttMessage> refuse(std::string_view topic, std::string_view payload, const Error& error);
+  // The same value for every request of one shadow (its topic up to the action).
+  static std::size_t shard_of(std::string_view topic) noexcept;
+
+ private:
+  Engine& engine_;
+  std::string classic_shadow_;
+  bool acknowledge_;
+};
+
+struct MqttBridgeOptions {
+  std::string broker;  // mqtt://HOST[:PORT]
+  std::string username;
+  std::string password;
+  std::string client_id;  // empty: a random one
+  std::string classic_shadow = "main";
+  bool acknowledge = false;
+  std::size_t workers = 4;        // threads serving requests, off the network thread
+  std::size_t max_queued = 10000; // requests waiting for a worker; more are rejected with 429
+};
+
+struct MqttBridgeStats {
+  std::atomic<std::uint64_t> requests{0};          // request messages received
+  std::atomic<std::uint64_t> rejected{0};          // answered on …/rejected
+  std::atomic<std::uint64_t> ignored{0};           // messages on topics that are no request
+  std::atomic<std::uint64_t> overloaded{0};        // refused with 429: the queue was full
+  std::atomic<std::uint64_t> publish_failures{0};  // answers that could not be queued for the broker
+  std::atomic<std::uint64_t> connects{0};          // successful connects, the first included
+  std::atomic<std::uint64_t> disconnects{0};
+  std::atomic<std::uint64_t> connected{0};         // 1 while connected
+};
+
+// The bridge: one client connection (reconnecting and resubscribing by itself) and a pool of
+// workers; the requests of one shadow go to one worker, in order.
+class MqttBridge {
+ public:
+  MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions options);
+  ~MqttBridge();
+  MqttBridge(const MqttBridge&) = delete;
+  MqttBridge& operator=(const MqttBridge&) = delete;
+
+  const MqttBridgeStats& stats() const noexcept { return stats_; }
+  // Appends the bridge's Prometheus metrics.
+  void render_metrics(std::string& out) const;
+
+ private:
+  struct Shard {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<MqttMessage> queue;
+    std::thread thread;
+  };
+  void received(std::string_view topic, std::string_view payload);
+  void work(Shard& shard);
+  void publish(const std::vector<MqttMessage>& messages);
+
+  ShadowTopics topics_;
+  server::Logger& logger_;
+  MqttBridgeOptions options_;
+  MqttBridgeStats stats_;
+  std::atomic<std::size_t> queued_{0};
+  std::atomic<bool> stopping_{false};
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::unique_ptr<notify::MqttSession> session_;
+};
+
+}  // namespace deviceshadow::awsiot

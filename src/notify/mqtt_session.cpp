@@ -1,0 +1,161 @@
+#include "notify/mqtt_session.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/uri.hpp"
+
+#include <mosquitto.h>
+
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+
+namespace deviceshadow::notify {
+namespace {
+
+constexpr int kKeepAliveSeconds = 30;
+
+MqttSession& self(void* p) { return *static_cast<MqttSession*>(p); }
+
+}  // namespace
+
+MqttSession::MqttSession(MqttSessionOptions options) : options_(std::move(options)) {
+  static std::once_flag initialized;
+  std::call_once(initialized, [] { mosquitto_lib_init(); });
+  std::string client_id = options_.client_id;
+  if (client_id.empty()) {
+    std::random_device random;
+    client_id = "shadowd-" + std::to_string(random()) + std::to_string(random());
+  }
+  mosq_ = mosquitto_new(client_id.c_str(), options_.clean_session, this);
+  if (!mosq_) throw std::runtime_error("mqtt: cannot create a client");
+  mosquitto_int_option(mosq_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
+  if (!options_.username.empty()) {
+    mosquitto_username_pw_set(mosq_, options_.username.c_str(),
+                              options_.password.empty() ? nullptr : options_.password.c_str());
+  }
+  mosquitto_reconnect_delay_set(mosq_, 1, 30, true);  // 1 s doubling up to 30 s
+  mosquitto_connect_callback_set(mosq_, [](mosquitto*, void* p, int rc) {
+    self(p).set_state(rc == 0, rc == 0 ? "" : mosquitto_connack_string(rc));
+    if (rc == 0 && self(p).options_.on_connect) self(p).options_.on_connect();
+  });
+  mosquitto_disconnect_callback_set(mosq_, [](mosquitto*, void* p, int rc) {
+    const std::string why = rc == 0 ? "disconnected" : mosquitto_strerror(rc);
+    self(p).set_state(false, why);
+    if (self(p).options_.on_disconnect) self(p).options_.on_disconnect(why);
+  });
+  mosquitto_publish_callback_set(mosq_, [](mosquitto*, void* p, int mid) {
+    if (self(p).options_.on_published) self(p).options_.on_published(mid);
+  });
+  mosquitto_message_callback_set(mosq_, [](mosquitto*, void* p, const mosquitto_message* m) {
+    if (!self(p).options_.on_message || !m->topic) return;
+    self(p).options_.on_message(m->topic, std::string_view(static_cast<const char*>(m->payload),
+                                                           m->payload ? static_cast<std::size_t>(m->payloadlen) : 0));
+  });
+}
+
+void MqttSession::start() {
+  auto [host, port] = host_and_port(options_.broker);
+  // Asynchronous: the network thread connects, and reconnects whenever the link drops.
+  if (const int rc = mosquitto_connect_async(mosq_, host.c_str(), port, kKeepAliveSeconds); rc != MOSQ_ERR_SUCCESS) {
+    set_state(false, rc == MOSQ_ERR_ERRNO ? "cannot connect" : mosquitto_strerror(rc));
+  }
+  if (const int rc = mosquitto_loop_start(mosq_); rc != MOSQ_ERR_SUCCESS) {
+    throw std::runtime_error(std::string("mqtt: ") + mosquitto_strerror(rc));
+  }
+}
+
+MqttSession::~MqttSession() {
+  // The network thread ends by itself once disconnecting (not cancelled: it may hold
+  // libmosquitto's locks).
+  mosquitto_disconnect(mosq_);
+  mosquitto_loop_stop(mosq_, false);
+  mosquitto_destroy(mosq_);
+}
+
+std::optional<int> MqttSession::publish(const std::string& topic, std::string_view payload, int qos, std::string& error) {
+  int mid = 0;
+  const int rc = mosquitto_publish(mosq_, &mid, topic.c_str(), static_cast<int>(payload.size()), payload.data(), qos, false);
+  if (rc != MOSQ_ERR_SUCCESS) {
+    const std::string now = state();
+    error = std::string(mosquitto_strerror(rc)) + (now == "connected" ? "" : " (" + now + ")");
+    return std::nullopt;
+  }
+  return mid;
+}
+
+std::string MqttSession::subscribe(const std::string& filter, int qos) {
+  const int rc = mosquitto_subscribe(mosq_, nullptr, filter.c_str(), qos);
+  return rc == MOSQ_ERR_SUCCESS ? std::string() : std::string(mosquitto_strerror(rc));
+}
+
+bool MqttSession::wait_until_first_connected(std::chrono::steady_clock::duration limit) {
+  std::unique_lock lock(mutex_);
+  return connected_cv_.wait_until(lock, created_ + limit, [&] { return connected_; });
+}
+
+bool MqttSession::connected() {
+  std::lock_guard lock(mutex_);
+  return connected_;
+}
+
+std::string MqttSession::state() {
+  std::lock_guard lock(mutex_);
+  return connected_ ? "connected" : "not connected" + (last_error_.empty() ? "" : " (" + last_error_ + ")");
+}
+
+std::uint64_t MqttSession::connects() {
+  std::lock_guard lock(mutex_);
+  return connects_;
+}
+
+void MqttSession::set_state(bool connected, std::string error) {
+  std::lock_guard lock(mutex_);
+  connected_ = connected;
+  if (connected) ++connects_;
+  if (!connected) last_error_ = std::move(error);
+  connected_cv_.notify_all();
+}
+
+std::pair<std::string, int> MqttSession::host_and_port(const std::string& broker) {
+  const std::size_t scheme = broker.find("://");
+  std::string_view rest = std::string_view(broker).substr(scheme == std::string::npos ? 0 : scheme + 3);
+  rest = rest.substr(0, rest.find_first_of("/?#"));
+  if (std::size_t at = rest.rfind('@'); at != std::string_view::npos) rest.remove_prefix(at + 1);
+  std::string_view host = rest;
+  int port = 1883;
+  if (!rest.empty() && rest.front() == '[') {  // [v6 address]:port
+    const std::size_t close = rest.find(']');
+    host = rest.substr(1, close - 1);
+    rest.remove_prefix(close + 1);
+    if (!rest.empty() && rest.front() == ':') port = std::atoi(std::string(rest.substr(1)).c_str());
+  } else if (std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    host = rest.substr(0, colon);
+    port = std::atoi(std::string(rest.substr(colon + 1)).c_str());
+  }
+  return {std::string(host), port > 0 && port < 65536 ? port : 1883};
+}
+
+std::string escape_topic_name(std::string_view name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : name) {
+    if (c == '/' || c == '+' || c == '#' || c == '%' || c == '\0') {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string unescape_topic_name(std::string_view level) {
+  try {
+    return percent_decode(level, false);
+  } catch (const Error&) {
+    throw Error::invalid_name("topic", "malformed percent-encoding in the topic level '" + std::string(level) + "'");
+  }
+}
+
+}  // namespace deviceshadow::notify

@@ -1,0 +1,229 @@
+"""The AWS IoT Device Shadow MQTT API end to end: a real shadowd (--mqtt) on a Mosquitto started
+per class by scripts/mosquitto.sh, driven with mosquitto_pub and read back with mosquitto_sub:
+get/update/delete answered on accepted/rejected with the clientToken echoed, update/delta and
+update/documents, version conflicts, named and classic shadows, percent-encoded names, bad
+payloads and topics, and a broker restart after which the bridge serves again."""
+import json
+import re
+import subprocess
+import time
+import unittest
+import uuid
+
+from harness import ApiTestCase, Server, eventually, shadow_path
+from mqtt_broker import HAVE_MOSQUITTO, Broker, Subscriber
+
+
+def publish(broker, topic, payload):
+    """payload None: an empty message."""
+    args = ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(broker.port), "-q", "1", "-t", topic]
+    args += ["-n"] if payload is None else ["-m", payload if isinstance(payload, str) else json.dumps(payload)]
+    subprocess.run(args, check=True)
+
+
+def token_of(payload):
+    return payload.get("clientToken") if isinstance(payload, dict) else None
+
+
+class BridgeCase(ApiTestCase):
+    server_args = ()
+
+    @classmethod
+    def start(cls):
+        cls.server = Server("--mqtt", cls.broker.url, *cls.server_args)
+        assert eventually(lambda: any("mqtt: connected" in line for line in cls.server.log)), cls.server.log
+        cls.sub = Subscriber(cls.broker, "$aws/things/#", client_id="e2e-aws-" + uuid.uuid4().hex[:8])
+        cls.warm_up()
+
+    @classmethod
+    def warm_up(cls):
+        """Until the bridge answers (its subscriptions are in place)."""
+        for _ in range(50):
+            publish(cls.broker, "$aws/things/warm-up/shadow/get", None)
+            if eventually(lambda: any(t == "$aws/things/warm-up/shadow/get/rejected" for t, _ in cls.sub.events()), 0.5):
+                return
+        raise AssertionError("the bridge does not answer: " + "".join(cls.server.log))
+
+    def on(self, topic, token=None, count=1, timeout=15):
+        """The payloads received on `topic` (with clientToken `token` when given), once `count` are there."""
+        def found():
+            got = [p for t, p in self.sub.events() if t == topic and (token is None or token_of(p) == token)]
+            return got if len(got) >= count else None
+        got = eventually(found, timeout)
+        self.assertTrue(got, f"nothing on {topic} (token {token}); received: {self.sub.events()[-10:]}")
+        return got
+
+    def ask(self, topic, payload, outcome="accepted"):
+        """Publishes a request with a fresh clientToken and returns its answer on …/{outcome}."""
+        token = uuid.uuid4().hex
+        body = dict(payload or {}, clientToken=token)
+        publish(self.broker, topic, body)
+        answer = self.on(f"{topic}/{outcome}", token)[0]
+        other = "rejected" if outcome == "accepted" else "accepted"
+        self.assertFalse([p for t, p in self.sub.events() if t == f"{topic}/{other}" and token_of(p) == token])
+        return answer, token
+
+    def rest_get(self, thing, name="main"):
+        return self.server.get(shadow_path(thing, name))
+
+
+@unittest.skipUnless(HAVE_MOSQUITTO, "mosquitto is not installed (scripts/setup.sh installs it)")
+class AwsIotMqttTest(BridgeCase):
+    server_args = ("--max-body-bytes", "4096")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.broker = Broker()
+        try:
+            cls.start()
+        except BaseException:
+            cls.broker.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sub.close()
+        cls.server.close()
+        cls.broker.close()
+
+    def test_get_of_a_missing_shadow_is_rejected_404_with_the_token(self):
+        answer, token = self.ask("$aws/things/nobody/shadow/get", {}, "rejected")
+        self.assertEqual(answer["code"], 404)
+        self.assertEqual(answer["message"], "No shadow exists with name: 'nobody'")
+        self.assertEqual(answer["clientToken"], token)
+        self.assertIsInstance(answer["timestamp"], int)
+        answer, _ = self.ask("$aws/things/nobody/shadow/name/cfg/get", {}, "rejected")
+        self.assertEqual((answer["code"], answer["message"]), (404, "No shadow exists with name: 'cfg'"))
+
+    def test_update_delta_documents_get_conflict_delete(self):
+        base = "$aws/things/lamp-1/shadow"
+        accepted, token = self.ask(f"{base}/update", {"state": {"desired": {"color": "red"}, "reported": {"color": "blue"}}})
+        self.assertEqual(accepted["state"], {"desired": {"color": "red"}, "reported": {"color": "blue"}})
+        self.assertIsInstance(accepted["metadata"]["desired"]["color"]["timestamp"], int)
+        version = accepted["version"]
+        self.assertIsInstance(version, int)
+        delta = self.on(f"{base}/update/delta", token)[0]
+        self.assertEqual(delta["state"], {"color": "red"})
+        self.assertEqual(delta["version"], version)
+        self.assertIn("timestamp", delta["metadata"]["color"])
+        documents = self.on(f"{base}/update/documents", token)[0]
+        self.assertNotIn("previous", documents)  # the shadow did not exist
+        self.assertEqual(documents["current"]["state"], {"desired": {"color": "red"}, "reported": {"color": "blue"}})
+        self.assertEqual(documents["current"]["version"], version)
+
+        # get: an empty payload, and one with a token
+        publish(self.broker, f"{base}/get", None)
+        doc = self.on(f"{base}/get/accepted")[-1]
+        self.assertEqual(doc["state"]["delta"], {"color": "red"})
+        doc, token = self.ask(f"{base}/get", {})
+        self.assertEqual((doc["version"], doc["clientToken"]), (version, token))
+        self.assertEqual(doc["state"], {"desired": {"color": "red"}, "reported": {"color": "blue"}, "delta": {"color": "red"}})
+
+        # the classic shadow is API v1's shadow "main"
+        self.assertEqual(self.rest_get("lamp-1").json()["reported"]["state"], {"color": "blue"})
+
+        rejected, token = self.ask(f"{base}/update", {"state": {"reported": {"color": "red"}}, "version": version - 1}, "rejected")
+        self.assertEqual((rejected["code"], rejected["message"], rejected["clientToken"]), (409, "Version conflict", token))
+
+        accepted, token = self.ask(f"{base}/update", {"state": {"reported": {"color": "red"}}, "version": version})
+        self.assertEqual(accepted["version"], version + 1)
+        documents = self.on(f"{base}/update/documents", token)[0]
+        self.assertEqual(documents["previous"]["version"], version)
+        self.assertEqual(documents["previous"]["state"]["reported"], {"color": "blue"})
+        self.assertEqual(documents["current"]["state"]["reported"], {"color": "red"})
+        time.sleep(0.3)  # reported now equals desired: no delta for this update
+        self.assertFalse([p for t, p in self.sub.events() if t == f"{base}/update/delta" and token_of(p) == token])
+
+        deleted, token = self.ask(f"{base}/delete", {})
+        self.assertEqual(deleted["clientToken"], token)
+        self.assertGreaterEqual(deleted["version"], version + 1)
+        self.assertIsInstance(deleted["timestamp"], int)
+        self.ask(f"{base}/get", {}, "rejected")
+        self.assertEqual(self.rest_get("lamp-1").status_code, 404)
+
+    def test_delta_when_a_report_touches_a_pending_desired_value(self):
+        base = "$aws/things/fan/shadow/name/speed"
+        self.ask(f"{base}/update", {"state": {"desired": {"a": 1, "b": 2}}})
+        _, token = self.ask(f"{base}/update", {"state": {"reported": {"a": 1}}})
+        self.assertEqual(self.on(f"{base}/update/delta", token)[0]["state"], {"b": 2})
+        _, token = self.ask(f"{base}/update", {"state": {"reported": {"c": 3}}})
+        self.on(f"{base}/update/documents", token)
+        time.sleep(0.3)
+        self.assertFalse([p for t, p in self.sub.events() if t == f"{base}/update/delta" and token_of(p) == token])
+
+    def test_named_shadow_with_percent_encoded_names(self):
+        thing = "My House/a+b#c%d"
+        base = "$aws/things/My House%2Fa%2Bb%23c%25d/shadow/name/cfg"
+        accepted, _ = self.ask(f"{base}/update", {"state": {"reported": {"temp": 20}}})
+        self.assertEqual(accepted["state"], {"reported": {"temp": 20}})
+        self.assertEqual(self.rest_get(thing, "cfg").json()["reported"]["state"], {"temp": 20})
+        doc, _ = self.ask(f"{base}/get", {})
+        self.assertEqual(doc["state"], {"reported": {"temp": 20}})
+        # a write through REST is seen over MQTT
+        r = self.server.post(shadow_path(thing, "cfg", "desired"), {"state": {"temp": 22}})
+        self.assertEqual(r.status_code, 200, r.text)
+        doc, _ = self.ask(f"{base}/get", {})
+        self.assertEqual(doc["state"]["delta"], {"temp": 22})
+        self.ask(f"{base}/delete", {})
+        self.assertEqual(self.rest_get(thing, "cfg").status_code, 404)
+
+    def test_bad_input_is_rejected_400_413(self):
+        base = "$aws/things/bad/shadow"
+        publish(self.broker, f"{base}/update", "this is not json")
+        answer = self.on(f"{base}/update/rejected")[-1]
+        self.assertEqual((answer["code"], answer["message"]), (400, "Payload contains invalid json"))
+        self.assertNotIn("clientToken", answer)
+        answer, token = self.ask(f"{base}/update", {"state": {"everything": {}}}, "rejected")
+        self.assertEqual((answer["code"], answer["clientToken"]), (400, token))
+        self.assertIn("everything", answer["message"])
+        answer, _ = self.ask(f"{base}/update", {"version": 1}, "rejected")
+        self.assertEqual((answer["code"], answer["message"]), (400, "Missing required node: state"))
+        answer, _ = self.ask(f"{base}/update", {"state": {"reported": {"x": "y" * 5000}}}, "rejected")
+        self.assertEqual(answer["code"], 413)
+        publish(self.broker, f"{base}/get", "[1, 2]")
+        self.assertEqual(self.on(f"{base}/get/rejected")[-1]["code"], 400)
+        answer, _ = self.ask(f"{base}/frobnicate", {}, "rejected")
+        self.assertEqual(answer["code"], 400)
+        self.assertIn("frobnicate", answer["message"])
+        answer, _ = self.ask("$aws/things/a%zz/shadow/get", {}, "rejected")
+        self.assertEqual(answer["code"], 400)
+        answer, _ = self.ask(f"{base}/name/bad name!/get", {}, "rejected")
+        self.assertEqual(answer["code"], 400)
+        self.assertTrue(self.server.alive())
+
+
+@unittest.skipUnless(HAVE_MOSQUITTO, "mosquitto is not installed (scripts/setup.sh installs it)")
+class AwsIotMqttReconnectTest(BridgeCase):
+    def setUp(self):
+        type(self).broker = Broker()
+        self.start()
+
+    def tearDown(self):
+        self.sub.close()
+        self.server.close()
+        self.broker.close()
+
+    def test_the_bridge_serves_again_after_a_broker_restart(self):
+        base = "$aws/things/restart/shadow"
+        self.ask(f"{base}/update", {"state": {"reported": {"n": 1}}})
+        self.sub.close()
+        self.broker.stop()
+        self.assertTrue(eventually(lambda: any("mqtt: connection lost" in line for line in self.server.log)))
+        time.sleep(1)
+        self.broker.start()
+        self.assertTrue(eventually(lambda: any("mqtt: reconnected" in line for line in self.server.log), 60),
+                        "".join(self.server.log))
+        type(self).sub = Subscriber(self.broker, "$aws/things/#", client_id="e2e-aws-" + uuid.uuid4().hex[:8])
+        self.warm_up()
+        accepted, _ = self.ask(f"{base}/update", {"state": {"reported": {"n": 2}}})
+        self.assertEqual(accepted["state"], {"reported": {"n": 2}})
+        self.assertEqual(self.rest_get("restart").json()["reported"]["state"], {"n": 2})
+        metrics = self.server.get("/metrics").text
+        self.assertRegex(metrics, r"(?m)^shadowd_mqtt_connects_total 2$")
+        self.assertRegex(metrics, r"(?m)^shadowd_mqtt_disconnects_total [1-9]\d*$")
+        self.assertRegex(metrics, r"(?m)^shadowd_mqtt_connected 1$")
+        self.assertIsNotNone(re.search(r"(?m)^shadowd_mqtt_requests_total \d+$", metrics))
+
+
+if __name__ == "__main__":
+    unittest.main()
