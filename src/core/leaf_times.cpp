@@ -1,11 +1,12 @@
 // Per-leaf change times: maintenance on every write and their reading (leaf_times.hpp).
 #include "deviceshadow/leaf_times.hpp"
 
+#include "core/tree.hpp"
+
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/error.hpp"
 
 #include <charconv>
-#include <limits>
 #include <vector>
 
 namespace deviceshadow {
@@ -26,20 +27,34 @@ json::value parse_times(std::string_view text, std::int64_t fallback, const json
   return json::value(fallback, sp);
 }
 
-// The next reference token of a JSON Pointer from `pos` (unescaped into `token`); false at the end.
-bool next_token(std::string_view pointer, std::size_t& pos, std::string& token) {
+// The next reference token of a JSON Pointer from `pos`, false at the end. The token refers into
+// `pointer`, or into `buffer` when it needed unescaping.
+bool next_token(std::string_view pointer, std::size_t& pos, std::string_view& token, std::string& buffer) {
   if (pos >= pointer.size()) return false;
   const std::size_t end = std::min(pointer.find('/', pos + 1), pointer.size());
-  token.clear();
-  for (std::size_t i = pos + 1; i < end; ++i) {
-    if (pointer[i] == '~' && i + 1 < end) {
-      token += pointer[++i] == '1' ? '/' : '~';
+  token = pointer.substr(pos + 1, end - pos - 1);
+  pos = end;
+  if (token.find('~') == std::string_view::npos) return true;
+  buffer.clear();
+  for (std::size_t i = 0; i < token.size(); ++i) {
+    if (token[i] == '~' && i + 1 < token.size()) {
+      buffer += token[++i] == '1' ? '/' : '~';
     } else {
-      token += pointer[i];
+      buffer += token[i];
     }
   }
-  pos = end;
+  token = buffer;
   return true;
+}
+
+// find_member that first tries the previous match again: consecutive changes often share a parent.
+template <class Object>
+auto find_near(Object& o, std::string_view key, std::size_t& hint) noexcept -> decltype(o.begin()) {
+  if (hint > 0 && hint <= o.size()) {
+    auto it = o.begin() + static_cast<std::ptrdiff_t>(hint - 1);
+    if (std::string_view(it->key().data(), it->key().size()) == key) return it;
+  }
+  return find_member(o, key, hint);
 }
 
 // Applies the changes of one write to a times tree.
@@ -48,38 +63,50 @@ class TimesUpdater {
   TimesUpdater(json::value& root, const json::object& state, std::int64_t previous_ns, std::int64_t ts)
       : root_(root), state_(state), previous_ns_(previous_ns), ts_(ts) {}
 
+  // Changes come in document order and times list members in the state's order, so each
+  // level's lookups start after the previous match (find_member's hint).
   void apply(const Change& c) {
     const bool remove = c.op == ChangeOp::remove;
     json::value* times = &root_;         // the times of the node at the path walked so far
     const json::object* node = &state_;  // that node in the state after the write
     json::object* parent = nullptr;      // the times holding `times`, under the key `parent_key_`
     std::size_t pos = 0;
-    if (!next_token(c.path, pos, token_)) return;  // the root is never a leaf
-    for (;;) {
+    std::string_view token;
+    if (!next_token(c.path, pos, token, buffer_)) return;  // the root is never a leaf
+    for (std::size_t depth = 0;; ++depth) {
+      if (hints_.size() <= depth) hints_.resize(depth + 1);
+      Hints& hints = hints_[depth];
       json::object& members = expand(*times, *node);
-      const json::value* child = node->if_contains(token_);
+      if (hints.node != node || hints.members != &members) hints = {node, &members};
+      const auto found = find_near(*node, token, hints.state);
+      const json::value* child = found == node->end() ? nullptr : &found->value();
       const bool last = pos >= c.path.size();
+      auto member = find_near(members, token, hints.times);
       if (last || (child && child->is_array())) {  // a leaf, or the array that holds one
-        if (remove && last) {
-          members.erase(token_);
-          emptied(members, *node, parent);
+        if (!remove || !last) {
+          if (member != members.end()) {
+            member->value() = ts_;
+          } else {
+            members.emplace(token, ts_);
+          }
         } else {
-          members[token_] = ts_;
+          if (member != members.end()) members.stable_erase(member);
+          emptied(members, *node, parent);
         }
         return;
       }
       if (!child || !child->is_object()) {  // the subtree is gone: so are its times
-        members.erase(token_);
+        if (member != members.end()) members.stable_erase(member);
         emptied(members, *node, parent);
         return;
       }
-      json::value* next = members.if_contains(token_);
-      if (!next) next = &members.emplace(token_, previous_ns_).first->value();  // unknown: the old section time
+      json::value* next = member != members.end() ? &member->value()
+                                                  : &members.emplace(token, previous_ns_).first->value();  // unknown: the old section time
       parent = &members;
-      parent_key_.swap(token_);
+      parent_key_.assign(token);
       times = next;
       node = &child->get_object();
-      if (!next_token(c.path, pos, token_)) return;
+      if (!next_token(c.path, pos, token, buffer_)) return;
     }
   }
 
@@ -104,7 +131,14 @@ class TimesUpdater {
   const json::object& state_;
   std::int64_t previous_ns_;
   std::int64_t ts_;
-  std::string token_;
+  struct Hints {  // of the objects last walked at one depth
+    const json::object* node = nullptr;
+    const json::object* members = nullptr;
+    std::size_t state = 0;
+    std::size_t times = 0;
+  };
+  std::vector<Hints> hints_;  // per depth
+  std::string buffer_;        // an unescaped token
   std::string parent_key_;
 };
 
@@ -127,15 +161,62 @@ bool collapse(json::value& v) {
   return uniform;
 }
 
-bool holds(const json::value& v, std::int64_t time) {
+// Appends the compact JSON of a times tree.
+void append_times(std::string& out, const json::value& v) {
   if (const json::object* o = v.if_object()) {
+    out += '{';
     for (const json::key_value_pair& m : *o) {
-      if (holds(m.value(), time)) return true;
+      append_json_string(out, std::string_view(m.key().data(), m.key().size()));
+      out += ':';
+      append_times(out, m.value());
+      out += ',';
     }
-    return false;
+    if (out.back() == ',') out.pop_back();
+    out += '}';
+  } else if (v.is_int64()) {
+    char buf[24];
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, v.get_int64()).ptr);
+  } else {
+    append_json(out, v);  // not a time: kept as it is, read as unknown
   }
-  return v.is_int64() && v.get_int64() == time;
 }
+
+// Whether the additions and updates of one section cover every leaf of its state, listed in
+// the state's document order (removals anywhere between): then every leaf has the write's
+// time and the previous times need not be read. Any other order answers false.
+class CoverCheck {
+ public:
+  CoverCheck(std::span<const Change> changes, Section section) : changes_(changes), section_(section) {}
+
+  bool members(const json::object& o) {
+    for (const json::key_value_pair& m : o) {
+      const std::size_t mark = path_.size();
+      append_pointer_token(path_, std::string_view(m.key().data(), m.key().size()));
+      const bool covered = value(m.value());
+      path_.resize(mark);
+      if (!covered) return false;
+    }
+    return true;
+  }
+
+ private:
+  bool value(const json::value& v) {
+    while (next_ < changes_.size() && (changes_[next_].section != section_ || changes_[next_].op == ChangeOp::remove)) {
+      ++next_;
+    }
+    if (next_ < changes_.size() && changes_[next_].path == path_) {  // the node changed whole
+      ++next_;
+      return true;
+    }
+    const json::object* o = v.if_object();
+    return o && !o->empty() && members(*o);
+  }
+
+  std::span<const Change> changes_;
+  Section section_;
+  std::size_t next_ = 0;
+  std::string path_;
+};
 
 // Walks a state with its times, giving each leaf its time (see leaf_times.hpp for the form).
 // `Style` writes the leaves and says which objects are leaves and how arrays are rendered.
@@ -231,22 +312,22 @@ std::string update_leaf_times(std::string_view previous, std::int64_t previous_n
   auto first = changes.begin();
   while (first != changes.end() && first->section != section) ++first;
   if (first == changes.end() && !previous.empty()) return std::string(previous);
+  // A write that changed every leaf (a device reporting all its values) needs no old time.
+  if (first != changes.end() && CoverCheck(std::span(first, changes.end()), section).members(state)) {
+    return state.empty() ? "{}" : std::to_string(ts);
+  }
   unsigned char buffer[4096];  // most times fit; larger ones continue on the heap
   Arena arena(buffer, sizeof buffer);
-  auto updated = [&](json::value times, std::int64_t unknown) {
-    TimesUpdater updater(times, state, unknown, ts);
-    for (auto it = first; it != changes.end(); ++it) {
-      if (it->section == section) updater.apply(*it);
-    }
-    collapse(times);
-    return times;
-  };
-  // First without reading `previous`, every old time standing for "unknown": a write that
-  // changed every leaf (a device reporting all its values) needs none of them.
-  constexpr std::int64_t kUnknown = std::numeric_limits<std::int64_t>::min();
-  json::value times = updated(json::value(kUnknown, &arena), kUnknown);
-  if (holds(times, kUnknown)) times = updated(parse_times(previous, previous_ns, &arena), previous_ns);
-  return to_json(times);
+  json::value times = parse_times(previous, previous_ns, &arena);
+  TimesUpdater updater(times, state, previous_ns, ts);
+  for (auto it = first; it != changes.end(); ++it) {
+    if (it->section == section) updater.apply(*it);
+  }
+  collapse(times);
+  std::string out;
+  out.reserve(previous.size() + 32);
+  append_times(out, times);
+  return out;
 }
 
 void append_leaf_times(std::string& out, const json::object& state, std::string_view times, std::int64_t section_ns,
