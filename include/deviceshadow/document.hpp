@@ -81,9 +81,11 @@ struct MergeResult {
 // storage (pass it with std::move, in the same arena, to merge without copying). `parsed`,
 // what validate_state returned for this same state (moving the object keeps its values in
 // place), spares parsing its timestamps again; a timestamp not listed there is parsed.
-// Complexity: linear in the size of both documents.
+// With replace_arrays, arrays are leaves: rule 6 is off and an array that differs is replaced
+// whole (AWS IoT's rule). Complexity: linear in the size of both documents.
 MergeResult merge_section(json::object& stored, json::object incoming, MergeMode mode, Section section,
-                          const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed = {});
+                          const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed = {},
+                          bool replace_arrays = false);
 
 // Removes from `desired` every leaf equal to its counterpart in `reported`, then the objects
 // that became empty (never the root); returns the removed leaves in document order.
@@ -102,6 +104,19 @@ struct SectionWrite {
   bool acknowledge = true;
 };
 
+// An incoming state of a write and the section it merges into.
+struct SectionInput {
+  Section section = Section::reported;
+  json::object state;
+  MergeMode mode = MergeMode::server_is_master;
+};
+
+// The rules of a write as a whole.
+struct WriteRules {
+  bool acknowledge = true;
+  bool replace_arrays = false;  // see merge_section
+};
+
 struct UpdateOutcome {
   json::object reported;
   json::object desired;
@@ -110,6 +125,8 @@ struct UpdateOutcome {
   // Merge changes of the written section, then desired removals by acknowledgement.
   std::vector<Change> changes;
   std::vector<Acknowledgement> acknowledged;
+  // JSON Pointers of the timestamped values rejected as not newer: relative to the section
+  // in a one-section write, from the document root ("/reported/…") in a two-section one.
   std::vector<std::string> stale;
   // Compact JSON of each changed section, as measured against the size limit; stores
   // persist it as is. Empty for an unchanged section.
@@ -127,5 +144,9 @@ struct UpdateOutcome {
 // nothing is copied (see merge_section).
 UpdateOutcome apply_update(json::object reported, json::object desired, json::object incoming,
                            const SectionWrite& write, const DocumentOptions& options);
+// The same for a write of one or two incoming states (distinct sections), merged in the order
+// given and acknowledged once after all of them: the AWS IoT update of both sections at once.
+UpdateOutcome apply_update(json::object reported, json::object desired, std::span<SectionInput> inputs,
+                           const WriteRules& rules, const DocumentOptions& options);
 
 }  // namespace deviceshadow

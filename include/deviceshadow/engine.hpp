@@ -56,6 +56,33 @@ struct UpdateRequest {
   bool acknowledge = true;
 };
 
+// One section's part of a ShadowUpdate.
+struct SectionUpdate {
+  json::object state;  // merged into the section
+  MergeMode mode = MergeMode::server_is_master;
+  bool remove = false;  // delete the section instead (it becomes a tombstone); `state` is ignored
+};
+
+// A write of one or both sections, stored atomically as one write (the AWS IoT update).
+struct ShadowUpdate {
+  ShadowKey key;
+  std::optional<SectionUpdate> reported;
+  std::optional<SectionUpdate> desired;
+  std::optional<std::uint64_t> version;  // pin: accept only at this shadow version (shadow_version)
+  std::string client_token;
+  bool acknowledge = true;
+  bool replace_arrays = false;  // arrays are leaves, replaced whole (merge_section)
+  // Store every section named even when nothing in it changed, so that each accepted update
+  // moves the shadow version, as AWS IoT does. A section removed that was not live gets a new
+  // tombstone.
+  bool always_store = false;
+};
+
+// The one version of a shadow: the sum of its section versions (tombstones included), or,
+// where the store shares one version between them (Store::shares_versions), that version. It
+// grows with every stored write.
+std::uint64_t shadow_version(const ShadowRecord& record, bool shared_versions) noexcept;
+
 // A shadow as read: both section records (state as JSON text) and the delta.
 struct ShadowView {
   ShadowKey key;
@@ -138,6 +165,9 @@ class Engine {
   // Throws not_found when neither section exists.
   ShadowView get(const ShadowKey& key);
   UpdateResult update(const UpdateRequest& request);
+  // Throws invalid_request when it names no section; version_conflict(current shadow version)
+  // when a pinned version differs. In UpdateResult, stale paths start with their section.
+  UpdateResult update(const ShadowUpdate& request);
   // Deletes one section or, without `section`, every existing one, leaving tombstones.
   // `version` pins a single-section delete. Throws not_found if nothing existed.
   DeleteResult remove(const ShadowKey& key, std::optional<Section> section = std::nullopt,
@@ -177,6 +207,9 @@ class Engine {
 
  private:
   class Impl;
+  struct UpdatePlan;
+  UpdateResult run(const UpdatePlan& plan);
+
   Store& store_;
   EngineOptions options_;
   EngineStats stats_;

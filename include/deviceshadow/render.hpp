@@ -42,7 +42,7 @@ void append_error(std::string& out, const Error& error);
 struct ChangeEventParts {
   const ShadowKey* key = nullptr;
   std::string_view id;
-  std::string_view op;  // report | desire | delete
+  std::string_view op;  // report | desire | update (both sections) | delete
   std::int64_t timestamp_ns = 0;
   std::string_view client_token;
   std::optional<std::uint64_t> reported_version;  // set for each section the write stored

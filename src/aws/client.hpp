@@ -1,5 +1,5 @@
 // A client of AWS JSON-protocol services (DynamoDB): SigV4-signed POSTs over a pool of
-// keep-alive libcurl handles, with retries. Thread-safe.
+// keep-alive connections (SignedPost), with retries. Thread-safe.
 #pragma once
 
 #include "aws/sigv4.hpp"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <mutex>
+#include <optional>
 
 namespace deviceshadow::aws {
 namespace {
@@ -14,18 +15,24 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* out) {
   return size * n;
 }
 
-std::size_t on_header(char* data, std::size_t size, std::size_t n, void* out) {
-  std::string_view line(data, size * n);
-  constexpr std::string_view kName = "x-amzn-query-error:";
-  if (line.size() > kName.size() &&
-      std::equal(kName.begin(), kName.end(), line.begin(), [](char a, char b) {
+// The value of header `name` (lower case, with the colon) if `line` is that header.
+std::optional<std::string_view> header_value(std::string_view line, std::string_view name) {
+  if (line.size() <= name.size() || !std::equal(name.begin(), name.end(), line.begin(), [](char a, char b) {
         return a == std::tolower(static_cast<unsigned char>(b));
       })) {
-    std::string_view v = line.substr(kName.size());
-    while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-    while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
-    static_cast<PostAnswer*>(out)->query_error = std::string(v);
+    return std::nullopt;
   }
+  std::string_view v = line.substr(name.size());
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+  return v;
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t n, void* out) {
+  const std::string_view line(data, size * n);
+  auto* answer = static_cast<PostAnswer*>(out);
+  if (auto v = header_value(line, "x-amzn-query-error:")) answer->query_error = std::string(*v);
+  if (auto v = header_value(line, "x-amzn-requestid:")) answer->request_id = std::string(*v);
   return size * n;
 }
 
@@ -68,7 +75,7 @@ PostAnswer SignedPost::post(const std::vector<std::pair<std::string, std::string
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -90,6 +97,8 @@ PostAnswer SignedPost::post(const std::vector<std::pair<std::string, std::string
   curl_slist_free_all(list);
   if (rc != CURLE_OK) {
     answer.transport_error = curl_easy_strerror(rc);
+    // Refused or unresolvable: never sent. Anything else may have reached the service.
+    answer.maybe_sent = rc != CURLE_COULDNT_CONNECT && rc != CURLE_COULDNT_RESOLVE_HOST;
     curl_easy_cleanup(h);  // the connection may be in any state
     handle_ = nullptr;
     return answer;

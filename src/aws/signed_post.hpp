@@ -1,5 +1,7 @@
-// One SigV4-signed HTTP POST at a time to an AWS endpoint, over a kept-alive libcurl handle.
-// No retries: the caller decides what a failure means. Not thread-safe (one user at a time).
+// One SigV4-signed HTTP POST at a time to an AWS endpoint, over a kept-alive libcurl handle: the
+// one place the project's AWS clients (DynamoDB's JSON client, the SQS and SNS targets) talk
+// HTTP. No retries: the caller decides what a failure means. Not thread-safe (one user at a
+// time).
 #pragma once
 
 #include "aws/sigv4.hpp"
@@ -16,14 +18,17 @@ struct SignedPostOptions {
   std::string endpoint;  // "https://sqs.eu-north-1.amazonaws.com", "http://127.0.0.1:5000"
   std::string region;
   std::string service;   // the signing name: "sqs", "sns"
-  std::chrono::milliseconds timeout{10000};  // connecting and answering, each
+  std::chrono::milliseconds timeout{10000};          // the whole exchange
+  std::chrono::milliseconds connect_timeout{10000};  // connecting, within `timeout`
 };
 
 struct PostAnswer {
   std::string transport_error;  // set when no HTTP answer came (status 0)
+  bool maybe_sent = false;      // with a transport error: the request may have reached the service
   long status = 0;
   std::string body;
   std::string query_error;      // the x-amzn-query-error header ("Code;Sender"), if any
+  std::string request_id;       // the x-amzn-requestid header, if any
 };
 
 class SignedPost {

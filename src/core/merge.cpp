@@ -14,8 +14,8 @@ constexpr std::size_t kNoMatch = std::numeric_limits<std::size_t>::max();
 class Merger {
  public:
   Merger(MergeMode mode, Section section, const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed,
-         MergeResult& out)
-      : mode_(mode), section_(section), keys_(keys), parsed_(parsed), out_(out) {}
+         bool replace_arrays, MergeResult& out)
+      : mode_(mode), section_(section), keys_(keys), parsed_(parsed), replace_arrays_(replace_arrays), out_(out) {}
 
   // Merges the members of two plain (non-timestamped) objects. Incoming values move into
   // `stored` (a move across storages copies).
@@ -79,7 +79,7 @@ class Merger {
       merge_members(stored.get_object(), incoming.get_object());  // rule 5
       return;
     }
-    if (incoming.is_array() && stored.is_array() && all_objects(incoming.get_array()) &&
+    if (!replace_arrays_ && incoming.is_array() && stored.is_array() && all_objects(incoming.get_array()) &&
         all_objects(stored.get_array())) {
       merge_arrays(stored.get_array(), incoming.get_array());  // rule 6
       return;
@@ -215,6 +215,7 @@ class Merger {
   const TimestampKeys& keys_;
   std::span<const ParsedTimestamp> parsed_;
   std::size_t parsed_next_ = 0;  // the first entry not taken or passed
+  bool replace_arrays_;          // rule 6 off: arrays are leaves, replaced whole (rule 7)
   MergeResult& out_;
   std::string path_;  // JSON Pointer of the node being merged
 };
@@ -234,12 +235,12 @@ std::size_t leaf_bound(const json::value& v) noexcept {
 }  // namespace
 
 MergeResult merge_section(json::object& stored, json::object incoming, MergeMode mode, Section section,
-                          const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed) {
+                          const TimestampKeys& keys, std::span<const ParsedTimestamp> parsed, bool replace_arrays) {
   MergeResult result;
   std::size_t bound = 0;
   for (const json::key_value_pair& m : incoming) bound += leaf_bound(m.value());
   result.changes.reserve(bound);  // no reallocation while merging, in the usual case
-  Merger(mode, section, keys, parsed, result).merge_members(stored, incoming);
+  Merger(mode, section, keys, parsed, replace_arrays, result).merge_members(stored, incoming);
   return result;
 }
 

@@ -5,6 +5,7 @@
 #include "deviceshadow/error.hpp"
 
 #include <cmath>
+#include <iterator>
 
 namespace deviceshadow {
 
@@ -187,16 +188,39 @@ std::vector<ParsedTimestamp> validate_state(const json::object& state, const Doc
 
 UpdateOutcome apply_update(json::object reported, json::object desired, json::object incoming,
                            const SectionWrite& write, const DocumentOptions& options) {
-  const std::vector<ParsedTimestamp> parsed = validate_state(incoming, options);
+  SectionInput input{write.section, std::move(incoming), write.mode};
+  return apply_update(std::move(reported), std::move(desired), std::span(&input, 1), {write.acknowledge, false},
+                      options);
+}
+
+UpdateOutcome apply_update(json::object reported, json::object desired, std::span<SectionInput> inputs,
+                           const WriteRules& rules, const DocumentOptions& options) {
+  if (inputs.size() == 2 && inputs[0].section == inputs[1].section) {
+    throw Error(ErrorCode::internal, "a write names one section twice");
+  }
+  std::vector<ParsedTimestamp> parsed[2];
+  for (std::size_t i = 0; i < inputs.size(); ++i) parsed[i] = validate_state(inputs[i].state, options);
   const TimestampKeys& keys = options.timestamp_keys;
   // Move-construct (not assign): assignment across storages would copy out of the caller's arena.
   UpdateOutcome out{.reported = std::move(reported), .desired = std::move(desired)};
-  json::object& target = write.section == Section::reported ? out.reported : out.desired;
-  MergeResult merged = merge_section(target, std::move(incoming), write.mode, write.section, keys, parsed);
-  (write.section == Section::reported ? out.reported_changed : out.desired_changed) = !merged.changes.empty();
-  out.changes = std::move(merged.changes);
-  out.stale = std::move(merged.stale);
-  if (write.acknowledge) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Section section = inputs[i].section;
+    json::object& target = section == Section::reported ? out.reported : out.desired;
+    MergeResult merged = merge_section(target, std::move(inputs[i].state), inputs[i].mode, section, keys, parsed[i],
+                                       rules.replace_arrays);
+    (section == Section::reported ? out.reported_changed : out.desired_changed) = !merged.changes.empty();
+    if (out.changes.empty()) {
+      out.changes = std::move(merged.changes);
+    } else {
+      std::move(merged.changes.begin(), merged.changes.end(), std::back_inserter(out.changes));
+    }
+    if (inputs.size() == 1) {
+      out.stale = std::move(merged.stale);
+    } else {
+      for (const std::string& path : merged.stale) out.stale.push_back("/" + std::string(to_string(section)) + path);
+    }
+  }
+  if (rules.acknowledge) {
     out.acknowledged = acknowledge(out.desired, out.reported, keys);
     for (const Acknowledgement& a : out.acknowledged) {
       out.changes.push_back({Section::desired, ChangeOp::remove, a.path, a.value, std::nullopt});

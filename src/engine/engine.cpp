@@ -267,54 +267,140 @@ ShadowView Engine::get(const ShadowKey& key) {
   return {key, std::move(record), std::move(delta)};
 }
 
+std::uint64_t shadow_version(const ShadowRecord& record, bool shared_versions) noexcept {
+  return shared_versions ? std::max(record.reported.version, record.desired.version)
+                         : record.reported.version + record.desired.version;
+}
+
+// What both forms of update come down to: one or two sections, each with its incoming state.
+struct Engine::UpdatePlan {
+  struct Part {
+    Section section;
+    const json::object* state;
+    MergeMode mode;
+    bool remove;
+    const std::optional<std::string>* tz;  // a time zone to set, if it holds one
+  };
+  const ShadowKey& key;
+  std::array<Part, 2> parts;
+  std::size_t count;
+  std::optional<std::uint64_t> section_pin;  // the version of parts[0]'s section
+  std::optional<std::uint64_t> shadow_pin;   // the shadow version
+  const std::string& client_token;
+  bool acknowledge;
+  bool replace_arrays;
+  bool always_store;
+
+  std::span<const Part> named() const { return {parts.data(), count}; }
+  const Part* part(Section s) const {
+    for (const Part& p : named()) {
+      if (p.section == s) return &p;
+    }
+    return nullptr;
+  }
+};
+
 UpdateResult Engine::update(const UpdateRequest& request) {
-  validate_key(request.key);
-  validate_client_token(request.client_token);
-  if (request.tz) validate_tz(*request.tz);
+  return run(UpdatePlan{request.key,
+                        {{{request.section, &request.state, request.mode, false, &request.tz}}},
+                        1,
+                        request.version,
+                        std::nullopt,
+                        request.client_token,
+                        request.acknowledge,
+                        false,
+                        false});
+}
+
+UpdateResult Engine::update(const ShadowUpdate& request) {
+  static const std::optional<std::string> no_tz;  // AWS IoT writes set none
+  UpdatePlan plan{request.key, {}, 0, std::nullopt, request.version, request.client_token,
+                  request.acknowledge, request.replace_arrays, request.always_store};
+  for (Section s : {Section::reported, Section::desired}) {
+    const std::optional<SectionUpdate>& part = s == Section::reported ? request.reported : request.desired;
+    if (part) plan.parts[plan.count++] = {s, &part->state, part->mode, part->remove, &no_tz};
+  }
+  if (plan.count == 0) throw Error::invalid_request("an update names reported, desired or both");
+  return run(plan);
+}
+
+UpdateResult Engine::run(const UpdatePlan& plan) {
+  validate_key(plan.key);
+  validate_client_token(plan.client_token);
+  for (const UpdatePlan::Part& part : plan.named()) {
+    if (*part.tz) validate_tz(**part.tz);
+  }
   const DocumentOptions& doc = options_.document;
-  std::lock_guard guard(impl_->lock_for(request.key));
+  const bool shared = store_.shares_versions();
+  std::lock_guard guard(impl_->lock_for(plan.key));
 
   // One read-merge-write on `record`; nullopt when a cached record cannot decide (a pinned
   // version differs, or nothing would be written) and a fresh read must.
   auto attempt_on = [&](ShadowRecord record, bool fresh) -> std::optional<UpdateResult> {
-    const SectionRecord& target = record.section(request.section);
-    if (request.version && *request.version != target.version) {
+    const std::uint64_t pinned_now = plan.section_pin ? record.section(plan.parts[0].section).version
+                                                      : shadow_version(record, shared);
+    if (const auto& pin = plan.section_pin ? plan.section_pin : plan.shadow_pin; pin && *pin != pinned_now) {
       if (!fresh) return std::nullopt;
-      throw Error::version_conflict(target.version);
+      throw Error::version_conflict(pinned_now);
     }
     // One arena per attempt; the values in the result keep it alive.
     json::storage_ptr arena = json::make_shared_resource<Arena>();
     auto live_state = [&](const SectionRecord& s) { return parse_state(s.exists() ? s.state_json : "{}", doc, arena); };
-    UpdateOutcome outcome = apply_update(live_state(record.reported), live_state(record.desired),
-                                         json::object(request.state, arena),
-                                         {request.section, request.mode, request.acknowledge}, doc);
-    // Setting the time zone is a change of the section even when the state is unchanged.
-    const bool tz_changed = request.tz && (*request.tz != target.tz || !target.exists());
+    std::vector<SectionInput> inputs;  // built in place: assigning would copy out of the arena
+    inputs.reserve(plan.count);
+    for (const UpdatePlan::Part& part : plan.named()) {
+      // A removal merges nothing with client_is_master: every leaf goes, as a change.
+      if (part.remove) {
+        inputs.push_back({part.section, json::object(arena), MergeMode::client_is_master});
+      } else {
+        inputs.push_back({part.section, json::object(*part.state, arena), part.mode});
+      }
+    }
+    UpdateOutcome outcome = apply_update(live_state(record.reported), live_state(record.desired), inputs,
+                                         {plan.acknowledge, plan.replace_arrays}, doc);
+    // Whether section s is stored, and why beyond a change of its state: setting the time zone
+    // is a change even when the state is unchanged, and so is removing a live section.
+    auto stores = [&](Section s) {
+      if (s == Section::reported ? outcome.reported_changed : outcome.desired_changed) return true;
+      const UpdatePlan::Part* part = plan.part(s);
+      if (!part) return false;
+      const SectionRecord& old = record.section(s);
+      return plan.always_store || (part->remove && old.exists()) ||
+             (*part->tz && (**part->tz != old.tz || !old.exists()));
+    };
+    const bool store_reported = stores(Section::reported), store_desired = stores(Section::desired);
 
     UpdateResult result;
-    result.changed = outcome.changed() || tz_changed;
+    result.changed = store_reported || store_desired;
     if (!result.changed && !fresh) return std::nullopt;
     if (result.changed) {
       const std::int64_t ts = impl_->next_timestamp();
-      ShadowWrite write{request.key, {}, std::nullopt, {}};
+      ShadowWrite write{plan.key, {}, std::nullopt, {}};
       for (Section s : {Section::reported, Section::desired}) {
-        const bool state_changed = s == Section::reported ? outcome.reported_changed : outcome.desired_changed;
         const SectionRecord& old = record.section(s);
-        if (!state_changed && !(s == request.section && tz_changed)) {
-          // A cached record may be stale: the section it does not write must still be as cached.
-          if (!fresh) write.checks.push_back({s, old.version});
+        if (!(s == Section::reported ? store_reported : store_desired)) {
+          // A cached record may be stale, and a shadow pin covers both sections: the section
+          // this write does not store must still be as read.
+          if (!fresh || plan.shadow_pin) write.checks.push_back({s, old.version});
           continue;
         }
+        const UpdatePlan::Part* part = plan.part(s);
+        const bool state_changed = s == Section::reported ? outcome.reported_changed : outcome.desired_changed;
         SectionRecord next;
         next.version = old.version + 1;
         next.timestamp_ns = ts;
-        next.client_token = request.client_token;
-        next.tz = s == request.section && request.tz ? *request.tz : (old.exists() ? old.tz : "");
-        std::string& new_json = s == Section::reported ? outcome.reported_json : outcome.desired_json;
-        next.state_json = state_changed ? std::move(new_json) : (old.exists() ? old.state_json : "{}");
-        next.times_json = update_leaf_times(old.exists() ? std::string_view(old.times_json) : "{}", old.timestamp_ns,
-                                            s == Section::reported ? outcome.reported : outcome.desired,
-                                            outcome.changes, s, ts);
+        if (part && part->remove) {
+          next.deleted = true;
+          next.expires_ns = expiry(ts, options_.tombstone_retention);
+        } else {
+          next.client_token = plan.client_token;
+          next.tz = part && *part->tz ? **part->tz : (old.exists() ? old.tz : "");
+          std::string& new_json = s == Section::reported ? outcome.reported_json : outcome.desired_json;
+          next.state_json = state_changed ? std::move(new_json) : (old.exists() ? old.state_json : "{}");
+          next.times_json = update_leaf_times(old.exists() ? std::string_view(old.times_json) : "{}", old.timestamp_ns,
+                                              s == Section::reported ? outcome.reported : outcome.desired,
+                                              outcome.changes, s, ts);
+        }
         next.write_id = random_write_id();
         write.sections.push_back({s, old.version, std::move(next), old.exists()});
       }
@@ -322,13 +408,13 @@ UpdateResult Engine::update(const UpdateRequest& request) {
         std::optional<std::uint64_t> versions[2];
         for (const SectionPut& put : write.sections) versions[put.section == Section::reported ? 0 : 1] = put.record.version;
         const char letter = write.sections.size() == 2 ? 'C' : write.sections.front().section == Section::reported ? 'R' : 'D';
+        const std::string_view op = plan.count == 2 ? "update" : plan.parts[0].section == Section::reported ? "report" : "desire";
         HistoryEvent event;
         event.id = event_id(ts, letter, write.sections.front().record.version);
         event.timestamp_ns = ts;
         event.expires_ns = expiry(ts, options_.history_retention);
-        event.json = render_change_event({&request.key, event.id, request.section == Section::reported ? "report" : "desire",
-                                          ts, request.client_token, versions[0], versions[1], &outcome.changes,
-                                          &outcome.acknowledged});
+        event.json = render_change_event({&plan.key, event.id, op, ts, plan.client_token, versions[0], versions[1],
+                                          &outcome.changes, &outcome.acknowledged});
         attach_event(write, std::move(event), record, options_.history, feed);
       }
       write.unchanged = unchanged_section(write, record);
@@ -336,21 +422,21 @@ UpdateResult Engine::update(const UpdateRequest& request) {
       if (write.feed && feed_listener_) feed_listener_();
       const std::uint64_t new_version = write.sections.front().record.version;
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
-      if (store_.shares_versions()) share_version(record, new_version);
+      if (shared) share_version(record, new_version);
     }
-    impl_->cache.put(request.key, record);
+    impl_->cache.put(plan.key, record);
     ++(result.changed ? stats_.stored_writes : stats_.unchanged_writes);
     stats_.stale_values += outcome.stale.size();
     stats_.acknowledgements += outcome.acknowledged.size();
-    result.shadow = {request.key, std::move(record), compute_delta(outcome.desired, outcome.reported, doc.timestamp_keys)};
+    result.shadow = {plan.key, std::move(record), compute_delta(outcome.desired, outcome.reported, doc.timestamp_keys)};
     result.changes = std::move(outcome.changes);
     result.acknowledged = std::move(outcome.acknowledged);
     result.stale = std::move(outcome.stale);
     return result;
   };
 
-  return impl_->with_retries(request.version.has_value(), [&] {
-    if (std::optional<ShadowRecord> cached = impl_->cache.get(request.key)) {
+  return impl_->with_retries(plan.section_pin || plan.shadow_pin, [&] {
+    if (std::optional<ShadowRecord> cached = impl_->cache.get(plan.key)) {
       try {
         if (auto result = attempt_on(std::move(*cached), false)) return std::move(*result);
       } catch (const Error& e) {
@@ -358,9 +444,9 @@ UpdateResult Engine::update(const UpdateRequest& request) {
       }
     }
     try {
-      return std::move(*attempt_on(store_.read(request.key), true));
+      return std::move(*attempt_on(store_.read(plan.key), true));
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::version_conflict) impl_->cache.erase(request.key);
+      if (e.code() == ErrorCode::version_conflict) impl_->cache.erase(plan.key);
       throw;
     }
   });

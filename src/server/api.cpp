@@ -47,44 +47,12 @@ constexpr Route kRoutes[] = {
     {"/v1/batch/update", "POST"},
 };
 
-// Whether `method` is one of `methods` ("GET, DELETE").
-bool lists_method(std::string_view methods, std::string_view method) {
-  while (!methods.empty()) {
-    std::size_t comma = methods.find(',');
-    if (methods.substr(0, comma) == method) return true;
-    methods = comma == std::string_view::npos ? std::string_view() : methods.substr(comma + 2);
-  }
-  return false;
-}
-
 HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
 
 HttpResponse error_response(const Error& e) {
   HttpResponse r = json_response(http_status(e.code()), render_error(e));
   if (e.code() == ErrorCode::unauthorized) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
-}
-
-void split_target(std::string_view target, std::vector<std::string>& segments, std::map<std::string, std::string>& query) {
-  std::string_view path = target.substr(0, target.find('?'));
-  if (path.empty() || path.front() != '/') throw Error::invalid_request("the request target must be an absolute path");
-  for (std::size_t start = 1;;) {
-    std::size_t slash = path.find('/', start);
-    segments.push_back(percent_decode(path.substr(start, slash - start), false));
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
-  }
-  if (std::size_t q = target.find('?'); q != std::string_view::npos) {
-    std::string_view rest = target.substr(q + 1);
-    while (!rest.empty()) {
-      std::string_view pair = rest.substr(0, rest.find('&'));
-      rest = pair.size() < rest.size() ? rest.substr(pair.size() + 1) : std::string_view();
-      if (pair.empty()) continue;
-      std::size_t eq = pair.find('=');
-      query[percent_decode(pair.substr(0, eq), true)] =
-          eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1), true);
-    }
-  }
 }
 
 void allow_only(const std::map<std::string, std::string>& query, std::initializer_list<std::string_view> names) {
@@ -215,7 +183,9 @@ HttpResponse Api::handle(const HttpRequest& request) {
   Context ctx{request, {}, {}};
   HttpResponse response;
   try {
-    split_target(request.target, ctx.segments, ctx.query);
+    RequestTarget target = split_target(request.target);
+    ctx.segments = std::move(target.segments);
+    ctx.query = std::move(target.query);
     // The API's description is public: it tells how to call the API, nothing of its data.
     const bool is_public = ctx.segments.size() == 2 && ctx.segments[0] == "v1" && ctx.segments[1] == "openapi.json";
     if (auth_ && !is_public) {
@@ -252,7 +222,7 @@ HttpResponse Api::route(Context& ctx) {
     const Route* r = std::find_if(std::begin(kRoutes), std::end(kRoutes), [&](const Route& known) { return known.path == path; });
     if (r == std::end(kRoutes)) throw std::logic_error("route " + std::string(path) + " is missing from kRoutes");
     ctx.route = r->path;
-    if (lists_method(r->methods, m)) return;
+    if (r->allows(m)) return;
     ctx.allow = r->methods;
     throw Error(ErrorCode::method_not_allowed, "method " + m + " is not allowed here; allowed: " + ctx.allow);
   };

@@ -18,13 +18,6 @@ class Dispatcher;
 
 namespace deviceshadow::server {
 
-// A route of the API: its path template, as docs/openapi.yaml writes it, and its methods, as an
-// Allow header lists them ("GET, DELETE").
-struct Route {
-  std::string_view path;
-  std::string_view methods;
-};
-
 class Api {
  public:
   // auth == nullptr: the server is open (no token file). dispatcher == nullptr: no

@@ -14,8 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,26 @@ struct HttpResponse {
   // server may answer 503 instead of queueing this body (writes are always answered).
   bool sheddable = false;
 };
+
+// A route of an API: its path template, as docs/openapi.yaml writes it, and its methods, as an
+// Allow header lists them ("GET, DELETE").
+struct Route {
+  std::string_view path;
+  std::string_view methods;
+
+  // Whether `method` is one of methods.
+  bool allows(std::string_view method) const noexcept;
+};
+
+// A request target split into its percent-decoded path segments (the path "/a/b%20c" gives
+// "a", "b c") and query parameters ('+' is a space there; a repeated name keeps the last).
+struct RequestTarget {
+  std::vector<std::string> segments;
+  std::map<std::string, std::string> query;
+};
+// Throws Error(invalid_request) for a target that is not an absolute path or holds a malformed
+// escape.
+RequestTarget split_target(std::string_view target);
 
 // Must not throw; runs concurrently on worker threads.
 using Handler = std::function<HttpResponse(const HttpRequest&)>;

@@ -6,6 +6,7 @@
 #include "deviceshadow/sqlite_store.hpp"
 #include "notify/dispatcher.hpp"
 #include "server/api.hpp"
+#include "awsiot/facade.hpp"
 #include "server/auth.hpp"
 #include "server/http.hpp"
 #include "server/log.hpp"
@@ -22,6 +23,7 @@
 namespace ds = deviceshadow;
 namespace srv = deviceshadow::server;
 namespace notify = deviceshadow::notify;
+namespace awsiot = deviceshadow::awsiot;
 
 namespace {
 
@@ -48,6 +50,9 @@ struct Settings {
   std::string durability = "full";
   std::uintmax_t min_free_bytes = std::uintmax_t{64} << 20;
   std::string tokens;
+  std::string aws_credentials;
+  std::string aws_classic_shadow = "main";
+  bool aws_acknowledge = false;
   std::size_t max_body_bytes = 1 << 20;
   std::size_t max_state_bytes = 64 << 10;
   std::size_t max_depth = 32;
@@ -156,6 +161,14 @@ int serve(const Settings& s) {
                "Use --tokens FILE in production.");
   }
 
+  std::optional<awsiot::SigV4Verifier> verifier;
+  if (!s.aws_credentials.empty()) {
+    verifier.emplace(awsiot::CredentialsTable::load(s.aws_credentials));
+    logger.log(srv::LogLevel::info, "AWS signatures required on the AWS IoT API",
+               {{"keys", std::to_string(verifier->credentials().size())}});
+  }
+  ds::validate_shadow_name(s.aws_classic_shadow);
+
   std::unique_ptr<ds::Store> store = open_store(s);
   // From here SIGINT/SIGTERM wait for the server's run() (until now they end the process).
   srv::block_shutdown_signals();
@@ -171,8 +184,11 @@ int serve(const Settings& s) {
                                   logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);
                                 });
   srv::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher);
+  awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
+                        {s.aws_classic_shadow, s.aws_acknowledge});
   srv::HttpServer server(
-      http, [&](const srv::HttpRequest& r) { return api.handle(r); },
+      http,
+      [&](const srv::HttpRequest& r) { return awsiot::Facade::serves(r.target) ? facade.handle(r) : api.handle(r); },
       [&](int status, const std::string& message) { return api.transport_error(status, message); });
 
   // Expired tombstones and history go periodically, off the request path.
@@ -247,6 +263,14 @@ int main(int argc, char** argv) {
                  "SQLite: /readyz answers 503 while the filesystem holding the database has fewer bytes free than this")
       ->envname(env("MIN_FREE_BYTES"))->capture_default_str();
   app.add_option("--tokens", s.tokens, "token file; without one the server is open to everyone")->envname(env("TOKENS"));
+  app.add_option("--aws-credentials", s.aws_credentials,
+                 "AWS access keys whose signatures the AWS IoT API requires (docs/aws-iot.md); mode 600")
+      ->envname(env("AWS_CREDENTIALS"));
+  app.add_option("--aws-classic-shadow", s.aws_classic_shadow, "the shadow AWS IoT's classic (unnamed) shadow is")
+      ->envname(env("AWS_CLASSIC_SHADOW"))->capture_default_str();
+  app.add_option("--aws-acknowledge", s.aws_acknowledge,
+                 "acknowledge desired values on writes through the AWS IoT API: true or false")
+      ->envname(env("AWS_ACKNOWLEDGE"))->default_str("false");
   app.add_option("--max-body-bytes", s.max_body_bytes, "largest request body")->envname(env("MAX_BODY_BYTES"))->capture_default_str();
   app.add_option("--max-state-bytes", s.max_state_bytes, "largest section state, as compact JSON")->envname(env("MAX_STATE_BYTES"))->capture_default_str();
   app.add_option("--max-depth", s.max_depth, "deepest nesting below a state's root")->envname(env("MAX_DEPTH"))->capture_default_str();

@@ -1,11 +1,14 @@
 // Runs the table-driven cases in cases/*.json through apply_update (and compute_delta).
 //
-// A case: {"name", "rule", "reported"?, "desired"?, "write"?: "reported"|"desired",
-//          "state", "mode"?, "acknowledge"?, "limits"?: {...}, "timestamp_keys"?: [...],
+// A case: {"name", "rule", "reported"?, "desired"?, "write"?: "reported"|"desired"|"both",
+//          "state", "mode"?, "acknowledge"?, "arrays"?: "replace", "limits"?: {...},
+//          "timestamp_keys"?: [...],
 //          "expect": {"reported"?, "desired"?, "changes"?, "stale"?, "acknowledged"?,
 //                     "changed"?, "delta"?}  |  "error": {"code", "path"?}}
 // Omitted expectations are strict defaults: a section not named must be unchanged, lists
-// not named must be empty, "changed" is true exactly when there are changes. "rule" names the
+// not named must be empty, "changed" is true exactly when there are changes.
+// With "write": "both", "state" is {"reported"?, "desired"?}: one write of both sections, and
+// every expected change names its section. "rule" names the
 // part of docs/semantics.md the case illustrates: a section ("acknowledgement", "equality",
 // "limits", …) or a numbered rule of "Merge" ("merge 6").
 #include "deviceshadow/document.hpp"
@@ -84,18 +87,32 @@ TEST_P(CaseTest, Holds) {
     options.timestamp_keys = ds::TimestampKeys(std::move(names));
   }
   ds::SectionWrite write;
-  if (const json::value* w = c.if_contains("write")) write.section = *ds::parse_section(w->as_string().c_str());
+  const bool both = c.contains("write") && c.at("write") == "both";
+  if (const json::value* w = c.if_contains("write"); w && !both) write.section = *ds::parse_section(w->as_string().c_str());
   if (const json::value* m = c.if_contains("mode")) write.mode = *ds::parse_merge_mode(m->as_string().c_str());
   if (const json::value* a = c.if_contains("acknowledge")) write.acknowledge = a->as_bool();
 
   const json::object& reported = object_or_empty(c, "reported");
   const json::object& desired = object_or_empty(c, "desired");
   const json::object& incoming = c.at("state").as_object();
+  const bool replace_arrays = c.contains("arrays") && c.at("arrays") == "replace";
+  // The one-section overload unless the case needs the general one.
+  auto apply = [&] {
+    if (!both && !replace_arrays) return ds::apply_update(reported, desired, incoming, write, options);
+    std::vector<ds::SectionInput> inputs;
+    for (ds::Section s : {ds::Section::reported, ds::Section::desired}) {
+      if (!both && s != write.section) continue;
+      const json::value* state = both ? incoming.if_contains(ds::to_string(s)) : nullptr;
+      if (both && !state) continue;
+      inputs.push_back({s, both ? state->as_object() : incoming, write.mode});
+    }
+    return ds::apply_update(reported, desired, inputs, {write.acknowledge, replace_arrays}, options);
+  };
 
   if (const json::value* error = c.if_contains("error")) {
     const json::object& e = error->as_object();
     try {
-      ds::apply_update(reported, desired, incoming, write, options);
+      apply();
       FAIL() << "expected error " << str(e);
     } catch (const ds::Error& err) {
       EXPECT_EQ(ds::code_name(err.code()), e.at("code").as_string().c_str()) << err.what();
@@ -107,7 +124,7 @@ TEST_P(CaseTest, Holds) {
   }
 
   const json::object& expect = c.at("expect").as_object();
-  ds::UpdateOutcome out = ds::apply_update(reported, desired, incoming, write, options);
+  ds::UpdateOutcome out = apply();
 
   EXPECT_EQ(str(out.reported), str(expect.contains("reported") ? expect.at("reported") : json::value(reported)));
   EXPECT_EQ(str(out.desired), str(expect.contains("desired") ? expect.at("desired") : json::value(desired)));

@@ -1,0 +1,174 @@
+#include "awsiot/documents.hpp"
+
+#include "deviceshadow/json.hpp"
+#include "deviceshadow/timestamp.hpp"
+
+namespace deviceshadow::awsiot {
+namespace {
+
+// AWS's metadata of a state: the state's shape with {"timestamp": seconds} at every leaf (a
+// scalar, null, an empty object, a timestamped value), arrays as arrays of metadata.
+void append_metadata(std::string& out, const json::value& v, std::int64_t seconds, const TimestampKeys& keys) {
+  if (const json::object* o = v.if_object(); o && !o->empty() && !keys.find(*o)) {
+    out += '{';
+    for (const json::key_value_pair& m : *o) {
+      if (out.back() != '{') out += ',';
+      append_json_string(out, std::string_view(m.key().data(), m.key().size()));
+      out += ':';
+      append_metadata(out, m.value(), seconds, keys);
+    }
+    out += '}';
+  } else if (const json::array* a = v.if_array()) {
+    out += '[';
+    for (const json::value& e : *a) {
+      if (out.back() != '[') out += ',';
+      append_metadata(out, e, seconds, keys);
+    }
+    out += ']';
+  } else {
+    out += "{\"timestamp\":" + std::to_string(seconds) + "}";
+  }
+}
+
+// Appends "name":value after `{` or a previous member.
+void append_member(std::string& out, std::string_view name, std::string_view value) {
+  if (out.back() != '{') out += ',';
+  out += '"';
+  out += name;
+  out += "\":";
+  out += value;
+}
+
+}  // namespace
+
+std::int64_t epoch_seconds(std::int64_t unix_ns) noexcept { return unix_ns / 1'000'000'000; }
+std::int64_t now_seconds() { return epoch_seconds(now().unix_nanos()); }
+
+AwsError aws_error(const Error& e) {
+  switch (e.code()) {
+    case ErrorCode::invalid_json: return {400, "InvalidRequestException", "Payload contains invalid json"};
+    case ErrorCode::invalid_request:
+    case ErrorCode::invalid_name:
+    case ErrorCode::invalid_timestamp:
+    case ErrorCode::too_deep: return {400, "InvalidRequestException", e.what()};
+    case ErrorCode::unauthorized: return {401, "UnauthorizedException", e.what()};
+    case ErrorCode::forbidden: return {403, "ForbiddenException", e.what()};
+    case ErrorCode::not_found: return {404, "ResourceNotFoundException", e.what()};
+    case ErrorCode::method_not_allowed: return {405, "MethodNotAllowedException", e.what()};
+    case ErrorCode::version_conflict: return {409, "ConflictException", "Version conflict"};
+    case ErrorCode::document_too_large:
+      return {413, "RequestEntityTooLargeException", "The payload exceeds the maximum size allowed"};
+    case ErrorCode::throttled: return {429, "ThrottlingException", "Rate exceeded"};
+    case ErrorCode::unavailable: return {503, "ServiceUnavailableException", e.what()};
+    case ErrorCode::internal: break;
+  }
+  return {500, "InternalFailureException", "Internal failure"};
+}
+
+std::string render_error_body(const AwsError& error) {
+  std::string body = "{\"code\":" + std::to_string(error.status) + ",\"message\":";
+  append_json_string(body, error.message);
+  return body + '}';
+}
+
+UpdateRequestBody read_update_request(std::string_view payload, const Limits& limits, bool acknowledge) {
+  if (payload.empty()) throw Error(ErrorCode::invalid_json, "empty body");
+  UpdateRequestBody out;
+  // {"state":{"desired":{…}}}: two levels above a section's state.
+  out.body = parse_json(payload, limits.max_depth + 2 + 8);
+  if (!out.body.is_object()) throw Error(ErrorCode::invalid_json, "the body is not a JSON object");
+  const json::object& body = out.body.get_object();
+  ShadowUpdate& u = out.update;
+  u.acknowledge = acknowledge;
+  u.replace_arrays = true;  // AWS replaces arrays whole
+  u.always_store = true;    // every accepted update moves the version, as on AWS
+  for (const json::key_value_pair& m : body) {
+    const std::string_view k(m.key().data(), m.key().size());
+    if (k != "state" && k != "version" && k != "clientToken") {
+      throw Error::invalid_request("Unknown member in the request: " + std::string(k));
+    }
+  }
+  const json::value* state = body.if_contains("state");
+  if (!state) throw Error::invalid_request("Missing required node: state");
+  if (state->is_null()) {  // empties both sections; the shadow stays
+    u.reported = SectionUpdate{{}, MergeMode::client_is_master, false};
+    u.desired = SectionUpdate{{}, MergeMode::client_is_master, false};
+  } else if (const json::object* o = state->if_object()) {
+    for (const json::key_value_pair& m : *o) {
+      const std::string_view k(m.key().data(), m.key().size());
+      const std::optional<Section> s = parse_section(k);
+      if (!s) throw Error::invalid_request("State contains an invalid node: '" + std::string(k) + "'");
+      std::optional<SectionUpdate>& part = *s == Section::reported ? u.reported : u.desired;
+      if (m.value().is_null()) {
+        part = SectionUpdate{{}, MergeMode::server_is_master, true};
+      } else if (m.value().is_object()) {
+        part = SectionUpdate{m.value().get_object(), MergeMode::server_is_master, false};
+      } else {
+        throw Error::invalid_request("Invalid " + std::string(k) + " node: it must be an object or null");
+      }
+    }
+    if (!u.reported && !u.desired) throw Error::invalid_request("Missing required node: state.desired or state.reported");
+  } else {
+    throw Error::invalid_request("State node must be an object or null");
+  }
+  if (const json::value* v = body.if_contains("version")) {
+    if (v->is_int64() && v->get_int64() >= 0) {
+      u.version = static_cast<std::uint64_t>(v->get_int64());
+    } else if (v->is_uint64()) {
+      u.version = v->get_uint64();
+    } else {
+      throw Error::invalid_request("Invalid version: it must be a non-negative integer");
+    }
+  }
+  if (const json::value* token = body.if_contains("clientToken")) {
+    if (!token->is_string()) throw Error::invalid_request("Invalid clientToken: it must be a string");
+    u.client_token = std::string(token->get_string());
+  }
+  return out;
+}
+
+std::string render_document(const ShadowView& view, bool shared_versions, const TimestampKeys& keys,
+                            std::int64_t now_s) {
+  // A section is shown when it is live and not empty, as AWS omits empty sections.
+  auto shown = [&](Section s) {
+    const SectionRecord& r = view.record.section(s);
+    return r.exists() && r.state_json != "{}";
+  };
+  std::string out = "{\"state\":{";
+  for (Section s : {Section::desired, Section::reported}) {
+    if (shown(s)) append_member(out, to_string(s), view.record.section(s).state_json);
+  }
+  if (!view.delta.empty()) append_member(out, "delta", to_json(view.delta));
+  out += "},\"metadata\":{";
+  for (Section s : {Section::desired, Section::reported}) {
+    if (!shown(s)) continue;
+    const SectionRecord& r = view.record.section(s);
+    append_member(out, to_string(s), "");
+    append_metadata(out, parse_json(r.state_json), epoch_seconds(r.timestamp_ns), keys);
+  }
+  out += "},\"version\":" + std::to_string(shadow_version(view.record, shared_versions));
+  out += ",\"timestamp\":" + std::to_string(now_s) + "}";
+  return out;
+}
+
+std::string render_accepted(const UpdateRequestBody& request, const UpdateResult& result, bool shared_versions,
+                            const TimestampKeys& keys) {
+  const ShadowRecord& record = result.shadow.record;
+  const std::int64_t seconds = epoch_seconds(std::max(record.reported.timestamp_ns, record.desired.timestamp_ns));
+  const json::value& state = request.body.at("state");
+  std::string out = "{\"state\":" + to_json(state) + ",\"metadata\":";
+  if (state.is_object()) {
+    append_metadata(out, state, seconds, keys);
+  } else {
+    out += "{}";
+  }
+  out += ",\"version\":" + std::to_string(shadow_version(record, shared_versions));
+  out += ",\"timestamp\":" + std::to_string(seconds);
+  if (!request.update.client_token.empty()) {
+    out += ",\"clientToken\":";
+    append_json_string(out, request.update.client_token);
+  }
+  return out + '}';
+}
+
+}  // namespace deviceshadow::awsiot

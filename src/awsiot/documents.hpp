@@ -1,0 +1,51 @@
+// AWS IoT Device Shadow documents and errors, independent of the transport (HTTP facade, MQTT):
+// reading an update request, rendering the shadow document, the accepted document of an update
+// and AWS's error codes and texts (docs/aws-iot.md).
+#pragma once
+
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/error.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace deviceshadow::awsiot {
+
+// An error as AWS names it: HTTP status (also MQTT's "code"), exception name and message.
+struct AwsError {
+  int status = 500;
+  std::string_view type;  // "ConflictException", …
+  std::string message;
+};
+AwsError aws_error(const Error& error);
+
+// {"code":<status>,"message":"…"} (+ "clientToken" and "timestamp" on MQTT's rejected topics).
+std::string render_error_body(const AwsError& error);
+
+// What an update request asks, read from its JSON text. `body` keeps the parsed request, whose
+// `state` the accepted document echoes.
+struct UpdateRequestBody {
+  json::value body;
+  ShadowUpdate update;  // key left empty: the transport knows it
+};
+// Throws Error(invalid_json / invalid_request) with AWS's texts: a missing `state`, a member of
+// `state` other than desired and reported, a top-level member other than state, version and
+// clientToken, a bad version or clientToken. Arrays replace whole and every accepted update
+// stores (see ShadowUpdate); acknowledgement as given.
+UpdateRequestBody read_update_request(std::string_view payload, const Limits& limits, bool acknowledge);
+
+// The shadow document: {"state":{"desired"?,"reported"?,"delta"?},"metadata":{…},"version",
+// "timestamp"} with empty sections and an empty delta left out.
+std::string render_document(const ShadowView& view, bool shared_versions, const TimestampKeys& keys,
+                            std::int64_t now_seconds);
+// The accepted document of an update: the request's state, the metadata of the leaves it named,
+// the new version, the write's time and the request's clientToken.
+std::string render_accepted(const UpdateRequestBody& request, const UpdateResult& result, bool shared_versions,
+                            const TimestampKeys& keys);
+
+// Epoch seconds of a time in Unix nanoseconds; of now.
+std::int64_t epoch_seconds(std::int64_t unix_ns) noexcept;
+std::int64_t now_seconds();
+
+}  // namespace deviceshadow::awsiot

@@ -1,0 +1,211 @@
+#include "awsiot/facade.hpp"
+
+#include "awsiot/documents.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+#include "deviceshadow/validation.hpp"
+
+#include <charconv>
+#include <chrono>
+
+namespace deviceshadow::awsiot {
+
+using server::HttpResponse;
+
+struct Facade::Context {
+  const server::HttpRequest& request;
+  server::RequestTarget target;
+  std::string route = "unmatched";
+  const server::Grant* grant = nullptr;  // null: the facade is open
+  ShadowKey key;                         // of a shadow route
+  bool classic = false;                  // the key is the classic shadow's
+};
+
+namespace {
+
+constexpr std::string_view kListPrefix = "/api/things/shadow/ListNamedShadowsForThing/";
+
+constexpr server::Route kRoutes[] = {
+    {"/things/{thing}/shadow", "GET, POST, DELETE"},
+    {"/api/things/shadow/ListNamedShadowsForThing/{thing}", "GET"},
+};
+
+constexpr std::size_t kMaxPageSize = 100;  // AWS's limit for ListNamedShadowsForThing
+
+// AWS's rendering of an error: the exception name in x-amzn-ErrorType, {"code","message"}.
+HttpResponse error_response(const Error& e) {
+  const AwsError aws = aws_error(e);
+  return {aws.status, "application/json", render_error_body(aws), {{"x-amzn-ErrorType", std::string(aws.type) + ":"}}};
+}
+
+HttpResponse json_response(std::string body) { return {200, "application/json", std::move(body), {}}; }
+
+std::uint64_t parse_count(const std::string& text, std::string_view what) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    throw Error::invalid_request(std::string(what) + " must be a non-negative integer");
+  }
+  return v;
+}
+
+void allow_only(const std::map<std::string, std::string>& query, std::initializer_list<std::string_view> names) {
+  for (const auto& [key, value] : query) {
+    if (std::find(names.begin(), names.end(), key) == names.end()) {
+      throw Error::invalid_request("Unknown query parameter: " + key);
+    }
+  }
+}
+
+}  // namespace
+
+std::span<const server::Route> Facade::routes() noexcept { return kRoutes; }
+
+bool Facade::serves(std::string_view target) noexcept {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path.starts_with("/things/") || path.starts_with(kListPrefix);
+}
+
+Facade::Facade(Engine& engine, FacadeAuth auth, server::Metrics& metrics, server::Logger& logger, FacadeOptions options)
+    : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger), options_(std::move(options)) {}
+
+HttpResponse Facade::handle(const server::HttpRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  metrics_.request_started();
+  Context ctx{request, {}};
+  HttpResponse response;
+  try {
+    ctx.target = server::split_target(request.target);
+    authenticate(ctx);
+    response = route(ctx);
+    response.sheddable = request.method == "GET";
+  } catch (const Error& e) {
+    response = error_response(e);
+    if (e.code() == ErrorCode::method_not_allowed) {
+      for (const server::Route& r : kRoutes) {
+        if (r.path == ctx.route) response.headers.emplace_back("Allow", std::string(r.methods));
+      }
+    }
+    if (response.status >= 500) {
+      logger_.log(server::LogLevel::error, "request failed",
+                  {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
+    }
+  } catch (const std::exception& e) {
+    response = error_response(Error(ErrorCode::internal, "internal error"));
+    logger_.log(server::LogLevel::error, "unexpected exception",
+                {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics_.request_finished(ctx.route, request.method, response.status, seconds);
+  return response;
+}
+
+void Facade::authenticate(Context& ctx) const {
+  if (auth_.verifier) {
+    const Verification v = auth_.verifier->verify(ctx.request, std::chrono::system_clock::now());
+    if (!v.ok()) {
+      logger_.log(server::LogLevel::info, "signature refused", {{"target", ctx.request.target}, {"why", v.detail}});
+      throw Error(ErrorCode::forbidden, "the request signature is not valid: " + v.detail);
+    }
+    ctx.grant = v.principal;
+  } else if (auth_.tokens) {
+    ctx.grant = auth_.tokens->authenticate(ctx.request.authorization);
+    if (!ctx.grant) throw Error(ErrorCode::unauthorized, "a valid Authorization: Bearer token is required");
+  }
+}
+
+void Facade::authorize(const Context& ctx, server::Action action, std::string_view thing) const {
+  if (!ctx.grant) return;
+  if (!ctx.grant->may(action)) throw Error(ErrorCode::forbidden, "this key's role may not do that");
+  if (!ctx.grant->covers(thing)) throw Error(ErrorCode::forbidden, "this key does not cover thing " + std::string(thing));
+}
+
+HttpResponse Facade::route(Context& ctx) {
+  const std::vector<std::string>& s = ctx.target.segments;
+  const std::string& m = ctx.request.method;
+  auto only = [&](const server::Route& r) {
+    ctx.route = r.path;
+    if (!r.allows(m)) throw Error(ErrorCode::method_not_allowed, "Method " + m + " is not allowed here");
+  };
+  if (s.size() == 3 && s[0] == "things" && s[2] == "shadow") {
+    only(kRoutes[0]);
+    allow_only(ctx.target.query, {"name"});
+    auto name = ctx.target.query.find("name");
+    ctx.classic = name == ctx.target.query.end();
+    ctx.key = {s[1], ctx.classic ? options_.classic_shadow : name->second};
+    validate_thing(ctx.key.thing);
+    validate_shadow_name(ctx.key.name);
+    try {
+      return m == "GET" ? get(ctx) : m == "POST" ? update(ctx) : remove(ctx);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::not_found) throw;
+      // AWS names the shadow, or the thing for its classic shadow.
+      throw Error::not_found("No shadow exists with name: '" + (ctx.classic ? ctx.key.thing : ctx.key.name) + "'");
+    }
+  }
+  if (s.size() == 5 && s[0] == "api" && s[1] == "things" && s[2] == "shadow" && s[3] == "ListNamedShadowsForThing") {
+    only(kRoutes[1]);
+    return list(ctx);
+  }
+  throw Error::not_found("No such resource: " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
+}
+
+HttpResponse Facade::get(Context& ctx) {
+  authorize(ctx, server::Action::read, ctx.key.thing);
+  return json_response(render_document(engine_.get(ctx.key), engine_.store().shares_versions(),
+                                       engine_.options().document.timestamp_keys, now_seconds()));
+}
+
+HttpResponse Facade::update(Context& ctx) {
+  UpdateRequestBody request =
+      read_update_request(ctx.request.body, engine_.options().document.limits, options_.acknowledge);
+  request.update.key = ctx.key;
+  if (request.update.reported) authorize(ctx, server::Action::write_reported, ctx.key.thing);
+  if (request.update.desired) authorize(ctx, server::Action::write_desired, ctx.key.thing);
+  const UpdateResult result = engine_.update(request.update);
+  return json_response(render_accepted(request, result, engine_.store().shares_versions(),
+                                       engine_.options().document.timestamp_keys));
+}
+
+HttpResponse Facade::remove(Context& ctx) {
+  authorize(ctx, server::Action::remove, ctx.key.thing);
+  const DeleteResult result = engine_.remove(ctx.key);
+  std::string out = "{\"version\":" + std::to_string(shadow_version(result.record, engine_.store().shares_versions()));
+  out += ",\"timestamp\":" + std::to_string(now_seconds()) + "}";
+  return json_response(std::move(out));
+}
+
+HttpResponse Facade::list(Context& ctx) {
+  allow_only(ctx.target.query, {"nextToken", "pageSize"});
+  const std::string& thing = ctx.target.segments[4];
+  validate_thing(thing);
+  authorize(ctx, server::Action::list, thing);
+  std::size_t page = 25;
+  if (auto it = ctx.target.query.find("pageSize"); it != ctx.target.query.end()) {
+    const std::uint64_t n = parse_count(it->second, "pageSize");
+    if (n < 1 || n > kMaxPageSize) throw Error::invalid_request("pageSize must be between 1 and 100");
+    page = static_cast<std::size_t>(n);
+  }
+  std::string cursor;
+  if (auto it = ctx.target.query.find("nextToken"); it != ctx.target.query.end()) cursor = it->second;
+  // One more than a page, less the classic shadow, which AWS does not list as named.
+  ShadowList found = engine_.list_shadows(thing, page + 1, cursor);
+  std::erase_if(found.shadows, [&](const ShadowSummary& s) { return s.name == options_.classic_shadow; });
+  const bool more = found.shadows.size() > page || !found.cursor.empty();
+  if (found.shadows.size() > page) found.shadows.resize(page);
+  std::string out = "{\"results\":[";
+  for (const ShadowSummary& s : found.shadows) {
+    if (out.back() != '[') out += ',';
+    append_json_string(out, s.name);
+  }
+  out += ']';
+  if (more) {  // the page may hold only the classic shadow: go on after it then
+    out += ",\"nextToken\":";
+    append_json_string(out, found.shadows.empty() ? found.cursor : encode_cursor(found.shadows.back().name));
+  }
+  out += ",\"timestamp\":" + std::to_string(now_seconds()) + "}";
+  return json_response(std::move(out));
+}
+
+}  // namespace deviceshadow::awsiot

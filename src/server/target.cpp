@@ -1,0 +1,42 @@
+// Request targets and routes, shared by the APIs served on the listener (API v1, the AWS IoT
+// facade).
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/uri.hpp"
+#include "server/http.hpp"
+
+namespace deviceshadow::server {
+
+bool Route::allows(std::string_view method) const noexcept {
+  for (std::string_view rest = methods; !rest.empty();) {
+    const std::size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == method) return true;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
+  }
+  return false;
+}
+
+RequestTarget split_target(std::string_view target) {
+  RequestTarget out;
+  std::string_view path = target.substr(0, target.find('?'));
+  if (path.empty() || path.front() != '/') throw Error::invalid_request("the request target must be an absolute path");
+  for (std::size_t start = 1;;) {
+    std::size_t slash = path.find('/', start);
+    out.segments.push_back(percent_decode(path.substr(start, slash - start), false));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  if (std::size_t q = target.find('?'); q != std::string_view::npos) {
+    std::string_view rest = target.substr(q + 1);
+    while (!rest.empty()) {
+      std::string_view pair = rest.substr(0, rest.find('&'));
+      rest = pair.size() < rest.size() ? rest.substr(pair.size() + 1) : std::string_view();
+      if (pair.empty()) continue;
+      std::size_t eq = pair.find('=');
+      out.query[percent_decode(pair.substr(0, eq), true)] =
+          eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1), true);
+    }
+  }
+  return out;
+}
+
+}  // namespace deviceshadow::server
