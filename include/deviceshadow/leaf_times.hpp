@@ -45,9 +45,9 @@ void append_leaf_times(std::string& out, const json::object& state, std::string_
                        const TimestampKeys& keys, LeafTimeFormat format);
 
 // Appends AWS IoT's "metadata" of one section: `state` mirrored with {"timestamp":<epoch
-// seconds>} at each scalar, each empty object and each member of a timestamped value (AWS has
-// none), and an array as the array of its elements' metadata.
+// seconds>} at each leaf (a scalar, an empty object, a timestamped value), and an array as the
+// array of its elements' metadata, each element at the array's time.
 void append_aws_metadata(std::string& out, const json::object& state, std::string_view times_json,
-                         std::int64_t section_ns);
+                         std::int64_t section_ns, const TimestampKeys& keys);
 
 }  // namespace deviceshadow

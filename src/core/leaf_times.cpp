@@ -283,8 +283,9 @@ struct V1Style {
 
 struct AwsStyle {
   static constexpr bool kArraysByElement = true;
+  const TimestampKeys& keys;
 
-  bool is_leaf(const json::object&) const { return false; }
+  bool is_leaf(const json::object& o) const { return keys.find(o) != nullptr; }
   void leaf(std::string& out, std::int64_t ns) const {
     constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
     std::int64_t seconds = ns / kNanosPerSecond - (ns % kNanosPerSecond < 0 ? 1 : 0);
@@ -336,8 +337,8 @@ void append_leaf_times(std::string& out, const json::object& state, std::string_
 }
 
 void append_aws_metadata(std::string& out, const json::object& state, std::string_view times_json,
-                         std::int64_t section_ns) {
-  read_times(out, state, times_json, section_ns, AwsStyle{});
+                         std::int64_t section_ns, const TimestampKeys& keys) {
+  read_times(out, state, times_json, section_ns, AwsStyle{keys});
 }
 
 }  // namespace deviceshadow

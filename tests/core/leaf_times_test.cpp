@@ -156,15 +156,16 @@ TEST(LeafTimes, KeysNeedingEscapes) {
   EXPECT_EQ(nanos(r), R"({"a/b":{"~c":200,"d":100},"e\"f":100})");
 }
 
-TEST(LeafTimes, AwsMetadataMirrorsEveryLeafInEpochSecondsAndArraysByElement) {
+TEST(LeafTimes, AwsMetadataGivesEpochSecondsAtEachLeafAndArraysByElement) {
   const json::object state = obj(R"({"a":1,"arr":[1,{"x":2},[3]],"t":{"value":1,"ts":5},"e":{}})");
   std::string out;
-  ds::append_aws_metadata(out, state, R"({"a":1500000000123456789,"arr":1600000000999999999})", 1700000000000000000);
+  ds::append_aws_metadata(out, state, R"({"a":1500000000123456789,"arr":1600000000999999999})", 1700000000000000000,
+                          options.timestamp_keys);
   EXPECT_EQ(out, R"({"a":{"timestamp":1500000000},)"
                  R"("arr":[{"timestamp":1600000000},{"x":{"timestamp":1600000000}},[{"timestamp":1600000000}]],)"
-                 R"("t":{"value":{"timestamp":1700000000},"ts":{"timestamp":1700000000}},"e":{"timestamp":1700000000}})");
+                 R"("t":{"timestamp":1700000000},"e":{"timestamp":1700000000}})");
   out.clear();
-  ds::append_aws_metadata(out, json::object(), "", 1);
+  ds::append_aws_metadata(out, json::object(), "", 1, options.timestamp_keys);
   EXPECT_EQ(out, "{}");
 }
 
