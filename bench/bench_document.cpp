@@ -4,12 +4,16 @@
 // value that the report acknowledges: the worst case for changes and acknowledgements.
 //
 //   bench_document                       Google Benchmark run (time per operation)
-//   bench_document --repeat N LEAVES [full|merge|copy]
+//   bench_document --repeat N LEAVES [full|times|distinct-times|partial|partial-times|merge|copy]
 //                                        runs one operation N times, for callgrind: the full
-//                                        report, or parse-merge-acknowledge with its stored
-//                                        sections copied in, or that copy alone
+//                                        report, the same keeping leaf times (stored times
+//                                        uniform, or a distinct time per leaf), a report of a
+//                                        tenth of the leaves without and with (distinct) times, or
+//                                        parse-merge-acknowledge with its stored sections
+//                                        copied in, or that copy alone
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/document.hpp"
+#include "deviceshadow/leaf_times.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -25,7 +29,18 @@ struct Fixture {
   json::object reported;  // stored
   json::object desired;   // stored, a third of the leaves pending
   std::string report;     // incoming JSON text of a report updating every leaf
+  std::string partial;    // the same for the first tenth of the leaves (at least one)
+  // Stored leaf times of each section with a different time per leaf (the worst case for
+  // reading them); times of leaves that changed together are stored as one number instead.
+  std::string reported_times;
+  std::string desired_times;
 };
+
+// Leaf times as a full report keeps them: none, the stored ones uniform (every leaf written by
+// the previous report, the steady state of this fixture) or distinct per leaf.
+enum class Times { none, uniform, distinct };
+constexpr std::int64_t kStoredNs = 1'700'000'000'000'000'000;  // the previous write
+constexpr std::int64_t kNowNs = kStoredNs + 1'000'000'000;
 
 json::object& member_object(json::object& parent, const std::string& key) {
   json::value& v = parent[key];
@@ -36,7 +51,7 @@ json::object& member_object(json::object& parent, const std::string& key) {
 // Leaves grouped ten to a device component: {"c0":{"s0":{"value":..,"ts":..},..},..}.
 Fixture make_fixture(int leaves) {
   Fixture f;
-  json::object incoming;
+  json::object incoming, partial, reported_times, desired_times;
   for (int i = 0; i < leaves; ++i) {
     std::string group = "c" + std::to_string(i / 10);
     std::string leaf = "s" + std::to_string(i % 10);
@@ -45,8 +60,14 @@ Fixture make_fixture(int leaves) {
     member_object(f.reported, group)[leaf] = old_value;
     if (i % 3 == 0) member_object(f.desired, group)[leaf] = json::object{{"value", 21.5 + i % 7}};
     member_object(incoming, group)[leaf] = new_value;
+    if (i == 0 || i < leaves / 10) member_object(partial, group)[leaf] = new_value;
+    member_object(reported_times, group)[leaf] = kStoredNs - i;
+    if (i % 3 == 0) member_object(desired_times, group)[leaf] = kStoredNs - i;
   }
   f.report = ds::to_json(incoming);
+  f.partial = ds::to_json(partial);
+  f.reported_times = ds::to_json(reported_times);
+  f.desired_times = ds::to_json(desired_times);
   return f;
 }
 
@@ -60,17 +81,28 @@ const Fixture& fixture(int leaves) {
 }
 
 // One report as the engine runs it, in a per-request arena: copy the stored sections in,
-// parse, validate, merge, acknowledge, serialize the changed sections, render the changes.
-std::size_t full_report(const Fixture& f, const ds::DocumentOptions& options) {
+// parse, validate, merge, acknowledge, serialize the changed sections, render the changes,
+// and (unless Times::none) compute the new leaf times of both changed sections.
+std::size_t full_report(const Fixture& f, const ds::DocumentOptions& options, Times times = Times::none,
+                        bool partial = false) {
   static thread_local std::vector<unsigned char> buffer(kArenaBytes);
   ds::Arena arena(buffer.data(), buffer.size());
   json::storage_ptr sp(&arena);
-  json::value incoming = ds::parse_json(f.report, 64, sp);
+  json::value incoming = ds::parse_json(partial ? f.partial : f.report, 64, sp);
   ds::UpdateOutcome out = ds::apply_update(json::object(f.reported, sp), json::object(f.desired, sp),
                                            std::move(incoming.get_object()), {}, options);
   std::string changes = "[";
   for (const ds::Change& c : out.changes) ds::append_json(changes, c);
-  return changes.size() + out.reported_json.size();
+  std::size_t times_size = 0;
+  if (times != Times::none) {
+    const bool distinct = times == Times::distinct;
+    static const std::string uniform = std::to_string(kStoredNs);
+    times_size += ds::update_leaf_times(distinct ? f.reported_times : uniform, kStoredNs, out.reported, out.changes,
+                                        ds::Section::reported, kNowNs).size();
+    times_size += ds::update_leaf_times(distinct ? f.desired_times : uniform, kStoredNs, out.desired, out.changes,
+                                        ds::Section::desired, kNowNs).size();
+  }
+  return changes.size() + out.reported_json.size() + times_size;
 }
 
 void BM_ParseReport(benchmark::State& state) {
@@ -93,6 +125,30 @@ void BM_FullReport(benchmark::State& state) {
   ds::DocumentOptions options;
   for (auto _ : state) benchmark::DoNotOptimize(full_report(f, options));
   state.counters["report_bytes"] = static_cast<double>(f.report.size());
+}
+
+// The full report keeping per-leaf times; compare with BM_FullReport of the same run.
+void BM_FullReportWithLeafTimes(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  ds::DocumentOptions options;
+  for (auto _ : state) benchmark::DoNotOptimize(full_report(f, options, Times::uniform));
+}
+void BM_FullReportWithDistinctLeafTimes(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  ds::DocumentOptions options;
+  for (auto _ : state) benchmark::DoNotOptimize(full_report(f, options, Times::distinct));
+}
+// A report of a tenth of the leaves, without and with times (distinct per stored leaf, which
+// must then be read and rewritten).
+void BM_PartialReport(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  ds::DocumentOptions options;
+  for (auto _ : state) benchmark::DoNotOptimize(full_report(f, options, Times::none, true));
+}
+void BM_PartialReportWithLeafTimes(benchmark::State& state) {
+  const Fixture& f = fixture(static_cast<int>(state.range(0)));
+  ds::DocumentOptions options;
+  for (auto _ : state) benchmark::DoNotOptimize(full_report(f, options, Times::distinct, true));
 }
 
 // The operation the document-engine issue times: parse the incoming report, validate it, merge
@@ -135,6 +191,10 @@ void BM_Delta(benchmark::State& state) {
 BENCHMARK(BM_ParseReport)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_ApplyUpdate)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_FullReport)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_FullReportWithLeafTimes)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_FullReportWithDistinctLeafTimes)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_PartialReport)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_PartialReportWithLeafTimes)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_ParseMergeAcknowledge)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_Delta)->Arg(10)->Arg(100)->Arg(1000);
 
@@ -148,8 +208,12 @@ int main(int argc, char** argv) {
     std::vector<unsigned char> buffer(kArenaBytes);
     std::size_t sink = 0;
     for (int i = std::atoi(argv[2]); i > 0; --i) {
-      if (what == "full") {
-        sink += full_report(f, options);
+      if (what == "full" || what == "times" || what == "distinct-times") {
+        sink += full_report(f, options, what == "full" ? Times::none : what == "times" ? Times::uniform : Times::distinct);
+        continue;
+      }
+      if (what == "partial" || what == "partial-times") {
+        sink += full_report(f, options, what == "partial" ? Times::none : Times::distinct, true);
         continue;
       }
       ds::Arena arena(buffer.data(), buffer.size());

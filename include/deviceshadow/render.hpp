@@ -12,12 +12,14 @@ namespace deviceshadow {
 
 // {"state":…,"version":N,"timestamp":"…","clientToken":"…","tz":"…"}: timestamp once the
 // section has been written, clientToken and tz only when set. A tombstone shows an empty
-// state with its version, so a client can pin the next write to it.
-void append_section_view(std::string& out, const SectionRecord& section);
+// state with its version, so a client can pin the next write to it. With `metadata` (the
+// timestamp keys, which tell timestamped values), the view also has "metadata": the state
+// mirrored with each leaf replaced by its change time, as "timestamp" is written.
+void append_section_view(std::string& out, const SectionRecord& section, const TimestampKeys* metadata = nullptr);
 
-// {"thing","name","reported":<view>,"desired":<view>,"delta":{…}}
-std::string render_shadow(const ShadowView& view);
-void append_shadow(std::string& out, const ShadowView& view);
+// {"thing","name","reported":<view>,"desired":<view>,"delta":{…}}; `metadata` as for a section view.
+std::string render_shadow(const ShadowView& view, const TimestampKeys* metadata = nullptr);
+void append_shadow(std::string& out, const ShadowView& view, const TimestampKeys* metadata = nullptr);
 // {"thing","name","changed","reported","desired","delta","changes","acknowledged","stale"}
 std::string render_update_result(const UpdateResult& result);
 void append_update_result(std::string& out, const UpdateResult& result);

@@ -32,6 +32,9 @@ struct SectionRecord {
   std::string client_token;
   std::string tz;
   std::string state_json = "{}";  // compact JSON of the state; "{}" for tombstones
+  // When each leaf of the state last changed (leaf_times.hpp): compact JSON of Unix ns, "" for
+  // tombstones and for data written before times were kept (every leaf at timestamp_ns).
+  std::string times_json;
   std::string write_id;           // globally unique id of the write that produced this record
                                   // (a store may use it as an idempotency token, ≤ 36 chars)
   std::int64_t expires_ns = 0;    // tombstones: when purge may drop the record; else 0

@@ -1,34 +1,11 @@
 #include "awsiot/documents.hpp"
 
 #include "deviceshadow/json.hpp"
+#include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/timestamp.hpp"
 
 namespace deviceshadow::awsiot {
 namespace {
-
-// AWS's metadata of a state: the state's shape with {"timestamp": seconds} at every leaf (a
-// scalar, null, an empty object, a timestamped value), arrays as arrays of metadata.
-void append_metadata(std::string& out, const json::value& v, std::int64_t seconds, const TimestampKeys& keys) {
-  if (const json::object* o = v.if_object(); o && !o->empty() && !keys.find(*o)) {
-    out += '{';
-    for (const json::key_value_pair& m : *o) {
-      if (out.back() != '{') out += ',';
-      append_json_string(out, std::string_view(m.key().data(), m.key().size()));
-      out += ':';
-      append_metadata(out, m.value(), seconds, keys);
-    }
-    out += '}';
-  } else if (const json::array* a = v.if_array()) {
-    out += '[';
-    for (const json::value& e : *a) {
-      if (out.back() != '[') out += ',';
-      append_metadata(out, e, seconds, keys);
-    }
-    out += ']';
-  } else {
-    out += "{\"timestamp\":" + std::to_string(seconds) + "}";
-  }
-}
 
 // Appends "name":value after `{` or a previous member.
 void append_member(std::string& out, std::string_view name, std::string_view value) {
@@ -152,7 +129,7 @@ void append_state_and_metadata(std::string& out, const ShadowRecord& record, con
     if (!shown(s)) continue;
     const SectionRecord& r = record.section(s);
     append_member(out, to_string(s), "");
-    append_metadata(out, parse_json(r.state_json), epoch_seconds(r.timestamp_ns), keys);
+    append_aws_metadata(out, parse_json(r.state_json).as_object(), r.times_json, r.timestamp_ns, keys);
   }
   out += '}';
 }
@@ -177,7 +154,8 @@ std::string render_document(const ShadowView& view, bool shared_versions, const 
 std::string render_delta(const ShadowView& view, bool shared_versions, const TimestampKeys& keys,
                          std::int64_t timestamp_s, std::string_view client_token) {
   std::string out = "{\"state\":" + to_json(view.delta) + ",\"metadata\":";
-  append_metadata(out, json::value(view.delta), epoch_seconds(view.record.desired.timestamp_ns), keys);
+  // The delta's leaves are desired's, dated by desired's leaf times.
+  append_aws_metadata(out, view.delta, view.record.desired.times_json, view.record.desired.timestamp_ns, keys);
   out += ",\"version\":" + std::to_string(shadow_version(view.record, shared_versions));
   out += ",\"timestamp\":" + std::to_string(timestamp_s);
   append_client_token(out, client_token);
@@ -203,11 +181,12 @@ std::string render_documents(const std::optional<ShadowRecord>& previous, const 
 std::string render_accepted(const UpdateRequestBody& request, const UpdateResult& result, bool shared_versions,
                             const TimestampKeys& keys) {
   const ShadowRecord& record = result.shadow.record;
-  const std::int64_t seconds = epoch_seconds(std::max(record.reported.timestamp_ns, record.desired.timestamp_ns));
+  const std::int64_t ns = std::max(record.reported.timestamp_ns, record.desired.timestamp_ns);
+  const std::int64_t seconds = epoch_seconds(ns);
   const json::value& state = request.body.at("state");
   std::string out = "{\"state\":" + to_json(state) + ",\"metadata\":";
   if (state.is_object()) {
-    append_metadata(out, state, seconds, keys);
+    append_aws_metadata(out, state.get_object(), "", ns, keys);  // every leaf it names, at the write's time
   } else {
     out += "{}";
   }

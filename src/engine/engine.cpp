@@ -1,6 +1,7 @@
 #include "deviceshadow/engine.hpp"
 
 #include "deviceshadow/arena.hpp"
+#include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/render.hpp"
 #include "deviceshadow/validation.hpp"
 
@@ -396,6 +397,9 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
           next.tz = part && *part->tz ? **part->tz : (old.exists() ? old.tz : "");
           std::string& new_json = s == Section::reported ? outcome.reported_json : outcome.desired_json;
           next.state_json = state_changed ? std::move(new_json) : (old.exists() ? old.state_json : "{}");
+          next.times_json = update_leaf_times(old.exists() ? std::string_view(old.times_json) : "{}", old.timestamp_ns,
+                                              s == Section::reported ? outcome.reported : outcome.desired,
+                                              outcome.changes, s, ts);
         }
         next.write_id = random_write_id();
         write.sections.push_back({s, old.version, std::move(next), old.exists()});

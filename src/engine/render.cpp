@@ -1,6 +1,8 @@
 #include "deviceshadow/render.hpp"
 
+#include "deviceshadow/arena.hpp"
 #include "deviceshadow/json.hpp"
+#include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "deviceshadow/validation.hpp"
 
@@ -55,7 +57,7 @@ void append_cursor(std::string& out, const std::string& cursor) {
 
 }  // namespace
 
-void append_section_view(std::string& out, const SectionRecord& s) {
+void append_section_view(std::string& out, const SectionRecord& s, const TimestampKeys* metadata) {
   out += "{\"state\":";
   out += s.exists() ? std::string_view(s.state_json) : std::string_view("{}");
   out += ',';
@@ -72,24 +74,35 @@ void append_section_view(std::string& out, const SectionRecord& s) {
     out += ',';
     append_key(out, "tz", s.tz);
   }
+  if (metadata) {
+    out += ",\"metadata\":";
+    if (s.exists()) {
+      unsigned char buffer[4096];  // most states fit; larger ones continue on the heap
+      Arena arena(buffer, sizeof buffer);
+      const json::value state = parse_json(s.state_json, 512, &arena);
+      append_leaf_times(out, state.as_object(), s.times_json, s.timestamp_ns, *metadata, LeafTimeFormat::rfc3339);
+    } else {
+      out += "{}";
+    }
+  }
   out += '}';
 }
 
-void append_shadow(std::string& out, const ShadowView& view) {
+void append_shadow(std::string& out, const ShadowView& view, const TimestampKeys* metadata) {
   out += '{';
   append_thing_and_name(out, view.key);
   out += ",\"reported\":";
-  append_section_view(out, view.record.reported);
+  append_section_view(out, view.record.reported, metadata);
   out += ",\"desired\":";
-  append_section_view(out, view.record.desired);
+  append_section_view(out, view.record.desired, metadata);
   out += ",\"delta\":";
   append_json(out, view.delta);
   out += '}';
 }
 
-std::string render_shadow(const ShadowView& view) {
+std::string render_shadow(const ShadowView& view, const TimestampKeys* metadata) {
   std::string out;
-  append_shadow(out, view);
+  append_shadow(out, view, metadata);
   return out;
 }
 

@@ -301,11 +301,16 @@ void Api::authorize(Context& ctx, Action action, std::string_view thing) const {
 }
 
 HttpResponse Api::get_shadow(Context& ctx) {
-  allow_only(ctx.query, {});
+  allow_only(ctx.query, {"metadata"});
+  bool metadata = false;
+  if (auto it = ctx.query.find("metadata"); it != ctx.query.end()) {
+    if (it->second != "true" && it->second != "false") throw Error::invalid_request("metadata must be true or false", "metadata");
+    metadata = it->second == "true";
+  }
   ShadowKey key{ctx.segments[2], ctx.segments[4]};
   validate_thing(key.thing);
   authorize(ctx, Action::read, key.thing);
-  return json_response(200, render_shadow(engine_.get(key)));
+  return json_response(200, render_shadow(engine_.get(key), metadata ? &engine_.options().document.timestamp_keys : nullptr));
 }
 
 HttpResponse Api::update(Context& ctx, Section section) {

@@ -197,7 +197,8 @@ void member_section_attributes(std::string& out, const SectionRecord& r, bool wi
   }
 }
 
-SectionRecord section_from_attributes(const json::object& item, const json::value* state) {
+// `state` and `times` are the section's attributes of those (absent: nullptr).
+SectionRecord section_from_attributes(const json::object& item, const json::value* state, const json::value* times) {
   SectionRecord r;
   r.version = static_cast<std::uint64_t>(get_n(item, "version"));
   r.timestamp_ns = get_n(item, "timestamp");
@@ -207,6 +208,7 @@ SectionRecord section_from_attributes(const json::object& item, const json::valu
   r.tz = get_s(item, "tz");
   r.expires_ns = get_n(item, "expires");
   r.state_json = state ? to_json(from_attribute(*state)) : "{}";
+  if (times) r.times_json = times->at("S").as_string();
   return r;
 }
 
@@ -269,7 +271,8 @@ class DynamoDbStore final : public Store {
       } else {
         for (Section s : {Section::reported, Section::desired}) {
           auto it = items.find({shadow_pk(key.thing), section_prefix(s) + key.name});
-          if (it != items.end()) record.section(s) = section_from_attributes(it->second, it->second.if_contains("state"));
+          if (it != items.end()) record.section(s) = section_from_attributes(it->second, it->second.if_contains("state"),
+                                                                             it->second.if_contains("times"));
         }
       }
       out.push_back(std::move(record));
@@ -344,7 +347,7 @@ class DynamoDbStore final : public Store {
             by_name[name] = combined_record(item);
           } else {
             by_name[name].section(prefix == section_prefix(Section::reported) ? Section::reported : Section::desired) =
-                section_from_attributes(item, nullptr);
+                section_from_attributes(item, nullptr, nullptr);
           }
         }
         if (page.as_object().contains("LastEvaluatedKey") && !items.empty()) {
@@ -600,10 +603,11 @@ class DynamoDbStore final : public Store {
     for (Section s : {Section::reported, Section::desired}) {
       std::string name(to_string(s));
       SectionRecord& r = record.section(s);
+      const json::value* times = item.if_contains(name + "Times");
       if (const json::value* meta = item.if_contains(name + "Meta")) {
-        r = section_from_attributes(meta->at("M").as_object(), item.if_contains(name));
+        r = section_from_attributes(meta->at("M").as_object(), item.if_contains(name), times);
       } else if (const json::value* state = item.if_contains(name)) {
-        r = section_from_attributes(item, state);  // its metadata is the item's own
+        r = section_from_attributes(item, state, times);  // its metadata is the item's own
       } else {
         r.deleted = true;  // never written: absent, but the shared version guards it
       }
@@ -665,6 +669,7 @@ class DynamoDbStore final : public Store {
         member_s(op, "SK", section_prefix(put.section) + w.key.name);
         member_section_attributes(op, put.record, true);
         member_state(op, "state", put.record.state_json);
+        if (!put.record.times_json.empty()) member_s(op, "times", put.record.times_json);
         close(op, '}');
         check_size(op.size() - 1 - item_start);
         ops.push_back({"Put", conditional(std::move(op), put.expected_version)});
@@ -707,6 +712,7 @@ class DynamoDbStore final : public Store {
         if (r.version == 0 || (r.deleted && r.write_id.empty() && r.timestamp_ns == 0)) continue;  // never written
         const std::string name(to_string(s));
         member_state(op, name, r.state_json);
+        if (!r.times_json.empty()) member_s(op, name + "Times", r.times_json);
         // A live section written now has the item's own metadata; only a map that says more is
         // stored (DynamoDB Local spends a tenth more per write on one more nested map).
         const bool own = r.exists() && r.tz.empty() && r.timestamp_ns == latest.timestamp_ns &&

@@ -160,12 +160,19 @@ CREATE TABLE dead_letters(
 PRAGMA user_version = 2;
 )sql";
 
+// Version 3: per-leaf change times of each section ('' for rows written before: every leaf at
+// the section's timestamp).
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE sections ADD COLUMN times TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 3;
+)sql";
+
 constexpr const char* kSelectSections =
-    "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires "
+    "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires, times "
     "FROM sections WHERE thing = ?1 AND name = ?2";
 constexpr const char* kUpsertSection =
     "INSERT OR REPLACE INTO sections(thing, name, section, version, deleted, timestamp, client_token, tz, state, "
-    "write_id, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+    "write_id, expires, times) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 constexpr const char* kInsertHistory =
     "INSERT INTO history(thing, name, id, timestamp, expires, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 constexpr const char* kListShadows =
@@ -221,6 +228,7 @@ ShadowRecord read_record(Connection& c, const ShadowKey& key) {
     s.state_json = q.text(6);
     s.write_id = q.text(7);
     s.expires_ns = q.integer(8);
+    s.times_json = q.text(9);
   }
   return record;
 }
@@ -233,6 +241,7 @@ void apply_write(Connection& c, const ShadowWrite& write) {
     q.bind(1, write.key.thing).bind(2, write.key.name).bind(3, std::int64_t{put.section == Section::reported ? 0 : 1});
     q.bind(4, static_cast<std::int64_t>(r.version)).bind(5, std::int64_t{r.deleted}).bind(6, r.timestamp_ns);
     q.bind(7, r.client_token).bind(8, r.tz).bind(9, r.state_json).bind(10, r.write_id).bind(11, r.expires_ns);
+    q.bind(12, r.times_json);
     q.run();
   }
   if (write.event) {
@@ -483,7 +492,7 @@ class SqliteStore final : public Store {
                                               std::to_string(kSqliteSchemaVersion) + ")");
     }
     // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
-    for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}}) {
+    for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3}}) {
       if (version > from) continue;
       c.exec("BEGIN IMMEDIATE");
       c.exec(sql);

@@ -30,6 +30,30 @@ class ShadowEndpoints(ServerTestCase):
         self.assertEqual(g.json()["delta"], {"sp": 22})
         self.assertRegex(g.json()["reported"]["timestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")
 
+    def test_metadata_gives_each_leafs_change_time(self):
+        s = self.server
+        p = shadow_path("api-meta")
+        s.post(shadow_path("api-meta", "main", "reported"),
+               {"state": {"temp": {"value": 21, "ts": TS1}, "fan": {"on": True, "speed": 2}, "tags": ["a"], "e": {}}})
+        first = s.get(p).json()["reported"]["timestamp"]
+        s.post(shadow_path("api-meta", "main", "reported"), {"state": {"fan": {"speed": 3}, "tags": ["a"]}})
+        s.post(shadow_path("api-meta", "main", "desired"), {"state": {"sp": 22}})
+        g = s.get(p + "?metadata=true")
+        self.assertEqual(g.status_code, 200, g.text)
+        body = g.json()
+        second = body["reported"]["timestamp"]
+        self.assertLess(first, second)
+        self.assertEqual(body["reported"]["metadata"],
+                         {"temp": first, "fan": {"on": first, "speed": second}, "tags": first, "e": first})
+        self.assertEqual(body["desired"]["metadata"], {"sp": body["desired"]["timestamp"]})
+        self.assertNotIn("metadata", s.get(p + "?metadata=false").json()["reported"])
+        self.assertNotIn("metadata", s.get(p).json()["reported"])
+        s.delete(shadow_path("api-meta", "main", "desired"))
+        self.assertEqual(s.get(p + "?metadata=true").json()["desired"]["metadata"], {})
+        for bad in ("1", "yes", "TRUE", ""):
+            e = self.assertError(s.get(p + "?metadata=" + bad), 400, "invalid_request")
+            self.assertEqual(e.get("field"), "metadata", bad)
+
     def test_numbers_round_trip_in_shortest_form(self):
         r = self.server.post(shadow_path("api-num", "main", "reported"),
                              {"state": {"a": 22.5, "b": 0.1, "c": 1.0, "big": 18446744073709551615}})

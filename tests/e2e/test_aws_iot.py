@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 from unittest import mock
 
@@ -102,6 +103,14 @@ class Boto3Operations(AwsIotTestCase):
         self.assertEqual(doc["version"], accepted["version"])
         self.assertEqual(doc["metadata"]["desired"]["color"]["timestamp"], accepted["timestamp"])
         self.assertNotIn("delta", doc["metadata"])
+
+    def test_metadata_tells_when_each_leaf_last_changed(self):
+        first = self.update("meta-1", {"state": {"reported": {"a": 1, "b": {"c": 1}}}})["timestamp"]
+        time.sleep(1.1)  # metadata is in whole seconds
+        second = self.update("meta-1", {"state": {"reported": {"b": {"c": 2}}}})["timestamp"]
+        self.assertGreater(second, first)
+        self.assertEqual(self.get("meta-1")["metadata"]["reported"],
+                         {"a": {"timestamp": first}, "b": {"c": {"timestamp": second}}})
 
     def test_a_missing_shadow_is_resource_not_found_naming_it(self):
         self.assertAwsError(lambda: self.get("nobody"), "ResourceNotFoundException", "No shadow exists with name: 'nobody'")

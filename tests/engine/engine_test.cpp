@@ -27,6 +27,32 @@ TEST_P(EngineTest, ReportCreatesTheShadow) {
   EXPECT_EQ(ds::to_json(body.at("desired")), R"({"state":{},"version":0})");
 }
 
+// Each leaf's change time survives later writes, acknowledgement and the store's round trip,
+// and reads back as API v1's "metadata".
+TEST_P(EngineTest, KeepsWhenEachLeafLastChanged) {
+  const ds::TimestampKeys& keys = engine().options().document.timestamp_keys;
+  auto metadata = [&] {  // members compared in any order: DynamoDB does not keep it
+    json::value body = parse(ds::render_shadow(engine().get({"t", "main"}), &keys));
+    return json::array{body.at("reported").at("metadata"), body.at("desired").at("metadata")};
+  };
+  report("t", R"({"a":1,"b":{"c":2,"d":[1,2]},"s":{"value":1,"ts":5}})");  // 22:13:20
+  clock_ += 1'000'000'000;
+  desire("t", R"({"a":1,"x":5,"b":{"c":7}})");  // a is acknowledged at once
+  clock_ += 1'000'000'000;
+  report("t", R"({"b":{"c":7}})");  // acknowledges /b/c
+  clock_ += 1'000'000'000;
+  ds::UpdateRequest tz = request("t", ds::Section::reported, "{}");
+  tz.tz = "UTC";  // stores reported again without changing a leaf
+  engine().update(tz);
+  EXPECT_EQ(metadata(), parse(R"([{"a":"2023-11-14T22:13:20.000000000Z","b":{"c":"2023-11-14T22:13:22.000000000Z",)"
+                               R"("d":"2023-11-14T22:13:20.000000000Z"},"s":"2023-11-14T22:13:20.000000000Z"},)"
+                               R"({"x":"2023-11-14T22:13:21.000000000Z"}])"));
+  EXPECT_EQ(engine().get({"t", "main"}).record.reported.timestamp_ns, clock_.load());
+  engine().remove({"t", "main"}, ds::Section::desired);
+  EXPECT_EQ(engine().get({"t", "main"}).record.desired.times_json, "");
+  EXPECT_EQ(ds::to_json(parse(ds::render_shadow(engine().get({"t", "main"}), &keys)).at("desired").at("metadata")), "{}");
+}
+
 TEST_P(EngineTest, MissingShadowIsNotFound) {
   EXPECT_EQ(error_of([&] { engine().get({"nobody", "main"}); }), "not_found");
 }

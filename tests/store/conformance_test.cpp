@@ -93,6 +93,31 @@ TEST_P(Conformance, WrittenSectionReadsBackExactly) {
   EXPECT_FALSE(r.desired.exists());
 }
 
+// Per-leaf times round-trip with their section, survive writes of the other section (one item
+// in the combined layout), and tombstones keep none.
+TEST_P(Conformance, LeafTimesRoundTripWithTheirSection) {
+  const ds::ShadowKey key{"t", "main"};
+  ds::SectionRecord reported = record(1, R"({"a":1,"b":{"c":2}})");
+  reported.times_json = R"({"a":1000,"b":{"c":999}})";
+  store().write(put(key, ds::Section::reported, 0, reported));
+  EXPECT_EQ(store().read(key).reported.times_json, R"({"a":1000,"b":{"c":999}})");
+  ds::SectionRecord desired = record(0, R"({"x":[1,2]})", 1500);
+  desired.times_json = "1500";
+  ds::ShadowWrite w = next_put(key, ds::Section::desired, desired);
+  const ds::ShadowRecord before = store().read(key);
+  w.unchanged = &before.reported;
+  store().write(w);
+  ds::ShadowRecord r = store().read(key);
+  EXPECT_EQ(r.reported.times_json, R"({"a":1000,"b":{"c":999}})");
+  EXPECT_EQ(r.desired.times_json, "1500");
+  store().write(next_put(key, ds::Section::reported, record(0, R"({"a":2})")));  // written without times
+  r = store().read(key);
+  EXPECT_EQ(r.reported.times_json, "");
+  EXPECT_EQ(r.desired.times_json, "1500");
+  store().write(next_put(key, ds::Section::desired, tombstone(0, INT64_MAX)));
+  EXPECT_EQ(store().read(key).desired.times_json, "");
+}
+
 TEST_P(Conformance, WrongExpectedVersionConflictsAndStoresNothing) {
   store().write(put({"t", "main"}, ds::Section::reported, 0, record(1, "{}")));
   ds::ShadowWrite w = put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"x":1})"));

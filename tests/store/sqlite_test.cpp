@@ -63,6 +63,7 @@ TEST(Sqlite, MigratesAVersion1Database) {
     r.state["a"] = 1;
     engine.update(r);
   }
+  scalar(db, "ALTER TABLE sections DROP COLUMN times");
   scalar(db, "DROP TABLE registrations");
   scalar(db, "DROP TABLE feed");
   scalar(db, "DROP TABLE dead_letters");
@@ -72,6 +73,35 @@ TEST(Sqlite, MigratesAVersion1Database) {
   store->put_registration({"r1", "{}", 1});
   EXPECT_EQ(store->list_registrations().size(), 1u);
   EXPECT_EQ(store->read({"t", "main"}).reported.state_json, R"({"a":1})");
+}
+
+// A version 2 database (before per-leaf times) gains the column; its sections read with no
+// times (every leaf at the section's time) and keep them from their next write on.
+TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
+  TempDir dir;
+  auto db = dir.path() / "nested" / "dir" / "shadows.db";
+  std::int64_t first_ns = 0;
+  {
+    auto store = ds::open_sqlite_store(options_in(dir));
+    ds::Engine engine(*store);
+    ds::UpdateRequest r;
+    r.key = {"t", "main"};
+    r.state["a"] = 1;
+    r.state["b"] = 2;
+    first_ns = engine.update(r).shadow.record.reported.timestamp_ns;
+  }
+  scalar(db, "ALTER TABLE sections DROP COLUMN times");
+  scalar(db, "PRAGMA user_version = 2");
+  auto store = ds::open_sqlite_store(options_in(dir));
+  EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+  EXPECT_EQ(store->read({"t", "main"}).reported.times_json, "");
+  ds::Engine engine(*store);
+  ds::UpdateRequest r;
+  r.key = {"t", "main"};
+  r.state["b"] = 3;
+  const std::int64_t second_ns = engine.update(r).shadow.record.reported.timestamp_ns;
+  EXPECT_EQ(store->read({"t", "main"}).reported.times_json,
+            R"({"a":)" + std::to_string(first_ns) + R"(,"b":)" + std::to_string(second_ns) + "}");
 }
 
 TEST(Sqlite, RefusesADatabaseFromANewerVersion) {
