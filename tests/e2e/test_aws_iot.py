@@ -1,6 +1,7 @@
 """The AWS IoT Device Shadow REST API, through AWS's own clients: boto3's iot-data client and
 the AWS CLI, signing with keys of a credentials file (--aws-credentials)."""
 import datetime
+import hashlib
 import json
 import os
 import subprocess
@@ -325,7 +326,7 @@ class AwsCli(AwsIotTestCase):
         self.assertIn("ForbiddenException", denied.stderr)
 
 
-class OpenWithoutCredentials(unittest.TestCase):
+class WithoutCredentials(unittest.TestCase):
     """Without --aws-credentials the facade is open exactly when API v1 is."""
 
     def test_open_server_takes_unsigned_requests(self):
@@ -333,6 +334,24 @@ class OpenWithoutCredentials(unittest.TestCase):
             r = requests.post(server.url + "/things/open-1/shadow", data=b'{"state":{"reported":{"a":1}}}')
             self.assertEqual(r.status_code, 200, r.text)
             self.assertEqual(requests.get(server.url + "/things/open-1/shadow").json()["state"]["reported"], {"a": 1})
+            r = requests.put(server.url + "/things/open-1/shadow")
+            self.assertEqual((r.status_code, r.headers["x-amzn-ErrorType"]), (405, "MethodNotAllowedException:"))
+            self.assertEqual(r.headers["Allow"], "GET, POST, DELETE")
+
+    def test_with_a_token_file_it_takes_bearer_tokens(self):
+        directory = tempfile.mkdtemp(prefix="shadowd-aws-tokens-")
+        tokens = os.path.join(directory, "tokens")
+        with open(tokens, "w") as f:
+            f.write(hashlib.sha256(b"secret-token").hexdigest() + " admin\n")
+        with Server("--tokens", tokens) as server:
+            iot = boto3.client("iot-data", endpoint_url=server.url, region_name=REGION,
+                               aws_access_key_id="AKIAANY", aws_secret_access_key="any")
+            with self.assertRaises(botocore.exceptions.ClientError) as caught:
+                iot.get_thing_shadow(thingName="t")
+            self.assertEqual(caught.exception.response["Error"]["Code"], "UnauthorizedException")
+            r = requests.post(server.url + "/things/tok-1/shadow", data=b'{"state":{"reported":{"a":1}}}',
+                              headers={"Authorization": "Bearer secret-token"})
+            self.assertEqual(r.status_code, 200, r.text)
 
 
 if __name__ == "__main__":
