@@ -10,6 +10,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/store.hpp"
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -76,6 +77,8 @@ struct ShadowUpdate {
   // moves the shadow version, as AWS IoT does. A section removed that was not live gets a new
   // tombstone.
   bool always_store = false;
+  bool keep_previous = false;   // return the shadow as the write found it (UpdateResult::previous)
+  const void* origin = nullptr; // who writes, as the caller tags it: handed to the write observer
 };
 
 // The one version of a shadow: the sum of its section versions (tombstones included), or,
@@ -92,6 +95,9 @@ struct ShadowView {
 
 struct UpdateResult {
   ShadowView shadow;
+  // With ShadowUpdate::keep_previous: both sections as the write found them (equal to
+  // shadow.record when nothing was stored).
+  std::optional<ShadowRecord> previous;
   bool changed = false;
   std::vector<Change> changes;
   std::vector<Acknowledgement> acknowledged;
@@ -112,6 +118,19 @@ struct ShadowList {
 struct ThingList {
   std::vector<std::string> things;
   std::string cursor;
+};
+
+// A stored write as the engine's write observer sees it.
+struct WriteNotice {
+  const ShadowKey& key;
+  const ShadowRecord& before;  // both sections as the write found them
+  const ShadowRecord& after;   // both sections as stored
+  // What the write asked of each section, [0] reported and [1] desired: the state merged in,
+  // or null when the write did not name the section or removed it.
+  std::array<const json::object*, 2> requested{};
+  bool shadow_deleted = false;  // Engine::remove of every section
+  std::string_view client_token;
+  const void* origin = nullptr;  // ShadowUpdate::origin; null for other writes
 };
 
 // A set of things: one exact name, or every name that starts with a prefix ("" is all).
@@ -200,6 +219,12 @@ class Engine {
   // Called on the writing thread after each stored write that carried a feed entry, so that
   // the feed's reader needs not poll. Set before writes begin; must not throw.
   void set_feed_listener(std::function<void()> listener) { feed_listener_ = std::move(listener); }
+  // Called on the writing thread after each stored write (update or delete), while the shadow's
+  // writers in this process wait: one shadow's writes are observed in version order. For
+  // in-process followers (the MQTT bridge publishes writes to devices); nothing durable. Set
+  // before writes begin; must not throw and should be quick. A write costs nothing extra while
+  // none is set.
+  void set_write_observer(std::function<void(const WriteNotice&)> observer) { write_observer_ = std::move(observer); }
 
   const EngineOptions& options() const noexcept { return options_; }
   const EngineStats& stats() const noexcept { return stats_; }
@@ -215,6 +240,7 @@ class Engine {
   EngineStats stats_;
   std::atomic<bool> feed_{false};
   std::function<void()> feed_listener_;
+  std::function<void(const WriteNotice&)> write_observer_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -290,6 +290,8 @@ struct Engine::UpdatePlan {
   bool acknowledge;
   bool replace_arrays;
   bool always_store;
+  bool keep_previous;
+  const void* origin;
 
   std::span<const Part> named() const { return {parts.data(), count}; }
   const Part* part(Section s) const {
@@ -309,13 +311,16 @@ UpdateResult Engine::update(const UpdateRequest& request) {
                         request.client_token,
                         request.acknowledge,
                         false,
-                        false});
+                        false,
+                        false,
+                        nullptr});
 }
 
 UpdateResult Engine::update(const ShadowUpdate& request) {
   static const std::optional<std::string> no_tz;  // AWS IoT writes set none
   UpdatePlan plan{request.key, {}, 0, std::nullopt, request.version, request.client_token,
-                  request.acknowledge, request.replace_arrays, request.always_store};
+                  request.acknowledge, request.replace_arrays, request.always_store, request.keep_previous,
+                  request.origin};
   for (Section s : {Section::reported, Section::desired}) {
     const std::optional<SectionUpdate>& part = s == Section::reported ? request.reported : request.desired;
     if (part) plan.parts[plan.count++] = {s, &part->state, part->mode, part->remove, &no_tz};
@@ -420,9 +425,23 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
       if (write.feed && feed_listener_) feed_listener_();
+      std::optional<ShadowRecord> before;
+      if (plan.keep_previous || write_observer_) before = record;
       const std::uint64_t new_version = write.sections.front().record.version;
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
       if (shared) share_version(record, new_version);
+      if (write_observer_) {
+        WriteNotice notice{plan.key, *before, record};
+        for (const UpdatePlan::Part& part : plan.named()) {
+          if (!part.remove) notice.requested[part.section == Section::reported ? 0 : 1] = part.state;
+        }
+        notice.client_token = plan.client_token;
+        notice.origin = plan.origin;
+        write_observer_(notice);
+      }
+      if (plan.keep_previous) result.previous = std::move(before);
+    } else if (plan.keep_previous) {
+      result.previous = record;
     }
     impl_->cache.put(plan.key, record);
     ++(result.changed ? stats_.stored_writes : stats_.unchanged_writes);
@@ -507,6 +526,11 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     store_.write(write);
     if (write.feed && feed_listener_) feed_listener_();
     if (store_.shares_versions()) share_version(result.record, write.sections.front().record.version);
+    if (write_observer_) {
+      WriteNotice notice{key, record, result.record};
+      notice.shadow_deleted = !section;
+      write_observer_(notice);
+    }
     impl_->cache.put(key, result.record);
     ++stats_.stored_writes;
     return result;

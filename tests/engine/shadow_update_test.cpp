@@ -219,6 +219,92 @@ TEST_P(ShadowUpdateTest, TwoEnginesWritingBothSectionsLoseNoUpdate) {
   EXPECT_EQ(version_of(stored), (shared() ? 1u : 2u) * 2 * kPerEngine);
 }
 
+TEST_P(ShadowUpdateTest, KeepPreviousReturnsTheShadowAsTheWriteFoundIt) {
+  report("t", R"({"a":1})");
+  desire("t", R"({"a":2})");
+  ds::ShadowUpdate u = both("t", R"({"a":3})", R"({"b":1})");
+  u.keep_previous = true;
+  ds::UpdateResult r = engine().update(u);
+  ASSERT_TRUE(r.previous);
+  EXPECT_EQ(r.previous->reported.state_json, R"({"a":1})");
+  EXPECT_EQ(r.previous->desired.state_json, R"({"a":2})");
+  EXPECT_EQ(version_of(*r.previous) + (shared() ? 1 : 2), version_of(r.shadow.record));
+  // nothing stored: previous is the shadow as it is
+  ds::ShadowUpdate same = both("t", R"({"a":3})", R"({"b":1})");
+  same.keep_previous = true;
+  ds::UpdateResult unchanged = engine().update(same);
+  ASSERT_FALSE(unchanged.changed);
+  ASSERT_TRUE(unchanged.previous);
+  EXPECT_EQ(version_of(*unchanged.previous), version_of(unchanged.shadow.record));
+  EXPECT_FALSE(engine().update(both("t", R"({"a":4})", "{}")).previous);  // not asked for
+}
+
+TEST_P(ShadowUpdateTest, TheWriteObserverSeesEveryStoredWriteInOrder) {
+  struct Seen {
+    std::string thing;
+    std::string before_reported, after_reported, after_desired;
+    std::uint64_t before_version = 0, after_version = 0;
+    std::string requested[2];  // "-" when null
+    bool shadow_deleted = false;
+    std::string client_token;
+    const void* origin = nullptr;
+  };
+  std::vector<Seen> seen;
+  engine().set_write_observer([&](const ds::WriteNotice& w) {
+    Seen s{w.key.thing, w.before.reported.state_json, w.after.reported.state_json, w.after.desired.state_json,
+           version_of(w.before), version_of(w.after)};
+    for (int i = 0; i < 2; ++i) s.requested[i] = w.requested[i] ? ds::to_json(*w.requested[i]) : "-";
+    s.shadow_deleted = w.shadow_deleted;
+    s.client_token = std::string(w.client_token);
+    s.origin = w.origin;
+    seen.push_back(std::move(s));
+  });
+  report("t", R"({"a":1})");                 // API v1
+  report("t", R"({"a":1})");                 // nothing stored, nothing seen
+  const int tag = 0;
+  ds::ShadowUpdate u = both("t", R"({"a":2})", R"({"b":1})");
+  u.client_token = "tok";
+  u.origin = &tag;
+  engine().update(u);
+  ds::ShadowUpdate removal;
+  removal.key = {"t", "main"};
+  removal.desired = ShadowUpdateTest::removal();
+  engine().update(removal);
+  engine().remove({"t", "main"}, ds::Section::reported);
+  report("t", R"({"c":1})");
+  engine().remove({"t", "main"});
+  engine().set_write_observer({});
+  report("t", R"({"d":1})");
+
+  ASSERT_EQ(seen.size(), 6u);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].thing, "t");
+    if (i > 0) {
+      EXPECT_EQ(seen[i].before_version, seen[i - 1].after_version) << i;
+    }
+    EXPECT_GT(seen[i].after_version, seen[i].before_version) << i;
+  }
+  EXPECT_EQ(seen[0].before_reported, "{}");
+  EXPECT_EQ(seen[0].after_reported, R"({"a":1})");
+  EXPECT_EQ(seen[0].requested[0], R"({"a":1})");
+  EXPECT_EQ(seen[0].requested[1], "-");
+  EXPECT_EQ(seen[0].origin, nullptr);
+  EXPECT_EQ(seen[1].before_reported, R"({"a":1})");
+  EXPECT_EQ(seen[1].after_reported, R"({"a":2})");
+  EXPECT_EQ(seen[1].after_desired, R"({"b":1})");
+  EXPECT_EQ(seen[1].requested[0], R"({"a":2})");
+  EXPECT_EQ(seen[1].requested[1], R"({"b":1})");
+  EXPECT_EQ(seen[1].client_token, "tok");
+  EXPECT_EQ(seen[1].origin, &tag);
+  EXPECT_EQ(seen[2].requested[1], "-");  // desired removed
+  EXPECT_EQ(seen[2].after_desired, "{}");
+  EXPECT_FALSE(seen[2].shadow_deleted);
+  EXPECT_EQ(seen[3].after_reported, "{}");  // reported deleted: a one-section delete
+  EXPECT_FALSE(seen[3].shadow_deleted);
+  EXPECT_EQ(seen[4].after_reported, R"({"c":1})");
+  EXPECT_TRUE(seen[5].shadow_deleted);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, ShadowUpdateTest, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
 
 }  // namespace
