@@ -171,6 +171,12 @@ class Store {
   // Readiness: nothing when the store can serve requests, else why it cannot.
   virtual std::optional<std::string> unready() = 0;
 
+  // Claims `id` for `owner` until `expires_ns`: true when no claim of it is held, the one held
+  // expired before `now_ns`, or it is `owner`'s own (so a retried claim is granted again). For
+  // work that every process on one store receives alike and only one may do (an MQTT request
+  // each shadowd hears). A store that one process uses (memory, SQLite) grants every claim.
+  virtual bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) = 0;
+
   // Notification registrations, kept in the store so that every process on it sees one set.
   // put creates or replaces by id; list is sorted by id; remove says whether one existed and
   // also drops its delivery state (checkpoint, dead letters).

@@ -158,6 +158,9 @@ std::string history_pk(const ShadowKey& key) { return "DH#" + key.thing + "#" + 
 // Every notification registration is one item of this partition, its id the sort key; no
 // thing's partition can collide with it ("DS#…", "DH#…").
 constexpr std::string_view kRegistrationsPk = "NR#";
+// A claim (Store::claim): one item per claimed id, deleted by DynamoDB's TTL after it expires.
+std::string claim_pk(std::string_view id) { return "MC#" + std::string(id); }
+constexpr std::string_view kClaimSk = "C";
 // A registration's dead letters: one partition per registration, the event id the sort key.
 std::string dead_letters_pk(std::string_view registration) { return "NDL#" + std::string(registration); }
 std::string section_prefix(Section s) { return s == Section::reported ? "DSR#" : "DSD#"; }
@@ -488,6 +491,23 @@ class DynamoDbStore final : public Store {
       for (const DeadLetter& d : page) remove_dead_letter(id, d.event_id);
     }
     return old.as_object().contains("Attributes");
+  }
+
+  bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override {
+    const json::object request{
+        {"TableName", options_.table},
+        {"Item", json::object{{"PK", S(claim_pk(id))}, {"SK", S(kClaimSk)}, {"owner", S(owner)},
+                              {"expires", N(expires_ns)}, {"ttl", N(ttl_seconds(expires_ns))}}},
+        {"ConditionExpression", "attribute_not_exists(PK) OR expires < :now OR #owner = :owner"},
+        {"ExpressionAttributeNames", json::object{{"#owner", "owner"}}},
+        {"ExpressionAttributeValues", json::object{{":now", N(now_ns)}, {":owner", S(owner)}}}};
+    try {
+      client_->call("PutItem", to_json(request), true);
+      return true;
+    } catch (const AwsError& e) {
+      if (e.type() == "ConditionalCheckFailedException") return false;
+      throw translate(e);
+    }
   }
 
   // Checkpoints of a DynamoDB table's feed are kept per stream shard, not per registration.

@@ -456,6 +456,9 @@ class SqliteStore final : public Store {
     });
   }
 
+  // One process uses this store: every claim is granted.
+  bool claim(std::string_view, std::string_view, std::int64_t, std::int64_t) override { return true; }
+
   std::optional<std::string> unready() override {
     try {
       with_reader([](Connection& c) { Query(c.statement("SELECT 1")).step(); });

@@ -2,6 +2,7 @@
 #include "deviceshadow/error.hpp"
 #include "support/stores.hpp"
 
+#include <atomic>
 #include <thread>
 
 namespace {
@@ -376,6 +377,32 @@ TEST_P(Conformance, KeepsRegistrationsByIdAcrossReopen) {
   if (durable) {
     EXPECT_EQ(store().list_registrations().front(), b2);
   }
+}
+
+TEST_P(Conformance, AClaimIsGrantedToOneOwnerUntilItExpires) {
+  if (!GetParam().needs_dynamodb) {  // one process uses it: every claim is granted
+    EXPECT_TRUE(store().claim("req-1", "a", 100, 200));
+    EXPECT_TRUE(store().claim("req-1", "b", 100, 200));
+    return;
+  }
+  EXPECT_TRUE(store().claim("req-1", "a", 100, 200));
+  EXPECT_TRUE(store().claim("req-1", "a", 150, 250));   // its own again (a retried claim)
+  EXPECT_FALSE(store().claim("req-1", "b", 150, 250));  // held by a
+  EXPECT_TRUE(store().claim("req-2", "b", 150, 250));   // another id
+  EXPECT_TRUE(store().claim("req-1", "b", 251, 400));   // a's claim expired
+  EXPECT_FALSE(store().claim("req-1", "a", 300, 500));
+}
+
+TEST_P(Conformance, ConcurrentClaimsHaveOneWinner) {
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      if (store().claim("contended", "owner-" + std::to_string(i), 1000, 2000)) ++granted;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(granted.load(), GetParam().needs_dynamodb ? 1 : 8);  // one process uses the others: all granted
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Conformance, ::testing::ValuesIn(all_store_kinds()), store_kind_name);

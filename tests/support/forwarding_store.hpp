@@ -23,6 +23,9 @@ class ForwardingStore : public deviceshadow::Store {
     return inner_.history(key, query);
   }
   std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
+  bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override {
+    return inner_.claim(id, owner, now_ns, expires_ns);
+  }
   std::optional<std::string> unready() override { return inner_.unready(); }
   void put_registration(const deviceshadow::RegistrationRecord& r) override { inner_.put_registration(r); }
   std::vector<deviceshadow::RegistrationRecord> list_registrations() override { return inner_.list_registrations(); }
