@@ -18,6 +18,7 @@ persistence true
 persistence_location $dir/
 max_queued_messages 100000
 max_inflight_messages 0
+set_tcp_nodelay true
 CONF
     mosquitto -c "$dir/mosquitto.conf" >"$dir/mosquitto.log" 2>&1 &
     echo $! >"$dir/pid"

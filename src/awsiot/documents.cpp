@@ -178,21 +178,18 @@ std::string render_documents(const std::optional<ShadowRecord>& previous, const 
   return out + '}';
 }
 
-std::string render_accepted(const UpdateRequestBody& request, const UpdateResult& result, bool shared_versions,
-                            const TimestampKeys& keys) {
-  const ShadowRecord& record = result.shadow.record;
-  const std::int64_t ns = std::max(record.reported.timestamp_ns, record.desired.timestamp_ns);
-  const std::int64_t seconds = epoch_seconds(ns);
-  const json::value& state = request.body.at("state");
+std::string render_accepted(const json::value& state, const ShadowRecord& written, bool shared_versions,
+                            const TimestampKeys& keys, std::string_view client_token) {
+  const std::int64_t ns = std::max(written.reported.timestamp_ns, written.desired.timestamp_ns);
   std::string out = "{\"state\":" + to_json(state) + ",\"metadata\":";
   if (state.is_object()) {
     append_aws_metadata(out, state.get_object(), "", ns, keys);  // every leaf it names, at the write's time
   } else {
     out += "{}";
   }
-  out += ",\"version\":" + std::to_string(shadow_version(record, shared_versions));
-  out += ",\"timestamp\":" + std::to_string(seconds);
-  append_client_token(out, request.update.client_token);
+  out += ",\"version\":" + std::to_string(shadow_version(written, shared_versions));
+  out += ",\"timestamp\":" + std::to_string(epoch_seconds(ns));
+  append_client_token(out, client_token);
   return out + '}';
 }
 

@@ -43,10 +43,11 @@ UpdateRequestBody read_update_request(std::string_view payload, const Limits& li
 // "timestamp"} with empty sections and an empty delta left out.
 std::string render_document(const ShadowView& view, bool shared_versions, const TimestampKeys& keys,
                             std::int64_t now_seconds);
-// The accepted document of an update: the request's state, the metadata of the leaves it named,
-// the new version, the write's time and the request's clientToken.
-std::string render_accepted(const UpdateRequestBody& request, const UpdateResult& result, bool shared_versions,
-                            const TimestampKeys& keys);
+// The accepted document of an update: `state` (the request's, echoed), the metadata of the
+// leaves it names, the version and time of `written` (the shadow after the write) and the
+// clientToken.
+std::string render_accepted(const json::value& state, const ShadowRecord& written, bool shared_versions,
+                            const TimestampKeys& keys, std::string_view client_token);
 
 // update/delta over MQTT: {"state":<delta>,"metadata":<its leaves, at desired's time>,"version",
 // "timestamp","clientToken"?}.

@@ -163,8 +163,8 @@ HttpResponse Facade::update(Context& ctx) {
   if (request.update.reported) authorize(ctx, server::Action::write_reported, ctx.key.thing);
   if (request.update.desired) authorize(ctx, server::Action::write_desired, ctx.key.thing);
   const UpdateResult result = engine_.update(request.update);
-  return json_response(render_accepted(request, result, engine_.store().shares_versions(),
-                                       engine_.options().document.timestamp_keys));
+  return json_response(render_accepted(request.body.at("state"), result.shadow.record, engine_.store().shares_versions(),
+                                       engine_.options().document.timestamp_keys, request.update.client_token));
 }
 
 HttpResponse Facade::remove(Context& ctx) {

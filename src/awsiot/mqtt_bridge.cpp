@@ -4,17 +4,20 @@
 #include "notify/mqtt_session.hpp"
 #include "server/metrics.hpp"
 
+#include "aws/sigv4.hpp"
+
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/validation.hpp"
 
 #include <functional>
+#include <random>
+#include <utility>
 
 namespace deviceshadow::awsiot {
 namespace {
 
 constexpr int kQos = 1;
-constexpr int kPinnedAttempts = 8;  // reads and pinned writes of an update, so that `previous` is exact
 constexpr auto kFirstConnectWait = std::chrono::seconds(5);
 
 // A request topic, split: $aws/things/{thing}/shadow[/name/{name}]/{action}, levels as received.
@@ -105,6 +108,12 @@ bool holds_a_leaf_of(const json::object& reported, const json::object& desired, 
   return false;
 }
 
+// A name for this process in its claims.
+std::string random_owner() {
+  std::random_device random;
+  return std::to_string(random()) + "-" + std::to_string(random());
+}
+
 }  // namespace
 
 ShadowTopics::ShadowTopics(Engine& engine, std::string classic_shadow, bool acknowledge)
@@ -159,42 +168,15 @@ std::vector<MqttMessage> ShadowTopics::serve(std::string_view topic, std::string
       if (payload.size() > limits.max_body_bytes) throw Error(ErrorCode::document_too_large, "payload too large");
       UpdateRequestBody request = read_update_request(payload, limits, acknowledge_);
       request.update.key = key;
-      // The shadow before the write, for update/documents: read, then written pinned to the
-      // version read, again when another writer came in between (unless the request pinned).
-      const bool pinned = request.update.version.has_value();
-      std::optional<ShadowRecord> previous;
-      std::optional<UpdateResult> result;
-      for (int attempt = 1; !result; ++attempt) {
-        try {
-          previous = engine_.get(key).record;
-        } catch (const Error& e) {
-          if (e.code() != ErrorCode::not_found) throw;
-          previous.reset();
-        }
-        ShadowUpdate update = request.update;
-        if (!pinned && previous) update.version = shadow_version(*previous, shared);
-        try {
-          result = engine_.update(update);
-        } catch (const Error& e) {
-          if (pinned || !previous || e.code() != ErrorCode::version_conflict || attempt >= kPinnedAttempts) throw;
-        }
-      }
-      const std::string prefix_text(t->prefix);
-      const ShadowRecord& current = result->shadow.record;
-      const std::int64_t written = epoch_seconds(std::max(current.reported.timestamp_ns, current.desired.timestamp_ns));
+      request.update.keep_previous = true;  // for update/documents
+      request.update.origin = this;         // answered here, not announced again
+      const UpdateResult result = engine_.update(request.update);
+      const ShadowUpdate& u = request.update;
       std::vector<MqttMessage> out;
-      out.push_back({base + "/accepted", render_accepted(request, *result, shared, keys)});
-      const bool announce =
-          !result->shadow.delta.empty() &&
-          (request.update.desired ||
-           (request.update.reported && current.desired.exists() &&
-            holds_a_leaf_of(request.update.reported->state, parse_json(current.desired.state_json).as_object(), keys)));
-      if (announce) {
-        out.push_back({prefix_text + "/update/delta", render_delta(result->shadow, shared, keys, written, token)});
-      }
-      out.push_back({prefix_text + "/update/documents",
-                     render_documents(previous && previous->exists() ? previous : std::nullopt, current, shared, keys,
-                                      written, token)});
+      out.push_back({base + "/accepted",
+                     render_accepted(request.body.at("state"), result.shadow.record, shared, keys, u.client_token)});
+      const json::object* reported = u.reported && !u.reported->remove ? &u.reported->state : nullptr;
+      append_update_followups(out, t->prefix, *result.previous, result.shadow, u.desired.has_value(), reported, token);
       return out;
     } catch (const Error& e) {
       if (e.code() != ErrorCode::not_found) throw;
@@ -207,9 +189,69 @@ std::vector<MqttMessage> ShadowTopics::serve(std::string_view topic, std::string
   }
 }
 
+void ShadowTopics::append_update_followups(std::vector<MqttMessage>& out, std::string_view prefix,
+                                           const ShadowRecord& before, const ShadowView& after, bool desired_named,
+                                           const json::object* reported_requested, std::string_view client_token) const {
+  const bool shared = engine_.store().shares_versions();
+  const TimestampKeys& keys = engine_.options().document.timestamp_keys;
+  const ShadowRecord& current = after.record;
+  const std::int64_t written = epoch_seconds(std::max(current.reported.timestamp_ns, current.desired.timestamp_ns));
+  const bool announce_delta =
+      !after.delta.empty() &&
+      (desired_named || (reported_requested && current.desired.exists() &&
+                         holds_a_leaf_of(*reported_requested, parse_json(current.desired.state_json).as_object(), keys)));
+  if (announce_delta) {
+    out.push_back({std::string(prefix) + "/update/delta", render_delta(after, shared, keys, written, client_token)});
+  }
+  out.push_back({std::string(prefix) + "/update/documents",
+                 render_documents(before.exists() ? std::optional(before) : std::nullopt, current, shared, keys, written,
+                                  client_token)});
+}
+
+std::vector<MqttMessage> ShadowTopics::announce(const WriteNotice& write) const {
+  std::vector<MqttMessage> out;
+  try {
+    std::string prefix = "$aws/things/" + notify::escape_topic_name(write.key.thing) + "/shadow";
+    if (write.key.name != classic_shadow_) prefix += "/name/" + notify::escape_topic_name(write.key.name);
+    const bool shared = engine_.store().shares_versions();
+    const TimestampKeys& keys = engine_.options().document.timestamp_keys;
+    if (write.shadow_deleted) {
+      const std::int64_t ns = std::max(write.after.reported.timestamp_ns, write.after.desired.timestamp_ns);
+      out.push_back({prefix + "/delete/accepted", "{\"version\":" + std::to_string(shadow_version(write.after, shared)) +
+                                                      ",\"timestamp\":" + std::to_string(epoch_seconds(ns)) + "}"});
+      return out;
+    }
+    // The state AWS would have been asked for: each section the write stored, as requested, or
+    // null when it was removed (a section changed only by acknowledgement is left out).
+    json::object state;
+    for (Section s : {Section::desired, Section::reported}) {
+      const std::size_t i = s == Section::reported ? 0 : 1;
+      if (write.after.section(s).write_id == write.before.section(s).write_id) continue;  // not stored
+      if (write.requested[i]) {
+        state[to_string(s)] = *write.requested[i];
+      } else if (!write.after.section(s).exists()) {
+        state[to_string(s)] = nullptr;
+      }
+    }
+    const std::string token(write.client_token);
+    out.push_back({prefix + "/update/accepted", render_accepted(state, write.after, shared, keys, token)});
+    auto live = [&](const SectionRecord& r) { return parse_json(r.exists() ? r.state_json : "{}").as_object(); };
+    const ShadowView after{write.key, write.after, compute_delta(live(write.after.desired), live(write.after.reported), keys)};
+    append_update_followups(out, prefix, write.before, after, write.requested[1] != nullptr, write.requested[0], token);
+  } catch (const std::exception&) {
+    out.clear();  // a stored document that does not parse: nothing to announce
+  }
+  return out;
+}
+
 MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions options)
-    : topics_(engine, options.classic_shadow, options.acknowledge), logger_(logger), options_(std::move(options)) {
+    : engine_(engine),
+      topics_(engine, options.classic_shadow, options.acknowledge),
+      logger_(logger),
+      options_(std::move(options)),
+      owner_(random_owner()) {
   if (options_.broker.rfind("mqtt://", 0) != 0) throw std::invalid_argument("--mqtt must be mqtt://HOST[:PORT], not " + options_.broker);
+  engine_.set_write_observer([this](const WriteNotice& write) { observe(write); });
   for (std::size_t i = 0; i < std::max<std::size_t>(options_.workers, 1); ++i) shards_.push_back(std::make_unique<Shard>());
   for (auto& shard : shards_) shard->thread = std::thread([this, s = shard.get()] { work(*s); });
   notify::MqttSessionOptions session;
@@ -239,6 +281,7 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
   session.on_message = [this](std::string_view topic, std::string_view payload) { received(topic, payload); };
   session_ = std::make_unique<notify::MqttSession>(std::move(session));
   session_->start();  // from here the network thread calls the handlers above
+  announcer_ = std::thread([this] { announce_writes(); });
   if (!session_->wait_until_first_connected(kFirstConnectWait)) {
     logger_.log(server::LogLevel::warn, "mqtt: not connected yet, still trying",
                 {{"broker", options_.broker}, {"state", session_->state()}});
@@ -247,13 +290,19 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
 
 MqttBridge::~MqttBridge() {
   stopping_ = true;
+  engine_.set_write_observer({});
   for (auto& shard : shards_) {
     {
       std::lock_guard lock(shard->mutex);
     }
     shard->cv.notify_all();
   }
+  {
+    std::lock_guard lock(announce_mutex_);
+  }
+  announce_cv_.notify_all();
   for (auto& shard : shards_) shard->thread.join();
+  announcer_.join();
   session_.reset();
 }
 
@@ -286,6 +335,7 @@ void MqttBridge::work(Shard& shard) {
       shard.queue.pop_front();
     }
     --queued_;
+    if (!claim(request)) continue;
     std::vector<MqttMessage> answers = topics_.serve(request.topic, request.payload);
     if (answers.empty()) {
       ++stats_.ignored;
@@ -294,6 +344,82 @@ void MqttBridge::work(Shard& shard) {
     }
     if (answers.front().topic.ends_with("/rejected")) ++stats_.rejected;
     publish(answers);
+  }
+}
+
+bool MqttBridge::claim(const MqttMessage& request) {
+  if (options_.claim_window.count() == 0) return true;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::int64_t window = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.claim_window).count();
+  std::string identity = request.topic;
+  identity += '\0';
+  identity += request.payload;
+  try {
+    if (engine_.store().claim(aws::hex_sha256(identity), owner_, now, now + window)) return true;
+    ++stats_.claimed_elsewhere;
+    return false;
+  } catch (const Error& e) {
+    // Serving unclaimed could answer twice; the device retries a request left unanswered.
+    ++stats_.rejected;
+    publish(ShadowTopics::refuse(request.topic, request.payload, e));
+    return false;
+  }
+}
+
+void MqttBridge::observe(const WriteNotice& write) {
+  if (stopping_ || write.origin == &topics_) return;  // the bridge answers its own writes
+  Announcement a{write.key, write.before, write.after, {}, write.shadow_deleted, std::string(write.client_token)};
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (write.requested[i]) a.requested[i] = *write.requested[i];
+  }
+  bool first_drop = false;
+  {
+    std::lock_guard lock(announce_mutex_);
+    if (announcements_.size() >= std::max<std::size_t>(options_.max_announcements, 1)) {
+      announcements_.pop_front();
+      ++stats_.announcements_dropped;
+      first_drop = !std::exchange(dropping_, true);
+    }
+    announcements_.push_back(std::move(a));
+    stats_.announcements_waiting = announcements_.size();
+  }
+  announce_cv_.notify_one();
+  if (first_drop) {
+    logger_.log(server::LogLevel::error, "mqtt: too many writes waiting to be announced, dropping the oldest",
+                {{"broker", options_.broker}, {"waiting", std::to_string(options_.max_announcements)}});
+  }
+}
+
+void MqttBridge::announce_writes() {
+  auto backoff = std::chrono::milliseconds(100);
+  for (;;) {
+    Announcement a;
+    {
+      std::unique_lock lock(announce_mutex_);
+      announce_cv_.wait(lock, [&] { return stopping_ || !announcements_.empty(); });
+      if (stopping_) return;
+      a = std::move(announcements_.front());
+      announcements_.pop_front();
+      stats_.announcements_waiting = announcements_.size();
+    }
+    WriteNotice write{a.key, a.before, a.after};
+    for (std::size_t i = 0; i < 2; ++i) write.requested[i] = a.requested[i] ? &*a.requested[i] : nullptr;
+    write.shadow_deleted = a.shadow_deleted;
+    write.client_token = a.client_token;
+    for (const MqttMessage& m : topics_.announce(write)) {
+      // Held while the broker is away (the queue bounds what waits), then published in order.
+      for (std::string error; !session_->publish(m.topic, m.payload, kQos, error);) {
+        ++stats_.publish_failures;
+        std::unique_lock lock(announce_mutex_);
+        if (announce_cv_.wait_for(lock, backoff, [&] { return stopping_.load(); })) return;
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+      }
+      backoff = std::chrono::milliseconds(100);
+    }
+    ++stats_.announced;
+    std::lock_guard lock(announce_mutex_);
+    dropping_ = false;
   }
 }
 
@@ -315,10 +441,18 @@ void MqttBridge::render_metrics(std::string& out) const {
   metric("counter", "shadowd_mqtt_rejected_total", "Requests answered on .../rejected.", stats_.rejected);
   metric("counter", "shadowd_mqtt_ignored_total", "Messages on topics that are no shadow request.", stats_.ignored);
   metric("counter", "shadowd_mqtt_overloaded_total", "Requests refused with 429 because the queue was full.", stats_.overloaded);
-  metric("counter", "shadowd_mqtt_publish_failures_total", "Answers that could not be handed to the broker.", stats_.publish_failures);
+  metric("counter", "shadowd_mqtt_publish_failures_total", "Messages that could not be handed to the broker (answers are dropped, announcements retried).", stats_.publish_failures);
   metric("counter", "shadowd_mqtt_connects_total", "Connections made to the broker, the first included.", stats_.connects);
   metric("counter", "shadowd_mqtt_disconnects_total", "Connections to the broker lost.", stats_.disconnects);
   metric("gauge", "shadowd_mqtt_connected", "1 while connected to the broker.", stats_.connected);
+  metric("counter", "shadowd_mqtt_claimed_elsewhere_total", "Requests left to the shadowd that claimed them first.",
+         stats_.claimed_elsewhere);
+  metric("counter", "shadowd_mqtt_announced_total", "Writes made through REST announced on the shadow topics.",
+         stats_.announced);
+  metric("counter", "shadowd_mqtt_announcements_dropped_total",
+         "Writes made through REST not announced: too many waited for the broker.", stats_.announcements_dropped);
+  metric("gauge", "shadowd_mqtt_announcements_waiting", "Writes made through REST waiting to be announced.",
+         stats_.announcements_waiting);
 }
 
 }  // namespace deviceshadow::awsiot

@@ -3,7 +3,10 @@
 //   $aws/things/{thing}/shadow[/name/{name}]/{get|update|delete}
 // serves them through the engine with the documents and errors of the HTTP facade, and publishes
 // AWS's answers: …/accepted or …/rejected (the request's clientToken echoed), and after an
-// accepted update …/update/documents and, when there is one to announce, …/update/delta.
+// accepted update …/update/documents and, when there is one to announce, …/update/delta. Writes
+// made through REST are announced the same way (update/accepted, delta, documents, or
+// delete/accepted), from the engine's write observer. With several shadowd on one store, each
+// request is served by the one that claims it first (Store::claim).
 // Names are percent-encoded in topic levels ('/', '+', '#', '%', NUL), as the MQTT notification
 // target writes them.
 #pragma once
@@ -11,12 +14,15 @@
 #include "deviceshadow/engine.hpp"
 #include "server/log.hpp"
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -50,8 +56,17 @@ class ShadowTopics {
   static std::vector<MqttMessage> refuse(std::string_view topic, std::string_view payload, const Error& error);
   // The same value for every request of one shadow (its topic up to the action).
   static std::size_t shard_of(std::string_view topic) noexcept;
+  // What AWS IoT publishes after a write made elsewhere (REST): update/accepted with the state
+  // the write asked for, update/delta and update/documents; delete/accepted after the delete of
+  // a whole shadow. Never throws.
+  std::vector<MqttMessage> announce(const WriteNotice& write) const;
 
  private:
+  // update/delta (when there is one to announce) and update/documents after an accepted update.
+  void append_update_followups(std::vector<MqttMessage>& out, std::string_view prefix, const ShadowRecord& before,
+                               const ShadowView& after, bool desired_named, const json::object* reported_requested,
+                               std::string_view client_token) const;
+
   Engine& engine_;
   std::string classic_shadow_;
   bool acknowledge_;
@@ -64,8 +79,14 @@ struct MqttBridgeOptions {
   std::string client_id;  // empty: a random one
   std::string classic_shadow = "main";
   bool acknowledge = false;
-  std::size_t workers = 4;        // threads serving requests, off the network thread
+  std::size_t workers = 16;       // threads serving requests, off the network thread
   std::size_t max_queued = 10000; // requests waiting for a worker; more are rejected with 429
+  // REST writes waiting to be announced (while the broker is away); beyond it the oldest are
+  // dropped and counted.
+  std::size_t max_announcements = 10000;
+  // A request is served by the shadowd that claims it (Store::claim of its topic and payload)
+  // for this long; 0 serves every request without claiming (one shadowd per broker).
+  std::chrono::milliseconds claim_window{0};
 };
 
 struct MqttBridgeStats {
@@ -77,10 +98,16 @@ struct MqttBridgeStats {
   std::atomic<std::uint64_t> connects{0};          // successful connects, the first included
   std::atomic<std::uint64_t> disconnects{0};
   std::atomic<std::uint64_t> connected{0};         // 1 while connected
+  std::atomic<std::uint64_t> claimed_elsewhere{0};  // requests another shadowd claimed first
+  std::atomic<std::uint64_t> announced{0};          // REST writes announced
+  std::atomic<std::uint64_t> announcements_dropped{0};  // REST writes not announced: the queue was full
+  std::atomic<std::uint64_t> announcements_waiting{0};
 };
 
-// The bridge: one client connection (reconnecting and resubscribing by itself) and a pool of
-// workers; the requests of one shadow go to one worker, in order.
+// The bridge: one client connection (reconnecting and resubscribing by itself), a pool of
+// workers (the requests of one shadow go to one worker, in order) and a thread announcing REST
+// writes in the order they were stored. It is the engine's write observer: make it before
+// writes begin, and destroy it after they end.
 class MqttBridge {
  public:
   MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions options);
@@ -99,10 +126,23 @@ class MqttBridge {
     std::deque<MqttMessage> queue;
     std::thread thread;
   };
+  // A REST write to announce, owned (the WriteNotice it came as points into the engine).
+  struct Announcement {
+    ShadowKey key;
+    ShadowRecord before;
+    ShadowRecord after;
+    std::array<std::optional<json::object>, 2> requested;
+    bool shadow_deleted = false;
+    std::string client_token;
+  };
   void received(std::string_view topic, std::string_view payload);
   void work(Shard& shard);
+  bool claim(const MqttMessage& request);
   void publish(const std::vector<MqttMessage>& messages);
+  void observe(const WriteNotice& write);
+  void announce_writes();
 
+  Engine& engine_;
   ShadowTopics topics_;
   server::Logger& logger_;
   MqttBridgeOptions options_;
@@ -110,6 +150,12 @@ class MqttBridge {
   std::atomic<std::size_t> queued_{0};
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Shard>> shards_;
+  const std::string owner_;  // this bridge's name in its claims
+  std::mutex announce_mutex_;
+  std::condition_variable announce_cv_;
+  std::deque<Announcement> announcements_;
+  bool dropping_ = false;  // since the last announcement published (logged once)
+  std::thread announcer_;
   std::unique_ptr<notify::MqttSession> session_;
 };
 

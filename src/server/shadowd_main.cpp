@@ -58,7 +58,8 @@ struct Settings {
   std::string mqtt_username;
   std::string mqtt_password;
   std::string mqtt_client_id;
-  std::size_t mqtt_workers = 4;
+  std::size_t mqtt_workers = 16;
+  std::string mqtt_claim = "3s";
   std::size_t max_body_bytes = 1 << 20;
   std::size_t max_state_bytes = 64 << 10;
   std::size_t max_depth = 32;
@@ -198,7 +199,8 @@ int serve(const Settings& s) {
         engine, logger,
         awsiot::MqttBridgeOptions{.broker = s.mqtt, .username = s.mqtt_username, .password = s.mqtt_password,
                                   .client_id = s.mqtt_client_id, .classic_shadow = s.aws_classic_shadow,
-                                  .acknowledge = s.aws_acknowledge, .workers = s.mqtt_workers});
+                                  .acknowledge = s.aws_acknowledge, .workers = s.mqtt_workers,
+                                  .claim_window = parse_duration(s.mqtt_claim)});
     metrics.add_section([b = bridge.get()](std::string& out) { b->render_metrics(out); });
   }
   srv::HttpServer server(
@@ -296,6 +298,10 @@ int main(int argc, char** argv) {
       ->envname(env("MQTT_CLIENT_ID"));
   app.add_option("--mqtt-workers", s.mqtt_workers, "threads serving MQTT requests")
       ->envname(env("MQTT_WORKERS"))->check(kAtLeastOne)->capture_default_str();
+  app.add_option("--mqtt-claim", s.mqtt_claim,
+                 "how long a shadowd's claim on an MQTT request keeps others on the same store from serving it; 0 "
+                 "claims nothing")
+      ->envname(env("MQTT_CLAIM"))->capture_default_str();
   app.add_option("--max-body-bytes", s.max_body_bytes, "largest request body")->envname(env("MAX_BODY_BYTES"))->capture_default_str();
   app.add_option("--max-state-bytes", s.max_state_bytes, "largest section state, as compact JSON")->envname(env("MAX_STATE_BYTES"))->capture_default_str();
   app.add_option("--max-depth", s.max_depth, "deepest nesting below a state's root")->envname(env("MAX_DEPTH"))->capture_default_str();

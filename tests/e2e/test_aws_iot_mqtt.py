@@ -2,7 +2,9 @@
 per class by scripts/mosquitto.sh, driven with mosquitto_pub and read back with mosquitto_sub:
 get/update/delete answered on accepted/rejected with the clientToken echoed, update/delta and
 update/documents, version conflicts, named and classic shadows, percent-encoded names, bad
-payloads and topics, and a broker restart after which the bridge serves again."""
+payloads and topics, writes made through REST announced (also when made while the broker was
+away), a broker restart after which the bridge serves again, and two shadowd on one DynamoDB
+table answering each request once."""
 import json
 import re
 import subprocess
@@ -10,8 +12,11 @@ import time
 import unittest
 import uuid
 
-from harness import ApiTestCase, Server, eventually, shadow_path
+import requests
+
+from harness import SHADOWD, ApiTestCase, Server, eventually, shadow_path
 from mqtt_broker import HAVE_MOSQUITTO, Broker, Subscriber
+from test_dynamodb import ENDPOINT as DYNAMODB_ENDPOINT
 
 
 def publish(broker, topic, payload):
@@ -65,6 +70,9 @@ class BridgeCase(ApiTestCase):
 
     def rest_get(self, thing, name="main"):
         return self.server.get(shadow_path(thing, name))
+
+    def count(self, topic, token):
+        return len([p for t, p in self.sub.events() if t == topic and token_of(p) == token])
 
 
 @unittest.skipUnless(HAVE_MOSQUITTO, "mosquitto is not installed (scripts/setup.sh installs it)")
@@ -167,6 +175,48 @@ class AwsIotMqttTest(BridgeCase):
         self.ask(f"{base}/delete", {})
         self.assertEqual(self.rest_get(thing, "cfg").status_code, 404)
 
+    def test_writes_through_rest_are_announced(self):
+        base = "$aws/things/app-set/shadow"
+        # API v1: an application sets a desired value
+        r = self.server.post(shadow_path("app-set", "main", "desired"), {"state": {"mode": "eco"}, "clientToken": "app-1"})
+        self.assertEqual(r.status_code, 200, r.text)
+        accepted = self.on(f"{base}/update/accepted", "app-1")[0]
+        self.assertEqual(accepted["state"], {"desired": {"mode": "eco"}})
+        self.assertIsInstance(accepted["metadata"]["desired"]["mode"]["timestamp"], int)
+        version = accepted["version"]
+        delta = self.on(f"{base}/update/delta", "app-1")[0]
+        self.assertEqual((delta["state"], delta["version"]), ({"mode": "eco"}, version))
+        documents = self.on(f"{base}/update/documents", "app-1")[0]
+        self.assertNotIn("previous", documents)
+        self.assertEqual(documents["current"]["state"], {"desired": {"mode": "eco"}})
+        # the device reports it: no delta any more
+        r = self.server.post(shadow_path("app-set", "main", "reported"), {"state": {"mode": "eco"}, "clientToken": "dev-1"})
+        self.assertEqual(r.status_code, 200, r.text)
+        documents = self.on(f"{base}/update/documents", "dev-1")[0]
+        self.assertEqual(documents["previous"]["version"], version)
+        self.assertEqual(documents["current"]["state"]["reported"], {"mode": "eco"})
+        self.assertEqual(self.on(f"{base}/update/accepted", "dev-1")[0]["state"], {"reported": {"mode": "eco"}})
+        # the HTTP facade, on a named shadow
+        r = requests.post(self.server.url + "/things/app-set/shadow?name=cfg",
+                          data=json.dumps({"state": {"desired": {"fan": 2}}, "clientToken": "aws-1"}), timeout=30)
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(self.on(f"{base}/name/cfg/update/accepted", "aws-1")[0]["state"], {"desired": {"fan": 2}})
+        self.assertEqual(self.on(f"{base}/name/cfg/update/delta", "aws-1")[0]["state"], {"fan": 2})
+        # a section deleted is an update with null; a shadow deleted is delete/accepted
+        self.assertEqual(self.server.delete(shadow_path("app-set", "cfg", "desired")).status_code, 200)
+        self.assertIn({"desired": None}, [p["state"] for p in self.on(f"{base}/name/cfg/update/accepted", count=2)])
+        self.assertEqual(self.server.delete(shadow_path("app-set", "main")).status_code, 200)
+        deleted = self.on(f"{base}/delete/accepted")[0]
+        self.assertGreater(deleted["version"], version)
+        # a write through MQTT is answered once, not announced again
+        _, token = self.ask(f"{base}/update", {"state": {"reported": {"mode": "off"}}})
+        self.on(f"{base}/update/documents", token)
+        time.sleep(0.5)
+        self.assertEqual((self.count(f"{base}/update/accepted", token), self.count(f"{base}/update/documents", token)), (1, 1))
+        metrics = self.server.get("/metrics").text
+        self.assertRegex(metrics, r"(?m)^shadowd_mqtt_announced_total [5-9]$")
+        self.assertRegex(metrics, r"(?m)^shadowd_mqtt_announcements_dropped_total 0$")
+
     def test_bad_input_is_rejected_400_413(self):
         base = "$aws/things/bad/shadow"
         publish(self.broker, f"{base}/update", "this is not json")
@@ -223,6 +273,85 @@ class AwsIotMqttReconnectTest(BridgeCase):
         self.assertRegex(metrics, r"(?m)^shadowd_mqtt_disconnects_total [1-9]\d*$")
         self.assertRegex(metrics, r"(?m)^shadowd_mqtt_connected 1$")
         self.assertIsNotNone(re.search(r"(?m)^shadowd_mqtt_requests_total \d+$", metrics))
+
+    def test_writes_made_while_the_broker_is_away_are_announced_when_it_is_back(self):
+        base = "$aws/things/away/shadow"
+        persistent = Subscriber(self.broker, f"{base}/#", client_id="e2e-away")
+        persistent.close()  # its session keeps what is published for it
+        self.broker.stop()
+        self.assertTrue(eventually(lambda: any("mqtt: connection lost" in line for line in self.server.log)))
+        for n in range(3):
+            started = time.monotonic()
+            r = self.server.post(shadow_path("away", "main", "desired"), {"state": {"n": n}, "clientToken": f"w{n}"})
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertLess(time.monotonic() - started, 2, "a write waited for the broker")
+        self.broker.start()
+        self.assertTrue(eventually(lambda: any("mqtt: reconnected" in line for line in self.server.log), 60))
+        back = Subscriber(self.broker, f"{base}/#", client_id="e2e-away")
+        try:
+            got = eventually(lambda: [p for t, p in back.events() if t == f"{base}/update/delta"][2:] and back.events(), 30)
+            self.assertTrue(got, back.events())
+            deltas = [p for t, p in got if t == f"{base}/update/delta"]
+            self.assertEqual([(d["state"], d["clientToken"]) for d in deltas], [({"n": n}, f"w{n}") for n in range(3)])
+        finally:
+            back.close()
+
+
+@unittest.skipUnless(HAVE_MOSQUITTO and DYNAMODB_ENDPOINT, "needs mosquitto and DynamoDB Local (scripts/with-services.sh)")
+class AwsIotMqttTwoInstancesTest(BridgeCase):
+    """Two shadowd on one DynamoDB table and one broker: each hears every request, one serves it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.table = "mqtt-" + uuid.uuid4().hex[:12]
+        subprocess.run([SHADOWD, "dynamodb", "create-table", "--table", cls.table, "--dynamodb-endpoint",
+                        DYNAMODB_ENDPOINT], check=True, capture_output=True, timeout=60)
+        cls.server_args = ("--store", f"dynamodb:{cls.table}", "--dynamodb-endpoint", DYNAMODB_ENDPOINT)
+        cls.broker = Broker()
+        try:
+            cls.start()
+            cls.second = Server("--mqtt", cls.broker.url, *cls.server_args)
+            assert eventually(lambda: any("mqtt: connected" in line for line in cls.second.log)), cls.second.log
+        except BaseException:
+            cls.broker.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sub.close()
+        cls.second.close()
+        cls.server.close()
+        cls.broker.close()
+
+    def test_each_request_is_answered_once(self):
+        time.sleep(1)  # both subscribed (the second one connected after the warm-up)
+        base = "$aws/things/twin/shadow"
+        tokens = []
+        for n in range(20):
+            token = f"u{n}"
+            publish(self.broker, f"{base}/update", {"state": {"reported": {"n": n}}, "clientToken": token})
+            tokens.append(token)
+        for n in range(5):
+            publish(self.broker, f"{base}/get", {"clientToken": f"g{n}"})
+        self.on(f"{base}/update/documents", tokens[-1])
+        self.on(f"{base}/get/accepted", "g4")
+        time.sleep(1)
+        for token in tokens:
+            self.assertEqual([self.count(f"{base}/update/{o}", token) for o in ("accepted", "rejected", "documents")],
+                             [1, 0, 1], token)
+        for n in range(5):
+            self.assertEqual(self.count(f"{base}/get/accepted", f"g{n}"), 1)
+        versions = [p["version"] for t, p in self.sub.events() if t == f"{base}/update/accepted"]
+        self.assertEqual(len(set(versions)), 20)  # 20 writes, none twice
+        # a REST write is announced by the shadowd that made it, once
+        r = self.second.post(shadow_path("twin", "main", "desired"), {"state": {"n": 99}, "clientToken": "rest"})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.on(f"{base}/update/delta", "rest")
+        time.sleep(1)
+        self.assertEqual(self.count(f"{base}/update/accepted", "rest"), 1)
+        claimed = sum(int(re.search(r"(?m)^shadowd_mqtt_claimed_elsewhere_total (\d+)$", s.get("/metrics").text).group(1))
+                      for s in (self.server, self.second))
+        self.assertGreaterEqual(claimed, 25)
 
 
 if __name__ == "__main__":
