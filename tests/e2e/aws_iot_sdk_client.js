@@ -56,9 +56,15 @@ async function exercise(shadow, thingName, shadowName) {
   assert.ok(Number.isInteger(accepted.version));
   console.log(`ok ${label}: update accepted, version ${accepted.version}`);
 
-  // An application sets desired through REST API v1; the device learns of it with get.
-  await rest("POST", `/v1/things/${encodeURIComponent(thingName)}/shadows/${encodeURIComponent(named ? shadowName : "main")}/desired`,
+  // An application sets desired through REST API v1: the device hears of it on its delta stream,
+  // and get shows it.
+  const restDelta = once(deltaStream, mqtt_request_response.StreamingOperation.INCOMING_PUBLISH);
+  const written = await rest("POST", `/v1/things/${encodeURIComponent(thingName)}/shadows/${encodeURIComponent(named ? shadowName : "main")}/desired`,
              { state: { color: "red" } });
+  const heard = (await restDelta).message;
+  assert.deepStrictEqual(heard.state, { color: "red" });
+  assert.ok(Number.isInteger(heard.version) && heard.version > accepted.version, JSON.stringify([heard, written]));
+  console.log(`ok ${label}: delta stream after a desired change made through REST`);
   const doc = await call("getShadow", {});
   assert.deepStrictEqual(doc.state.delta, { color: "red" });
   assert.deepStrictEqual(doc.state.desired, { color: "red" });
