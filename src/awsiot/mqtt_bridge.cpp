@@ -259,6 +259,7 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
   session.username = options_.username;
   session.password = options_.password;
   session.client_id = options_.client_id;
+  session.no_delay = true;  // devices wait for each answer
   session.on_connect = [this] {
     // A clean session forgets its subscriptions: subscribe again on every connect.
     for (const std::string& filter : ShadowTopics::filters()) {

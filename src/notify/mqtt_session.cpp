@@ -29,9 +29,7 @@ MqttSession::MqttSession(MqttSessionOptions options) : options_(std::move(option
   mosq_ = mosquitto_new(client_id.c_str(), options_.clean_session, this);
   if (!mosq_) throw std::runtime_error("mqtt: cannot create a client");
   mosquitto_int_option(mosq_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
-  // Small packets (answers, PUBACKs) go out at once: Nagle's algorithm would hold one back until
-  // the broker's delayed ACK of the previous, ~40 ms.
-  mosquitto_int_option(mosq_, MOSQ_OPT_TCP_NODELAY, 1);
+  if (options_.no_delay) mosquitto_int_option(mosq_, MOSQ_OPT_TCP_NODELAY, 1);
   if (!options_.username.empty()) {
     mosquitto_username_pw_set(mosq_, options_.username.c_str(),
                               options_.password.empty() ? nullptr : options_.password.c_str());

@@ -24,6 +24,10 @@ struct MqttSessionOptions {
   std::string password;
   std::string client_id;  // empty: "shadowd-" and a random number
   bool clean_session = true;
+  // TCP_NODELAY: each packet goes out at once, for request/response traffic (Nagle's algorithm
+  // would hold a small answer until the broker's delayed ACK of the previous one, ~40 ms).
+  // Without it, a stream of publishes is coalesced into fewer segments.
+  bool no_delay = false;
   // Called on the network thread. on_connect after every successful connect and reconnect
   // (subscribe there, as a clean session forgets subscriptions); on_disconnect with why;
   // on_message for each message received; on_published when a publish is answered (QoS 1) or
