@@ -41,23 +41,6 @@ HttpResponse error_response(const Error& e) {
 
 HttpResponse json_response(std::string body) { return {200, "application/json", std::move(body), {}}; }
 
-std::uint64_t parse_count(const std::string& text, std::string_view what) {
-  std::uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    throw Error::invalid_request(std::string(what) + " must be a non-negative integer");
-  }
-  return v;
-}
-
-void allow_only(const std::map<std::string, std::string>& query, std::initializer_list<std::string_view> names) {
-  for (const auto& [key, value] : query) {
-    if (std::find(names.begin(), names.end(), key) == names.end()) {
-      throw Error::invalid_request("Unknown query parameter: " + key);
-    }
-  }
-}
-
 }  // namespace
 
 std::span<const server::Route> Facade::routes() noexcept { return kRoutes; }
@@ -130,7 +113,7 @@ HttpResponse Facade::route(Context& ctx) {
   };
   if (s.size() == 3 && s[0] == "things" && s[2] == "shadow") {
     only(kRoutes[0]);
-    allow_only(ctx.target.query, {"name"});
+    server::allow_only(ctx.target.query, {"name"});
     auto name = ctx.target.query.find("name");
     ctx.classic = name == ctx.target.query.end();
     ctx.key = {s[1], ctx.classic ? options_.classic_shadow : name->second};
@@ -176,13 +159,13 @@ HttpResponse Facade::remove(Context& ctx) {
 }
 
 HttpResponse Facade::list(Context& ctx) {
-  allow_only(ctx.target.query, {"nextToken", "pageSize"});
+  server::allow_only(ctx.target.query, {"nextToken", "pageSize"});
   const std::string& thing = ctx.target.segments[4];
   validate_thing(thing);
   authorize(ctx, server::Action::list, thing);
   std::size_t page = 25;
   if (auto it = ctx.target.query.find("pageSize"); it != ctx.target.query.end()) {
-    const std::uint64_t n = parse_count(it->second, "pageSize");
+    const std::uint64_t n = server::parse_uint(it->second, "pageSize");
     if (n < 1 || n > kMaxPageSize) throw Error::invalid_request("pageSize must be between 1 and 100");
     page = static_cast<std::size_t>(n);
   }

@@ -55,23 +55,6 @@ HttpResponse error_response(const Error& e) {
   return r;
 }
 
-void allow_only(const std::map<std::string, std::string>& query, std::initializer_list<std::string_view> names) {
-  for (const auto& [key, value] : query) {
-    if (std::find(names.begin(), names.end(), key) == names.end()) {
-      throw Error::invalid_request("unknown query parameter '" + key + "'", key);
-    }
-  }
-}
-
-std::uint64_t parse_uint(const std::string& text, const char* field) {
-  std::uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    throw Error::invalid_request(std::string(field) + " must be a non-negative integer", field);
-  }
-  return v;
-}
-
 std::size_t parse_limit(const std::map<std::string, std::string>& query) {
   auto it = query.find("limit");
   if (it == query.end()) return kDefaultPageLimit;

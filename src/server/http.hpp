@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,6 +61,10 @@ struct RequestTarget {
 // Throws Error(invalid_request) for a target that is not an absolute path or holds a malformed
 // escape.
 RequestTarget split_target(std::string_view target);
+// Throws Error::invalid_request naming the parameter for one of `query` not in `names`.
+void allow_only(const std::map<std::string, std::string>& query, std::initializer_list<std::string_view> names);
+// A non-negative decimal integer; throws Error::invalid_request naming `field` otherwise.
+std::uint64_t parse_uint(std::string_view text, std::string_view field);
 
 // Must not throw; runs concurrently on worker threads.
 using Handler = std::function<HttpResponse(const HttpRequest&)>;

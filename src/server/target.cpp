@@ -4,6 +4,9 @@
 #include "deviceshadow/uri.hpp"
 #include "server/http.hpp"
 
+#include <algorithm>
+#include <charconv>
+
 namespace deviceshadow::server {
 
 bool Route::allows(std::string_view method) const noexcept {
@@ -13,6 +16,23 @@ bool Route::allows(std::string_view method) const noexcept {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
   }
   return false;
+}
+
+void allow_only(const std::map<std::string, std::string>& query, std::initializer_list<std::string_view> names) {
+  for (const auto& [key, value] : query) {
+    if (std::find(names.begin(), names.end(), key) == names.end()) {
+      throw Error::invalid_request("unknown query parameter '" + key + "'", key);
+    }
+  }
+}
+
+std::uint64_t parse_uint(std::string_view text, std::string_view field) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    throw Error::invalid_request(std::string(field) + " must be a non-negative integer", std::string(field));
+  }
+  return v;
 }
 
 RequestTarget split_target(std::string_view target) {
