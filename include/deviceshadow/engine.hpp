@@ -130,7 +130,7 @@ struct WriteNotice {
   std::array<const json::object*, 2> requested{};
   bool shadow_deleted = false;  // Engine::remove of every section
   std::string_view client_token;
-  const void* origin = nullptr;  // ShadowUpdate::origin; null for other writes
+  const void* origin = nullptr;  // ShadowUpdate::origin or remove's; null for other writes
 };
 
 // A set of things: one exact name, or every name that starts with a prefix ("" is all).
@@ -188,9 +188,10 @@ class Engine {
   // when a pinned version differs. In UpdateResult, stale paths start with their section.
   UpdateResult update(const ShadowUpdate& request);
   // Deletes one section or, without `section`, every existing one, leaving tombstones.
-  // `version` pins a single-section delete. Throws not_found if nothing existed.
+  // `version` pins a single-section delete; `origin` tags the write as ShadowUpdate::origin
+  // does. Throws not_found if nothing existed.
   DeleteResult remove(const ShadowKey& key, std::optional<Section> section = std::nullopt,
-                      std::optional<std::uint64_t> version = std::nullopt);
+                      std::optional<std::uint64_t> version = std::nullopt, const void* origin = nullptr);
 
   ShadowList list_shadows(const std::string& thing, std::size_t limit = kDefaultPageLimit,
                           const std::string& cursor = {});

@@ -160,7 +160,7 @@ std::vector<MqttMessage> ShadowTopics::serve(std::string_view topic, std::string
       }
       if (t->action == "delete") {
         check_plain_request(payload, limits);
-        const DeleteResult result = engine_.remove(key);
+        const DeleteResult result = engine_.remove(key, std::nullopt, std::nullopt, this);
         return {{base + "/accepted", with_members("{\"version\":" + std::to_string(shadow_version(result.record, shared)) + "}",
                                                   now_seconds(), token)}};
       }

@@ -471,7 +471,8 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
   });
 }
 
-DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section, std::optional<std::uint64_t> version) {
+DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section, std::optional<std::uint64_t> version,
+                            const void* origin) {
   validate_key(key);
   if (version && !section) {
     throw Error::invalid_request("version applies to a single-section delete: name reported or desired", "version");
@@ -529,6 +530,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     if (write_observer_) {
       WriteNotice notice{key, record, result.record};
       notice.shadow_deleted = !section;
+      notice.origin = origin;
       write_observer_(notice);
     }
     impl_->cache.put(key, result.record);

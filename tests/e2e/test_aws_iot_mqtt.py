@@ -144,6 +144,8 @@ class AwsIotMqttTest(BridgeCase):
 
         deleted, token = self.ask(f"{base}/delete", {})
         self.assertEqual(deleted["clientToken"], token)
+        time.sleep(0.3)  # answered once, not announced again
+        self.assertEqual(len([p for t, p in self.sub.events() if t == f"{base}/delete/accepted"]), 1)
         self.assertGreaterEqual(deleted["version"], version + 1)
         self.assertIsInstance(deleted["timestamp"], int)
         self.ask(f"{base}/get", {}, "rejected")

@@ -272,7 +272,7 @@ TEST_P(ShadowUpdateTest, TheWriteObserverSeesEveryStoredWriteInOrder) {
   engine().update(removal);
   engine().remove({"t", "main"}, ds::Section::reported);
   report("t", R"({"c":1})");
-  engine().remove({"t", "main"});
+  engine().remove({"t", "main"}, std::nullopt, std::nullopt, &tag);
   engine().set_write_observer({});
   report("t", R"({"d":1})");
 
@@ -303,6 +303,8 @@ TEST_P(ShadowUpdateTest, TheWriteObserverSeesEveryStoredWriteInOrder) {
   EXPECT_FALSE(seen[3].shadow_deleted);
   EXPECT_EQ(seen[4].after_reported, R"({"c":1})");
   EXPECT_TRUE(seen[5].shadow_deleted);
+  EXPECT_EQ(seen[3].origin, nullptr);
+  EXPECT_EQ(seen[5].origin, &tag);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ShadowUpdateTest, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
