@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace deviceshadow {
@@ -44,6 +45,18 @@ void create_dynamodb_table(const DynamoDbOptions& options, bool with_stream = tr
 
 // Deletes the table and everything in it.
 void delete_dynamodb_table(const DynamoDbOptions& options);
+
+// A shadow's section item as the table's stream shows it (an image of NEW_AND_OLD_IMAGES, in
+// attribute-value JSON): the shadow, the section(s) it holds and, when the write that put it
+// ran while the change feed was on, that write's change event (docs/storage.md, "Items").
+struct DynamoDbSectionItem {
+  ShadowKey key;
+  std::optional<Section> section;  // the separate layout's one section; nullopt: a combined item
+  ShadowRecord record;             // the section(s) the item holds; the others absent
+  std::string feed_event;          // the change event as JSON text; empty when none was put
+};
+// nullopt for every other item (thing index, history, registrations, dead letters, leases).
+std::optional<DynamoDbSectionItem> decode_dynamodb_section_item(const json::object& image);
 
 // The largest item DynamoDB accepts.
 inline constexpr std::size_t kDynamoDbMaxItemBytes = 400 * 1024;

@@ -128,6 +128,8 @@ void member_state(std::string& out, std::string_view name, const std::string& st
 
 json::value from_attribute(const json::value& av) {
   const json::object& o = av.as_object();
+  // DynamoDB Local's stream images show an empty map as {} (without its "M").
+  if (o.empty()) return json::object();
   if (o.size() != 1) throw Error(ErrorCode::internal, "dynamodb: malformed attribute value");
   const auto& [type, value] = *o.begin();
   if (type == "S") return value;
@@ -166,6 +168,9 @@ std::string dead_letters_pk(std::string_view registration) { return "NDL#" + std
 std::string section_prefix(Section s) { return s == Section::reported ? "DSR#" : "DSD#"; }
 constexpr std::string_view kCombinedPrefix = "DSC#";
 constexpr std::string_view kThingIndexSk = "T#";
+// While the change feed is on, each section item a write puts carries the write's change event
+// (JSON text), so that its stream record says what the write was (docs/storage.md, "Items").
+constexpr std::string_view kFeedEventAttribute = "feedEvent";
 
 // FNV-1a: a stable hash, so a thing always lands on the same GSI shard.
 int shard_of(std::string_view thing) {
@@ -213,6 +218,53 @@ SectionRecord section_from_attributes(const json::object& item, const json::valu
   r.state_json = state ? to_json(from_attribute(*state)) : "{}";
   if (times) r.times_json = times->at("S").as_string();
   return r;
+}
+
+// Both sections of a combined-layout item.
+ShadowRecord combined_record(const json::object& item) {
+  ShadowRecord record;
+  const std::uint64_t version = static_cast<std::uint64_t>(get_n(item, "version"));
+  for (Section s : {Section::reported, Section::desired}) {
+    std::string name(to_string(s));
+    SectionRecord& r = record.section(s);
+    const json::value* times = item.if_contains(name + "Times");
+    if (const json::value* meta = item.if_contains(name + "Meta")) {
+      r = section_from_attributes(meta->at("M").as_object(), item.if_contains(name), times);
+    } else if (const json::value* state = item.if_contains(name)) {
+      r = section_from_attributes(item, state, times);  // its metadata is the item's own
+    } else {
+      r.deleted = true;  // never written: absent, but the shared version guards it
+    }
+    r.version = version;
+  }
+  return record;
+}
+
+// The change event inside a write's feed entry (FeedEntry: {"event":{…},"reported":…}),
+// found without parsing the sections' states that follow it.
+std::string_view feed_event(std::string_view feed) {
+  constexpr std::string_view kPrefix = R"({"event":{)";
+  if (feed.starts_with(kPrefix)) {
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = kPrefix.size() - 1; i < feed.size(); ++i) {
+      const char c = feed[i];
+      if (in_string) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if ((c == '}' || c == ']') && --depth == 0) {
+        return feed.substr(kPrefix.size() - 1, i + 2 - kPrefix.size());
+      }
+    }
+  }
+  throw Error(ErrorCode::internal, "dynamodb: malformed change-feed entry");
 }
 
 Error translate(const AwsError& e) {
@@ -617,25 +669,6 @@ class DynamoDbStore final : public Store {
     return item ? static_cast<std::uint64_t>(get_n(item->as_object(), "version")) : 0;
   }
 
-  ShadowRecord combined_record(const json::object& item) const {
-    ShadowRecord record;
-    const std::uint64_t version = static_cast<std::uint64_t>(get_n(item, "version"));
-    for (Section s : {Section::reported, Section::desired}) {
-      std::string name(to_string(s));
-      SectionRecord& r = record.section(s);
-      const json::value* times = item.if_contains(name + "Times");
-      if (const json::value* meta = item.if_contains(name + "Meta")) {
-        r = section_from_attributes(meta->at("M").as_object(), item.if_contains(name), times);
-      } else if (const json::value* state = item.if_contains(name)) {
-        r = section_from_attributes(item, state, times);  // its metadata is the item's own
-      } else {
-        r.deleted = true;  // never written: absent, but the shared version guards it
-      }
-      r.version = version;
-    }
-    return record;
-  }
-
   // One item operation of a write: its kind in a transaction ("ConditionCheck", "Put",
   // "Update") and its body, which alone is also a PutItem/UpdateItem request.
   struct Operation {
@@ -690,6 +723,7 @@ class DynamoDbStore final : public Store {
         member_section_attributes(op, put.record, true);
         member_state(op, "state", put.record.state_json);
         if (!put.record.times_json.empty()) member_s(op, "times", put.record.times_json);
+        if (w.feed) member_s(op, kFeedEventAttribute, feed_event(*w.feed));  // on each item the write puts
         close(op, '}');
         check_size(op.size() - 1 - item_start);
         ops.push_back({"Put", conditional(std::move(op), put.expected_version)});
@@ -725,6 +759,7 @@ class DynamoDbStore final : public Store {
       member_n(op, "timestamp", latest.timestamp_ns);
       member_s(op, "writeId", latest.write_id);
       if (!latest.client_token.empty()) member_s(op, "clientToken", latest.client_token);
+      if (w.feed) member_s(op, kFeedEventAttribute, feed_event(*w.feed));
       std::int64_t expires = 0;
       for (Section s : {Section::reported, Section::desired}) {
         const SectionRecord& r = item.section(s);
@@ -902,6 +937,28 @@ void create_dynamodb_table(const DynamoDbOptions& given, bool with_stream) {
   }
   call("UpdateTimeToLive", json::object{{"TableName", options.table},
                                         {"TimeToLiveSpecification", json::object{{"Enabled", true}, {"AttributeName", "ttl"}}}});
+}
+
+std::optional<DynamoDbSectionItem> decode_dynamodb_section_item(const json::object& image) {
+  const std::string pk = get_s(image, "PK");
+  const std::string sk = get_s(image, "SK");
+  if (!pk.starts_with("DS#")) return std::nullopt;
+  DynamoDbSectionItem out;
+  out.key.thing = pk.substr(3);
+  if (sk.starts_with(kCombinedPrefix)) {
+    out.key.name = sk.substr(kCombinedPrefix.size());
+    out.record = combined_record(image);
+  } else {
+    for (Section s : {Section::reported, Section::desired}) {
+      if (!sk.starts_with(section_prefix(s))) continue;
+      out.key.name = sk.substr(section_prefix(s).size());
+      out.section = s;
+      out.record.section(s) = section_from_attributes(image, image.if_contains("state"), image.if_contains("times"));
+    }
+    if (!out.section) return std::nullopt;  // the thing index item (T#)
+  }
+  out.feed_event = get_s(image, kFeedEventAttribute);
+  return out;
 }
 
 }  // namespace deviceshadow

@@ -1,17 +1,22 @@
 // The DynamoDB Streams consumer's building blocks (src/notify/stream): the shard reader against
 // a scripted stream (what DynamoDB Local cannot do: shard lineage, iterator expiry, trimming),
 // lease items through real conditional writes on DynamoDB Local, and the Streams client against
-// DynamoDB Local's real stream of shadows written through the DynamoDB store.
+// DynamoDB Local's real stream of shadows written through the DynamoDB store, and the write
+// assembler (stream records to change-feed entries) against scripted records and that stream.
 #include "aws/client.hpp"
 #include "aws/credentials.hpp"
 #include "deviceshadow/dynamodb_store.hpp"
 #include "deviceshadow/engine.hpp"
+#include "deviceshadow/memory_store.hpp"
+#include "notify/stream/assembler.hpp"
 #include "notify/stream/consumer.hpp"
 #include "server/http.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/http_receiver.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -170,6 +175,124 @@ std::vector<int> range(int from, int to) {
   std::vector<int> v;
   for (int i = from; i < to; ++i) v.push_back(i);
   return v;
+}
+
+// ---- the write assembler, on scripted records ------------------------------------------
+
+// A JSON value as a DynamoDB attribute value (numbers as N, as the store writes them).
+json::value attribute(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return json::object{{"NULL", true}};
+    case json::kind::bool_: return json::object{{"BOOL", v.get_bool()}};
+    case json::kind::string: return json::object{{"S", v.get_string()}};
+    case json::kind::array: {
+      json::array l;
+      for (const json::value& e : v.get_array()) l.push_back(attribute(e));
+      return json::object{{"L", std::move(l)}};
+    }
+    case json::kind::object: {
+      json::object m;
+      for (const auto& e : v.get_object()) m[e.key()] = attribute(e.value());
+      return json::object{{"M", std::move(m)}};
+    }
+    default: return json::object{{"N", ds::to_json(v)}};
+  }
+}
+json::object s_attr(std::string_view s) { return json::object{{"S", s}}; }
+json::object n_attr(std::int64_t n) { return json::object{{"N", std::to_string(n)}}; }
+
+// An item image: its keys and `attributes` (plain JSON: strings become S, numbers N, objects M).
+json::object image(const std::string& pk, const std::string& sk, std::string_view attributes) {
+  json::object out{{"PK", s_attr(pk)}, {"SK", s_attr(sk)}};
+  const json::value parsed_attributes = ds::parse_json(attributes);
+  for (const auto& e : parsed_attributes.as_object()) out[e.key()] = attribute(e.value());
+  return out;
+}
+// A section item of the separate layout, as the DynamoDB store puts it.
+json::object section_image(const std::string& sk, int version, std::string_view state, std::string_view event = {},
+                           bool deleted = false) {
+  json::object out = image("DS#lamp", sk, "{}");
+  out["version"] = n_attr(version);
+  out["timestamp"] = n_attr(1000 + version);
+  out["writeId"] = s_attr("w" + std::to_string(version));
+  out["deleted"] = json::object{{"BOOL", deleted}};
+  out["state"] = attribute(ds::parse_json(state));
+  if (!event.empty()) out["feedEvent"] = s_attr(event);
+  return out;
+}
+st::StreamRecord record(std::string seq, json::object new_image, json::object old_image = {}) {
+  st::StreamRecord r;
+  r.event_name = new_image.empty() ? "REMOVE" : old_image.empty() ? "INSERT" : "MODIFY";
+  r.sequence_number = std::move(seq);
+  const json::object& some = new_image.empty() ? old_image : new_image;
+  r.keys = json::object{{"PK", some.at("PK")}, {"SK", some.at("SK")}};
+  r.new_image = std::move(new_image);
+  r.old_image = std::move(old_image);
+  return r;
+}
+json::value parsed(const std::string& text) { return ds::parse_json(text); }
+
+constexpr std::string_view kBothEvent =
+    R"({"id":"00000000000000002000#C2","thing":"lamp","name":"main","op":"update","timestamp":"x","clientToken":"}{\"",)"
+    R"("reported":{"version":2,"changes":[{"op":"replace","path":"/on","value":false}]},)"
+    R"("desired":{"version":1,"changes":[{"op":"add","path":"/fan","value":"auto"}]}})";
+
+TEST(WriteAssembler, JoinsTheTwoItemsOfAWriteAndPassesOverOtherItems) {
+  st::WriteAssembler assembler;
+  // The reported item's record: the write names desired too, so the entry waits for it.
+  EXPECT_FALSE(assembler.add(record("10", section_image("DSR#main", 2, R"({"on":false,"n":[1,{"a":null}]})", kBothEvent),
+                                    section_image("DSR#main", 1, R"({"on":true,"n":[1,{"a":null}]})"))));
+  EXPECT_EQ(assembler.waiting(), 1u);
+  // Records between them that are no write's part.
+  EXPECT_FALSE(assembler.add(record("11", image("NL#label", "shard-1", R"({"counter":3,"checkpoint":"10"})"))));
+  EXPECT_FALSE(assembler.add(record("12", image("DH#lamp#main", "00000000000000002000#C2", R"({"event":"{}","timestamp":2000})"))));
+  EXPECT_FALSE(assembler.add(record("13", image("DS#lamp", "T#", R"({"liveCount":2,"GSI1PK":"THINGS#3"})"))));
+  EXPECT_FALSE(assembler.add(record("14", image("NR#", "hook", R"({"document":"{}"})"))));
+  EXPECT_FALSE(assembler.add(record("15", {}, section_image("DSD#other", 4, "{}", {}, true))))  // TTL removal
+      << "removals are no write";
+  EXPECT_FALSE(assembler.add(record("16", section_image("DSR#other", 2, R"({"x":1})"), section_image("DSR#other", 1, "{}"))))
+      << "an item put while the change feed was off";
+  EXPECT_EQ(assembler.waiting(), 1u);
+  // The desired item's record completes the write: one entry, as the outbox stores keep it.
+  auto entry = assembler.add(record("17", section_image("DSD#main", 1, R"({"fan":"auto"})", kBothEvent)));
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(assembler.waiting(), 0u);
+  EXPECT_EQ(entry->key, (ds::ShadowKey{"lamp", "main"}));
+  EXPECT_EQ(entry->sequence_numbers, (std::vector<std::string>{"10", "17"}));
+  EXPECT_EQ(parsed(entry->json), parsed(R"({"event":)" + std::string(kBothEvent) +
+                                        R"(,"reported":{"old":{"on":true,"n":[1,{"a":null}]},"new":{"on":false,"n":[1,{"a":null}]}},)"
+                                        R"("desired":{"old":{},"new":{"fan":"auto"}}})"));
+  EXPECT_EQ(entry->json.find(R"({"event":)" + std::string(kBothEvent) + ","), 0u) << "the event text as the engine rendered it";
+}
+
+TEST(WriteAssembler, TakesEitherItemFirstAndAnOldTombstoneIsEmpty) {
+  st::WriteAssembler assembler;
+  EXPECT_FALSE(assembler.add(record("20", section_image("DSD#main", 1, R"({"fan":"auto"})", kBothEvent))));
+  EXPECT_FALSE(assembler.add(record("20", section_image("DSD#main", 1, R"({"fan":"auto"})", kBothEvent))))
+      << "a part already taken changes nothing";
+  auto entry = assembler.add(record("21", section_image("DSR#main", 2, R"({"on":false})", kBothEvent),
+                                    section_image("DSR#main", 1, "{}", {}, /*deleted=*/true)));
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->sequence_numbers, (std::vector<std::string>{"20", "21"}));
+  EXPECT_EQ(parsed(entry->json).at("reported"), parsed(R"({"old":{},"new":{"on":false}})"));
+}
+
+TEST(WriteAssembler, OneCombinedItemIsTheWholeWrite) {
+  const std::string event =
+      R"({"id":"00000000000000003000#R5","thing":"lamp","name":"main","op":"report","timestamp":"x",)"
+      R"("reported":{"version":5,"changes":[{"op":"add","path":"/on","value":true}]}})";
+  // Reported was a tombstone (its own metadata), desired live with the item's.
+  json::object old_image = image("DS#lamp", "DSC#main", R"({"version":4,"timestamp":2000,"writeId":"w4",
+      "reported":{},"reportedMeta":{"timestamp":1000,"writeId":"w1","deleted":true,"expires":9,"ttl":1},"desired":{"fan":"auto"}})");
+  json::object new_image = image("DS#lamp", "DSC#main", R"({"version":5,"timestamp":3000,"writeId":"w5",
+      "reported":{"on":true},"desired":{"fan":"auto"},"desiredMeta":{"timestamp":2000,"writeId":"w4","deleted":false}})");
+  new_image["feedEvent"] = s_attr(event);
+  st::WriteAssembler assembler;
+  auto entry = assembler.add(record("30", new_image, old_image));
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(parsed(entry->json), parsed(R"({"event":)" + event + R"(,"reported":{"old":{},"new":{"on":true}}})"))
+      << "only the section the event names";
+  EXPECT_EQ(assembler.waiting(), 0u);
 }
 
 // ---- the Streams client's wire format, against a scripted HTTP endpoint ------------------
@@ -641,6 +764,22 @@ TEST_F(LeaseTest, ReleasedLeasesAreTakenWithoutWaiting) {
 class RealStreamTest : public DynamoDbTest {
  protected:
   void SetUp() override { open_table(/*with_stream=*/true); }
+  // A consumer of the table's stream from its oldest record, as the instance `owner`.
+  std::unique_ptr<st::StreamConsumer> stream_consumer(const std::string& owner, st::RecordHandler handler) {
+    if (!streams_) {
+      arn_ = st::latest_stream_arn(*client_, options_.table).value();
+      streams_ = st::make_dynamodb_streams_api(client_options_, ds::aws::load_credentials());
+      leases_ = std::make_unique<st::LeaseTable>(*client_, options_.table, arn_);
+    }
+    st::CoordinatorOptions o;
+    o.owner = owner;
+    o.initial_position = std::string(st::kTrimHorizon);
+    return std::make_unique<st::StreamConsumer>(*streams_, *leases_, arn_, std::move(o), std::move(handler));
+  }
+
+  std::string arn_;
+  std::unique_ptr<st::StreamsApi> streams_;
+  std::unique_ptr<st::LeaseTable> leases_;
 };
 
 TEST_F(RealStreamTest, ReadsShadowWritesOfTheDynamoDbStoreFromTheTablesStream) {
@@ -660,18 +799,15 @@ TEST_F(RealStreamTest, ReadsShadowWritesOfTheDynamoDbStoreFromTheTablesStream) {
   report("lamp", R"({"on":true})");
   report("lamp", R"({"on":false})");
 
-  auto streams = st::make_dynamodb_streams_api(client_options_, ds::aws::load_credentials());
-  st::LeaseTable leases(*client_, options_.table, *arn);
   std::vector<st::StreamRecord> got;
   std::mutex mutex;
-  st::CoordinatorOptions o;
-  o.owner = "only";
-  o.initial_position = std::string(st::kTrimHorizon);
-  st::StreamConsumer consumer(*streams, leases, *arn, o, [&](const std::string&, std::span<const st::StreamRecord> records) {
+  auto collect = [&](const std::string&, std::span<const st::StreamRecord> records) {
     std::lock_guard lock(mutex);
     got.insert(got.end(), records.begin(), records.end());
     return records.size();
-  });
+  };
+  auto first = stream_consumer("only", collect);
+  st::StreamConsumer& consumer = *first;
   consumer.balance();
   ASSERT_EQ(consumer.shards().size(), 1u) << "DynamoDB Local's stream has one shard";
   auto sections = [&] {
@@ -695,18 +831,13 @@ TEST_F(RealStreamTest, ReadsShadowWritesOfTheDynamoDbStoreFromTheTablesStream) {
   for (const auto& r : got) EXPECT_FALSE(st::is_lease_record(r)) << "lease items are passed over";
 
   // The checkpoint is stored in the lease: a second consumer resumes after it.
-  const std::string checkpoint = leases.list().at(0).checkpoint;
+  const std::string checkpoint = leases_->list().at(0).checkpoint;
   EXPECT_EQ(checkpoint, got.back().sequence_number);
   consumer.release();
   report("lamp", R"({"on":true})");
   got.clear();
-  st::CoordinatorOptions o2 = o;
-  o2.owner = "second";
-  st::StreamConsumer second(*streams, leases, *arn, o2, [&](const std::string&, std::span<const st::StreamRecord> records) {
-    std::lock_guard lock(mutex);
-    got.insert(got.end(), records.begin(), records.end());
-    return records.size();
-  });
+  auto second_consumer = stream_consumer("second", collect);
+  st::StreamConsumer& second = *second_consumer;
   second.balance();
   for (int i = 0; i < 100 && sections().empty(); ++i) {
     if (!second.poll()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -714,6 +845,163 @@ TEST_F(RealStreamTest, ReadsShadowWritesOfTheDynamoDbStoreFromTheTablesStream) {
   ASSERT_EQ(sections().size(), 1u) << "only the write after the checkpoint";
   EXPECT_EQ(sections()[0].new_image.at("state").at("M").at("on").at("BOOL"), true);
 }
+
+// ---- the write assembler on DynamoDB Local's stream --------------------------------------
+
+// Keeps each write's change-feed entry as the engine hands it to the store: what an outbox
+// store (SQLite, memory) appends for that very write.
+class FeedCapture final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  void write(const ds::ShadowWrite& w) override {
+    inner_.write(w);
+    if (w.feed) feeds.push_back(*w.feed);
+  }
+  std::vector<std::string> feeds;
+};
+
+// One write of each kind, the change feed off for the first one only.
+void write_sequence(ds::Engine& engine) {
+  const ds::ShadowKey lamp{"lamp", "main"};
+  auto update = [&](const ds::ShadowKey& key, ds::Section section, const char* state) {
+    ds::UpdateRequest r;
+    r.key = key;
+    r.section = section;
+    r.state = ds::parse_json(state).as_object();
+    return engine.update(r);
+  };
+  update({"lamp", "aux"}, ds::Section::reported, R"({"off":true})");  // before any registration: no entry
+  engine.set_change_feed(true);
+  update(lamp, ds::Section::reported, R"({"on":true,"temp":21,"modes":["eco","boost"],"cfg":{"label":"kitchen","level":3}})");
+  update(lamp, ds::Section::desired, R"({"temp":23,"on":false})");
+  const ds::UpdateResult ack = update(lamp, ds::Section::reported, R"({"on":false})");  // acknowledges desired "on"
+  EXPECT_EQ(ack.acknowledged.size(), 1u);
+  ds::ShadowUpdate both;
+  both.key = lamp;
+  both.client_token = R"(tok}"{\)";
+  both.reported = ds::SectionUpdate{ds::parse_json(R"({"temp":23,"cfg":{"level":null}})").as_object()};
+  both.desired = ds::SectionUpdate{ds::parse_json(R"({"fan":"auto"})").as_object()};
+  const ds::UpdateResult two = engine.update(both);
+  EXPECT_EQ(two.acknowledged.size(), 1u) << "reported temp 23 acknowledges desired temp";
+  EXPECT_FALSE(update(lamp, ds::Section::reported, R"({"temp":23})").changed) << "a write with no change";
+  engine.remove(lamp, ds::Section::desired);
+  update(lamp, ds::Section::desired, R"({"fan":"low"})");
+  engine.remove(lamp);  // both sections
+  update(lamp, ds::Section::reported, R"({"on":true})");  // over a tombstone
+}
+
+// An entry as compared with the memory store's for the same writes. DynamoDB keeps a state's
+// members in an order of its own, and a delete lists the removal of each leaf of the stored
+// state in that order: the changes are compared as a set. The combined layout's event ids and
+// versions differ too (its sections share one version): `versions` false drops them.
+json::value comparable(json::value entry, bool versions) {
+  json::object& event = entry.at("event").as_object();
+  if (!versions) event.erase("id");
+  for (const char* section : {"reported", "desired"}) {
+    json::value* s = event.if_contains(section);
+    if (!s) continue;
+    if (!versions) s->as_object().erase("version");
+    json::array& changes = s->at("changes").as_array();
+    std::sort(changes.begin(), changes.end(), [](const json::value& a, const json::value& b) { return ds::to_json(a) < ds::to_json(b); });
+  }
+  return entry;
+}
+
+struct AssemblyCase {
+  ds::DynamoDbLayout layout;
+  bool history;
+};
+std::string name_of(const AssemblyCase& c) {
+  return std::string(c.layout == ds::DynamoDbLayout::combined ? "Combined" : "Separate") +
+         (c.history ? "WithHistory" : "WithoutHistory");
+}
+void PrintTo(const AssemblyCase& c, std::ostream* os) { *os << name_of(c); }
+
+class AssemblyTest : public RealStreamTest, public ::testing::WithParamInterface<AssemblyCase> {
+ protected:
+  void SetUp() override {
+    options_.layout = GetParam().layout;
+    RealStreamTest::SetUp();
+  }
+  // A fixed clock (each write takes the next nanosecond), so that both engines' events have the
+  // same ids and times; now, so that nothing has expired for DynamoDB's TTL.
+  ds::EngineOptions engine_options() const {
+    ds::EngineOptions o;
+    o.history = GetParam().history;
+    o.clock = [t = start_ns_] { return t; };
+    return o;
+  }
+  const std::int64_t start_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+};
+
+TEST_P(AssemblyTest, TheRecordsOfEachWriteBecomeTheEntryAnOutboxStoreKeeps) {
+  // The same writes through an engine on the DynamoDB store and on the memory store.
+  auto dynamodb = ds::open_dynamodb_store(options_);
+  FeedCapture captured(*dynamodb);
+  ds::Engine engine(captured, engine_options());
+  write_sequence(engine);
+  auto memory = ds::make_memory_store();
+  ds::Engine memory_engine(*memory, engine_options());
+  write_sequence(memory_engine);
+  const std::vector<ds::FeedEntry> outbox = memory->read_feed(0, 100);
+  ASSERT_EQ(outbox.size(), 8u);
+  ASSERT_EQ(captured.feeds.size(), outbox.size());
+
+  // Read the table's stream from its start and assemble.
+  std::mutex mutex;
+  std::vector<st::StreamRecord> records;
+  std::vector<st::AssembledEntry> entries;
+  st::WriteAssembler assembler;
+  auto reader = stream_consumer("only", [&](const std::string&, std::span<const st::StreamRecord> page) {
+    std::lock_guard lock(mutex);
+    for (const st::StreamRecord& r : page) {
+      records.push_back(r);
+      if (auto entry = assembler.add(r)) entries.push_back(std::move(*entry));
+    }
+    return page.size();
+  });
+  reader->balance();
+  for (int i = 0; i < 200 && entries.size() < outbox.size(); ++i) {
+    if (!reader->poll()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  reader->release();
+  ASSERT_EQ(entries.size(), outbox.size());
+  EXPECT_EQ(assembler.waiting(), 0u);
+
+  const bool combined = GetParam().layout == ds::DynamoDbLayout::combined;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    SCOPED_TRACE("write " + std::to_string(i) + ": " + captured.feeds[i]);
+    EXPECT_EQ(entries[i].key, outbox[i].key);
+    // Exactly the entry an outbox store appends for this very write…
+    EXPECT_EQ(parsed(entries[i].json), parsed(captured.feeds[i]));
+    // …and the memory store's for the same writes (see comparable()).
+    EXPECT_EQ(comparable(parsed(entries[i].json), !combined), comparable(parsed(outbox[i].json), !combined));
+  }
+  EXPECT_EQ(parsed(entries[3].json).at("event").at("clientToken"), R"(tok}"{\)");
+  // Both layouts: every two-section write is one entry (its records joined in the separate one).
+  EXPECT_EQ(entries[2].sequence_numbers.size(), combined ? 1u : 2u);
+  EXPECT_EQ(entries[6].sequence_numbers.size(), combined ? 1u : 2u) << "the delete of both sections";
+
+  std::size_t history = 0;
+  for (const st::StreamRecord& r : records) {
+    const std::string pk(r.keys.at("PK").at("S").as_string());
+    history += pk.starts_with("DH#");
+    if (r.keys.at("SK").at("S").as_string().ends_with("#aux")) {
+      EXPECT_FALSE(r.new_image.contains("feedEvent")) << "nothing extra while the change feed is off";
+    } else if (pk.starts_with("DS#") && !r.new_image.empty() && r.keys.at("SK").at("S").as_string() != "T#") {
+      EXPECT_TRUE(r.new_image.contains("feedEvent"));
+    }
+  }
+  EXPECT_EQ(history, GetParam().history ? 9u : 0u) << "history items are on the stream and passed over";
+}
+
+INSTANTIATE_TEST_SUITE_P(LayoutsAndHistory, AssemblyTest,
+                         ::testing::Values(AssemblyCase{ds::DynamoDbLayout::separate, false},
+                                           AssemblyCase{ds::DynamoDbLayout::separate, true},
+                                           AssemblyCase{ds::DynamoDbLayout::combined, false},
+                                           AssemblyCase{ds::DynamoDbLayout::combined, true}),
+                         [](const auto& info) { return name_of(info.param); });
 
 class StreamlessTableTest : public DynamoDbTest {
  protected:

@@ -1,0 +1,65 @@
+// Turns the stream records of a DynamoDB store's writes into change-feed entries: for each
+// write, exactly the FeedEntry json the outbox stores (SQLite, memory) keep for it,
+// {"event": <the change event>, "reported"|"desired": {"old": …, "new": …}} for each section
+// it stored (docs/notifications.md, "DynamoDB: the stream consumer").
+//
+// While the change feed is on, each section item a write puts carries the write's change event
+// (attribute feedEvent, docs/storage.md): the event comes from the record's NewImage as the
+// engine rendered it, a section's old state from the OldImage ({} when it did not exist) and its
+// new state from the NewImage. A write of both sections in the separate layout is two item
+// records (usually in one shard, in either order, possibly with other records between them);
+// its entry is complete once a record of every section the event names was added. The combined
+// layout's one item holds both sections: one record is the whole write.
+#pragma once
+
+#include "deviceshadow/store.hpp"
+#include "notify/stream/streams_api.hpp"
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace deviceshadow::notify::stream {
+
+// One write's change-feed entry, assembled from its stream records.
+struct AssembledEntry {
+  ShadowKey key;
+  std::string json;                            // as FeedEntry::json (states in DynamoDB's member order)
+  std::vector<std::string> sequence_numbers;   // of the records it was made of, as added
+};
+
+// Thread-safe: the readers of several shards may share one assembler, so that a write whose two
+// items landed in different shards read by this process is still joined.
+class WriteAssembler {
+ public:
+  // Adds one record (each record once). Returns the entry of the write it completes. Records
+  // that are no write's part are ignored: other items (lease, history, thing index,
+  // registrations, dead letters), removals (TTL dropping an expired item) and items put while
+  // the change feed was off (no feedEvent).
+  std::optional<AssembledEntry> add(const StreamRecord& record);
+
+  // Writes with some but not all of their records added.
+  std::size_t waiting() const;
+
+ private:
+  struct Part {
+    bool seen = false;
+    std::string old_state;
+    std::string new_state;
+  };
+  struct Pending {
+    std::string event;
+    std::array<bool, 2> expected{};  // reported, desired: the sections the event names
+    std::array<Part, 2> parts;
+    std::vector<std::string> sequence_numbers;
+  };
+
+  mutable std::mutex mutex_;
+  std::map<std::pair<ShadowKey, std::string>, Pending> pending_;  // by shadow and event id
+};
+
+}  // namespace deviceshadow::notify::stream
