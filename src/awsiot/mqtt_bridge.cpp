@@ -291,7 +291,6 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
 
 MqttBridge::~MqttBridge() {
   stopping_ = true;
-  engine_.set_write_observer({});
   for (auto& shard : shards_) {
     {
       std::lock_guard lock(shard->mutex);
@@ -303,6 +302,7 @@ MqttBridge::~MqttBridge() {
   }
   announce_cv_.notify_all();
   for (auto& shard : shards_) shard->thread.join();
+  engine_.set_write_observer({});  // no writer left: the workers are gone, and REST's before us
   announcer_.join();
   session_.reset();
 }
