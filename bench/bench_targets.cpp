@@ -9,7 +9,8 @@
 //
 // Instructions per event: under `valgrind --tool=callgrind --instr-atstart=no` the drain (every
 // thread, from the dispatcher's start until the last event is delivered) is dumped as "drain":
-// divide that dump's total Ir by the events, e.g. with BENCH_ONLY=mqtt --rounds 1.
+// divide that dump's total Ir by the events, e.g. with BENCH_ONLY=mqtt --rounds 1. Each drain
+// also prints its process CPU time (user + system) and context switches per event to stderr.
 //
 // The dispatcher's rate is a backlog of N events (written while no dispatcher ran, 1,000
 // shadows) drained by one registration; the emulator or broker shares the 2 cores with it.
@@ -24,6 +25,7 @@
 
 #include <boost/json.hpp>
 #include <mosquitto.h>
+#include <sys/resource.h>
 #include <valgrind/callgrind.h>
 
 #include <algorithm>
@@ -88,6 +90,8 @@ double drain(const std::filesystem::path& dir, const std::string& target, long n
   fill(engine, n);
   CALLGRIND_START_INSTRUMENTATION;  // no-ops outside callgrind: the drain is dumped alone
   CALLGRIND_ZERO_STATS;
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
   const auto start = Clock::now();
   notify::Dispatcher dispatcher(engine, options);
   while (dispatcher.status("bench")->delivered < static_cast<std::uint64_t>(n)) {
@@ -99,6 +103,15 @@ double drain(const std::filesystem::path& dir, const std::string& target, long n
   }
   const double rate = static_cast<double>(n) / since(start);
   CALLGRIND_DUMP_STATS_AT("drain");
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  auto cpu_us = [](const rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+  };
+  std::fprintf(stderr, "drain: %.1f CPU µs and %.2f context switches (%.2f voluntary) per event\n",
+               (cpu_us(after) - cpu_us(before)) / n,
+               static_cast<double>(after.ru_nvcsw + after.ru_nivcsw - before.ru_nvcsw - before.ru_nivcsw) / n,
+               static_cast<double>(after.ru_nvcsw - before.ru_nvcsw) / n);
   return rate;
 }
 
