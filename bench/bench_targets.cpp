@@ -10,7 +10,8 @@
 // Instructions per event: under `valgrind --tool=callgrind --instr-atstart=no` the drain (every
 // thread, from the dispatcher's start until the last event is delivered) is dumped as "drain":
 // divide that dump's total Ir by the events, e.g. with BENCH_ONLY=mqtt --rounds 1. Each drain
-// also prints its process CPU time (user + system) and context switches per event to stderr.
+// (and the raw MQTT client) also prints the process's CPU time (user + system) and context
+// switches per event to stderr.
 //
 // The dispatcher's rate is a backlog of N events (written while no dispatcher ran, 1,000
 // shadows) drained by one registration; the emulator or broker shares the 2 cores with it.
@@ -46,6 +47,23 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The process's CPU time (user + system) and context switches since it was made, per event, to stderr.
+struct Usage {
+  rusage start{};
+  Usage() { getrusage(RUSAGE_SELF, &start); }
+  void print(const char* what, long n) const {
+    rusage now{};
+    getrusage(RUSAGE_SELF, &now);
+    auto cpu_us = [](const rusage& r) {
+      return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+    };
+    std::fprintf(stderr, "%s: %.1f CPU µs and %.2f context switches (%.2f voluntary) per event\n", what,
+                 (cpu_us(now) - cpu_us(start)) / n,
+                 static_cast<double>(now.ru_nvcsw + now.ru_nivcsw - start.ru_nvcsw - start.ru_nivcsw) / n,
+                 static_cast<double>(now.ru_nvcsw - start.ru_nvcsw) / n);
+  }
+};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -90,8 +108,7 @@ double drain(const std::filesystem::path& dir, const std::string& target, long n
   fill(engine, n);
   CALLGRIND_START_INSTRUMENTATION;  // no-ops outside callgrind: the drain is dumped alone
   CALLGRIND_ZERO_STATS;
-  rusage before{};
-  getrusage(RUSAGE_SELF, &before);
+  const Usage usage;
   const auto start = Clock::now();
   notify::Dispatcher dispatcher(engine, options);
   while (dispatcher.status("bench")->delivered < static_cast<std::uint64_t>(n)) {
@@ -103,15 +120,7 @@ double drain(const std::filesystem::path& dir, const std::string& target, long n
   }
   const double rate = static_cast<double>(n) / since(start);
   CALLGRIND_DUMP_STATS_AT("drain");
-  rusage after{};
-  getrusage(RUSAGE_SELF, &after);
-  auto cpu_us = [](const rusage& r) {
-    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
-  };
-  std::fprintf(stderr, "drain: %.1f CPU µs and %.2f context switches (%.2f voluntary) per event\n",
-               (cpu_us(after) - cpu_us(before)) / n,
-               static_cast<double>(after.ru_nvcsw + after.ru_nivcsw - before.ru_nvcsw - before.ru_nivcsw) / n,
-               static_cast<double>(after.ru_nvcsw - before.ru_nvcsw) / n);
+  usage.print("drain", n);
   return rate;
 }
 
@@ -185,6 +194,7 @@ double raw_mqtt_rate(const std::string& url, long n, std::size_t window) {
     state.cv.wait(lock, [&] { return state.connected; });
   }
   const std::string payload = sample_event();
+  const Usage usage;
   const auto start = Clock::now();
   for (long i = 0; i < n; ++i) {
     {
@@ -199,6 +209,7 @@ double raw_mqtt_rate(const std::string& url, long n, std::size_t window) {
     state.cv.wait(lock, [&] { return state.acked >= n; });
   }
   const double rate = static_cast<double>(n) / since(start);
+  usage.print("raw mqtt", n);
   mosquitto_disconnect(mosq);
   mosquitto_loop_stop(mosq, true);
   mosquitto_destroy(mosq);
