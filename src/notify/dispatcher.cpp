@@ -1,5 +1,6 @@
 #include "notify/dispatcher.hpp"
 
+#include "deviceshadow/arena.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
@@ -105,10 +106,21 @@ std::unique_ptr<Target> make_target(const Registration& r) {
 }
 
 // A feed entry, parsed once by the dispatcher's reader and shared by the workers that want it.
+// The parsed entry lives in an arena of its own, in a block sized from the entry's text (a
+// parsed entry takes 3–5 times its text; more spills into the heap): one allocation instead of
+// one per value, and freeing it does not walk the document.
 struct Dispatcher::FeedItem {
+  explicit FeedItem(std::size_t text_bytes)
+      : arena_bytes(4 * text_bytes + 256),
+        buffer(new std::byte[arena_bytes]),
+        arena(buffer.get(), arena_bytes),
+        entry(json::storage_ptr(&arena)) {}
   std::uint64_t seq = 0;
   std::optional<FeedWrite> write;  // nullopt: unreadable, passed over
-  json::value entry;               // the parsed entry, to build events from
+  const std::size_t arena_bytes;
+  const std::unique_ptr<std::byte[]> buffer;
+  Arena arena;
+  json::value entry;  // the parsed entry, to build events from; in `arena` (assigned a value in it, not copied)
 };
 
 // One enabled registration's delivery: it takes the entries it wants from the reader's pages
@@ -504,10 +516,10 @@ class Dispatcher::Reader {
     std::vector<std::shared_ptr<const FeedItem>> page;
     page.reserve(entries.size());
     for (const FeedEntry& entry : entries) {
-      auto item = std::make_shared<FeedItem>();
+      auto item = std::make_shared<FeedItem>(entry.json.size());
       item->seq = entry.seq;
       try {
-        item->entry = parse_json(entry.json);
+        item->entry = parse_json(entry.json, 64, json::storage_ptr(&item->arena));
         FeedWrite write = read_feed_write(item->entry);
         write.seq = entry.seq;
         item->write = std::move(write);

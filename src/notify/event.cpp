@@ -43,44 +43,71 @@ std::string_view event_type(const FeedWrite& w) {
 }
 
 std::string build_event(const Registration& r, const json::value& entry, std::size_t max_bytes) {
+  // Written straight to text (the same text as serializing the document built member by
+  // member): no copy of the entry's values.
   const json::object& event = entry.at("event").as_object();
-  const bool deleted = event.at("op").as_string() == "delete";
-  auto build = [&](bool with_states) {
-    json::object data;
-    data["thing"] = event.at("thing");
-    data["name"] = event.at("name");
-    data["op"] = event.at("op");
-    if (const json::value* token = event.if_contains("clientToken")) data["clientToken"] = *token;
-    data["registration"] = r.id;
+  const json::value& thing = event.at("thing");
+  const json::value& name = event.at("name");
+  const json::value& op = event.at("op");
+  const json::value& id = event.at("id");
+  const json::value& timestamp = event.at("timestamp");
+  const std::string_view thing_text = thing.as_string();
+  const std::string_view name_text = name.as_string();
+  const bool deleted = op.as_string() == "delete";
+  auto member = [](std::string& out, std::string_view key) {
+    out += ',';
+    append_json_string(out, key);
+    out += ':';
+  };
+  auto build = [&](bool with_states, std::size_t reserve) {
+    std::string out;
+    out.reserve(reserve);
+    out += R"({"specversion":"1.0","id":)";
+    append_json(out, id);
+    out += R"(,"source":"deviceshadow","type":)";
+    out += deleted ? R"("deviceshadow.shadow.deleted")" : R"("deviceshadow.shadow.updated")";
+    out += R"(,"subject":)";
+    std::string subject;
+    subject.reserve(thing_text.size() + 1 + name_text.size());
+    subject.append(thing_text).append(1, '#').append(name_text);
+    append_json_string(out, subject);
+    out += R"(,"time":)";
+    append_json(out, timestamp);
+    out += R"(,"datacontenttype":"application/json","data":{"thing":)";
+    append_json(out, thing);
+    out += R"(,"name":)";
+    append_json(out, name);
+    out += R"(,"op":)";
+    append_json(out, op);
+    if (const json::value* token = event.if_contains("clientToken")) {
+      out += R"(,"clientToken":)";
+      append_json(out, *token);
+    }
+    out += R"(,"registration":)";
+    append_json_string(out, r.id);
     for (Section s : kSections) {
       const json::value* stored = event.if_contains(to_string(s));
       if (!stored || !r.selects(s)) continue;
       const json::object& states = entry.at(to_string(s)).as_object();
-      json::object section;
-      section["version"] = stored->at("version");
-      if (with_states && r.include_old) section["old"] = states.at("old");
-      if (with_states && r.include_new) section["new"] = states.at("new");
-      if (r.include_diff) section["diff"] = stored->at("changes");
-      data[to_string(s)] = std::move(section);
+      member(out, to_string(s));
+      out += R"({"version":)";
+      append_json(out, stored->at("version"));
+      if (with_states && r.include_old) member(out, "old"), append_json(out, states.at("old"));
+      if (with_states && r.include_new) member(out, "new"), append_json(out, states.at("new"));
+      if (r.include_diff) member(out, "diff"), append_json(out, stored->at("changes"));
+      out += '}';
     }
     if (const json::value* acks = event.if_contains("acknowledged"); acks && r.selects(Section::desired)) {
-      data["acknowledged"] = *acks;
+      out += R"(,"acknowledged":)";
+      append_json(out, *acks);
     }
-    if (!with_states) data["truncated"] = true;
-    json::object cloud_event;
-    cloud_event["specversion"] = "1.0";
-    cloud_event["id"] = event.at("id");
-    cloud_event["source"] = "deviceshadow";
-    cloud_event["type"] = deleted ? "deviceshadow.shadow.deleted" : "deviceshadow.shadow.updated";
-    cloud_event["subject"] = std::string(event.at("thing").as_string()) + "#" + std::string(event.at("name").as_string());
-    cloud_event["time"] = event.at("timestamp");
-    cloud_event["datacontenttype"] = "application/json";
-    cloud_event["data"] = std::move(data);
-    return to_json(cloud_event);
+    if (!with_states) out += R"(,"truncated":true)";
+    out += "}}";
+    return out;
   };
-  std::string full = build(true);
+  std::string full = build(true, 512);
   if (full.size() <= max_bytes || (!r.include_old && !r.include_new)) return full;
-  return build(false);
+  return build(false, 512);
 }
 
 std::string webhook_signature(std::string_view secret, std::int64_t unix_seconds, std::string_view body) {

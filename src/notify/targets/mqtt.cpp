@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace deviceshadow::notify {
 namespace {
@@ -41,14 +42,7 @@ class Connection {
   // Publishes; the answer (or a failure to send) reaches `target` with `tag`. Returns the
   // message id, or nullopt with `error` set when it could not be queued.
   std::optional<int> publish(Mqtt* target, std::uint64_t tag, const std::string& topic, std::string_view payload, int qos,
-                             std::string& error) {
-    // Held across the call so that the answer, which the network thread may receive before
-    // publish returns, finds its message id registered.
-    std::lock_guard lock(mutex_);
-    std::optional<int> mid = session_.publish(topic, payload, qos, error);
-    if (mid) awaiting_[*mid] = {target, tag};
-    return mid;
-  }
+                             std::string& error);
   // Waits until a new connection is up, at most until kConnectWait after it was made (a
   // dropped connection is not waited for: the publish fails and is retried with backoff).
   void wait_until_first_connected() { session_.wait_until_first_connected(kConnectWait); }
@@ -75,8 +69,13 @@ class Connection {
  private:
   void answered(int mid);
 
-  std::mutex mutex_;  // guards awaiting_; taken before a target's
+  std::mutex mutex_;  // guards what follows; taken before a target's
   std::unordered_map<int, std::pair<Mqtt*, std::uint64_t>> awaiting_;  // message id → target, tag
+  // The lock is not held while libmosquitto publishes (the network thread would wait on it for
+  // every answer meanwhile): an answer that comes before its publish has registered its message
+  // id is kept in early_ while a publish is under way, and found there by it.
+  int publishing_ = 0;                 // publishes under way
+  std::unordered_set<int> early_;      // message ids answered before they were registered
   MqttSession session_;  // last: its network thread stops before the members above go
 };
 
@@ -147,13 +146,17 @@ class Mqtt final : public Target {
     cv_.notify_all();
   }
 
-  // Reports a publish's outcome once (a second report of the same tag is dropped).
+  // Reports a publish's outcome once (a second report of the same tag is dropped). Wakes run()
+  // only for the first outcome it has not collected yet, after releasing the lock: it takes
+  // every outcome there is when it wakes.
   void finish(std::uint64_t tag, DeliveryResult result) {
-    std::lock_guard lock(mutex_);
-    if (in_flight_.erase(tag)) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!in_flight_.erase(tag)) return;
       finished_.emplace_back(tag, std::move(result));
-      cv_.notify_all();
+      if (finished_.size() > 1) return;
     }
+    cv_.notify_all();
   }
 
  private:
@@ -208,10 +211,33 @@ class Mqtt final : public Target {
   bool woken_ = false;
 };
 
+std::optional<int> Connection::publish(Mqtt* target, std::uint64_t tag, const std::string& topic,
+                                       std::string_view payload, int qos, std::string& error) {
+  {
+    std::lock_guard lock(mutex_);
+    ++publishing_;
+  }
+  const std::optional<int> mid = session_.publish(topic, payload, qos, error);
+  bool answered_early = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (mid) {
+      answered_early = early_.erase(*mid) > 0;
+      if (!answered_early) awaiting_[*mid] = {target, tag};
+    }
+    if (--publishing_ == 0) early_.clear();  // answers to forgotten publishes
+  }
+  if (answered_early) target->finish(tag, {});
+  return mid;
+}
+
 void Connection::answered(int mid) {
   std::lock_guard lock(mutex_);
   auto it = awaiting_.find(mid);
-  if (it == awaiting_.end()) return;  // forgotten: its target gave up on it or is gone
+  if (it == awaiting_.end()) {  // forgotten (its target gave up on it or is gone), or not registered yet
+    if (publishing_ > 0) early_.insert(mid);
+    return;
+  }
   auto [target, tag] = it->second;
   awaiting_.erase(it);
   target->finish(tag, {});
