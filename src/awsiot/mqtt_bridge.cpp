@@ -251,7 +251,6 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
       options_(std::move(options)),
       owner_(random_owner()) {
   if (options_.broker.rfind("mqtt://", 0) != 0) throw std::invalid_argument("--mqtt must be mqtt://HOST[:PORT], not " + options_.broker);
-  engine_.set_write_observer([this](const WriteNotice& write) { observe(write); });
   for (std::size_t i = 0; i < std::max<std::size_t>(options_.workers, 1); ++i) shards_.push_back(std::make_unique<Shard>());
   for (auto& shard : shards_) shard->thread = std::thread([this, s = shard.get()] { work(*s); });
   notify::MqttSessionOptions session;
@@ -269,6 +268,7 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
     }
     const std::uint64_t n = ++stats_.connects;
     stats_.connected = 1;
+    announce_cv_.notify_all();  // announcements waiting for the broker go now
     logger_.log(server::LogLevel::info, n == 1 ? "mqtt: connected" : "mqtt: reconnected",
                 {{"broker", options_.broker}, {"connects", std::to_string(n)}});
   };
@@ -283,6 +283,7 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
   session_ = std::make_unique<notify::MqttSession>(std::move(session));
   session_->start();  // from here the network thread calls the handlers above
   announcer_ = std::thread([this] { announce_writes(); });
+  engine_.set_write_observer([this](const WriteNotice& write) { observe(write); });
   if (!session_->wait_until_first_connected(kFirstConnectWait)) {
     logger_.log(server::LogLevel::warn, "mqtt: not connected yet, still trying",
                 {{"broker", options_.broker}, {"state", session_->state()}});
@@ -304,6 +305,10 @@ MqttBridge::~MqttBridge() {
   for (auto& shard : shards_) shard->thread.join();
   engine_.set_write_observer({});  // no writer left: the workers are gone, and REST's before us
   announcer_.join();
+  if (!announcements_.empty()) {
+    logger_.log(server::LogLevel::warn, "mqtt: stopping with writes not announced",
+                {{"writes", std::to_string(announcements_.size())}});
+  }
   session_.reset();
 }
 
@@ -320,14 +325,14 @@ void MqttBridge::received(std::string_view topic, std::string_view payload) {
   }
   {
     std::lock_guard lock(shard.mutex);
-    shard.queue.push_back({std::string(topic), std::string(payload)});
+    shard.queue.push_back({{std::string(topic), std::string(payload)}, std::chrono::steady_clock::now()});
   }
   shard.cv.notify_one();
 }
 
 void MqttBridge::work(Shard& shard) {
   for (;;) {
-    MqttMessage request;
+    Request request;
     {
       std::unique_lock lock(shard.mutex);
       shard.cv.wait(lock, [&] { return stopping_ || !shard.queue.empty(); });
@@ -337,10 +342,10 @@ void MqttBridge::work(Shard& shard) {
     }
     --queued_;
     if (!claim(request)) continue;
-    std::vector<MqttMessage> answers = topics_.serve(request.topic, request.payload);
+    std::vector<MqttMessage> answers = topics_.serve(request.message.topic, request.message.payload);
     if (answers.empty()) {
       ++stats_.ignored;
-      logger_.log(server::LogLevel::info, "mqtt: not a shadow request topic, ignored", {{"topic", request.topic}});
+      logger_.log(server::LogLevel::info, "mqtt: not a shadow request topic, ignored", {{"topic", request.message.topic}});
       continue;
     }
     if (answers.front().topic.ends_with("/rejected")) ++stats_.rejected;
@@ -348,47 +353,60 @@ void MqttBridge::work(Shard& shard) {
   }
 }
 
-bool MqttBridge::claim(const MqttMessage& request) {
+bool MqttBridge::claim(const Request& request) {
   if (options_.claim_window.count() == 0) return true;
+  // Neither answer nor serve what another shadowd may have served: a copy that waited past the
+  // window could claim again after the first claim expired, and a failed claim says nothing of
+  // the others. The device's request times out, and it asks again.
+  auto unclaimed = [&](std::string_view why, std::string_view error) {
+    ++stats_.unclaimed;
+    logger_.log(server::LogLevel::warn, "mqtt: request not served", {{"topic", request.message.topic}, {"why", std::string(why)},
+                                                                      {"error", std::string(error)}});
+    return false;
+  };
+  if (std::chrono::steady_clock::now() - request.received >= options_.claim_window) {
+    return unclaimed("it waited for a worker longer than the claim window", "");
+  }
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
   const std::int64_t window = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.claim_window).count();
-  std::string identity = request.topic;
+  std::string identity = request.message.topic;
   identity += '\0';
-  identity += request.payload;
+  identity += request.message.payload;
   try {
     if (engine_.store().claim(aws::hex_sha256(identity), owner_, now, now + window)) return true;
     ++stats_.claimed_elsewhere;
     return false;
-  } catch (const Error& e) {
-    // Serving unclaimed could answer twice; the device retries a request left unanswered.
-    ++stats_.rejected;
-    publish(ShadowTopics::refuse(request.topic, request.payload, e));
-    return false;
+  } catch (const std::exception& e) {
+    return unclaimed("the claim failed", e.what());
   }
 }
 
-void MqttBridge::observe(const WriteNotice& write) {
+void MqttBridge::observe(const WriteNotice& write) noexcept {
   if (stopping_ || write.origin == &topics_) return;  // the bridge answers its own writes
-  Announcement a{write.key, write.before, write.after, {}, write.shadow_deleted, std::string(write.client_token)};
-  for (std::size_t i = 0; i < 2; ++i) {
-    if (write.requested[i]) a.requested[i] = *write.requested[i];
-  }
-  bool first_drop = false;
-  {
-    std::lock_guard lock(announce_mutex_);
-    if (announcements_.size() >= std::max<std::size_t>(options_.max_announcements, 1)) {
-      announcements_.pop_front();
-      ++stats_.announcements_dropped;
-      first_drop = !std::exchange(dropping_, true);
+  try {
+    Announcement a{write.key, write.before, write.after, {}, write.shadow_deleted, std::string(write.client_token)};
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (write.requested[i]) a.requested[i] = *write.requested[i];
     }
-    announcements_.push_back(std::move(a));
-    stats_.announcements_waiting = announcements_.size();
-  }
-  announce_cv_.notify_one();
-  if (first_drop) {
-    logger_.log(server::LogLevel::error, "mqtt: too many writes waiting to be announced, dropping the oldest",
-                {{"broker", options_.broker}, {"waiting", std::to_string(options_.max_announcements)}});
+    bool first_drop = false;
+    {
+      std::lock_guard lock(announce_mutex_);
+      if (announcements_.size() >= std::max<std::size_t>(options_.max_announcements, 1)) {
+        announcements_.pop_front();
+        ++stats_.announcements_dropped;
+        first_drop = !std::exchange(dropping_, true);
+      }
+      announcements_.push_back(std::move(a));
+      stats_.announcements_waiting = announcements_.size();
+    }
+    announce_cv_.notify_one();
+    if (first_drop) {
+      logger_.log(server::LogLevel::error, "mqtt: too many writes waiting to be announced, dropping the oldest",
+                  {{"broker", options_.broker}, {"waiting", std::to_string(options_.max_announcements)}});
+    }
+  } catch (const std::exception&) {  // out of memory: the write stands, its announcement is lost
+    ++stats_.announcements_dropped;
   }
 }
 
@@ -413,7 +431,9 @@ void MqttBridge::announce_writes() {
       for (std::string error; !session_->publish(m.topic, m.payload, kQos, error);) {
         ++stats_.publish_failures;
         std::unique_lock lock(announce_mutex_);
-        if (announce_cv_.wait_for(lock, backoff, [&] { return stopping_.load(); })) return;
+        // Until the broker is back (on_connect wakes it) or the backoff ends.
+        announce_cv_.wait_for(lock, backoff, [&] { return stopping_ || session_->connected(); });
+        if (stopping_) return;
         backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
       }
       backoff = std::chrono::milliseconds(100);
@@ -448,6 +468,8 @@ void MqttBridge::render_metrics(std::string& out) const {
   metric("gauge", "shadowd_mqtt_connected", "1 while connected to the broker.", stats_.connected);
   metric("counter", "shadowd_mqtt_claimed_elsewhere_total", "Requests left to the shadowd that claimed them first.",
          stats_.claimed_elsewhere);
+  metric("counter", "shadowd_mqtt_unclaimed_total",
+         "Requests not served because they waited past the claim window or the claim failed.", stats_.unclaimed);
   metric("counter", "shadowd_mqtt_announced_total", "Writes made through REST announced on the shadow topics.",
          stats_.announced);
   metric("counter", "shadowd_mqtt_announcements_dropped_total",

@@ -99,6 +99,7 @@ struct MqttBridgeStats {
   std::atomic<std::uint64_t> disconnects{0};
   std::atomic<std::uint64_t> connected{0};         // 1 while connected
   std::atomic<std::uint64_t> claimed_elsewhere{0};  // requests another shadowd claimed first
+  std::atomic<std::uint64_t> unclaimed{0};  // requests not served: waited past the claim window, or the claim failed
   std::atomic<std::uint64_t> announced{0};          // REST writes announced
   std::atomic<std::uint64_t> announcements_dropped{0};  // REST writes not announced: the queue was full
   std::atomic<std::uint64_t> announcements_waiting{0};
@@ -120,10 +121,14 @@ class MqttBridge {
   void render_metrics(std::string& out) const;
 
  private:
+  struct Request {
+    MqttMessage message;
+    std::chrono::steady_clock::time_point received;
+  };
   struct Shard {
     std::mutex mutex;
     std::condition_variable cv;
-    std::deque<MqttMessage> queue;
+    std::deque<Request> queue;
     std::thread thread;
   };
   // A REST write to announce, owned (the WriteNotice it came as points into the engine).
@@ -137,9 +142,9 @@ class MqttBridge {
   };
   void received(std::string_view topic, std::string_view payload);
   void work(Shard& shard);
-  bool claim(const MqttMessage& request);
+  bool claim(const Request& request);
   void publish(const std::vector<MqttMessage>& messages);
-  void observe(const WriteNotice& write);
+  void observe(const WriteNotice& write) noexcept;
   void announce_writes();
 
   Engine& engine_;
