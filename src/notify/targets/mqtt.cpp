@@ -147,16 +147,14 @@ class Mqtt final : public Target {
   }
 
   // Reports a publish's outcome once (a second report of the same tag is dropped). Wakes run()
-  // only for the first outcome it has not collected yet, after releasing the lock: it takes
-  // every outcome there is when it wakes.
+  // only for the first outcome it has not collected yet: it takes every outcome there is when
+  // it wakes. The wake-up is made under the lock, so that the destructor (which takes it)
+  // cannot destroy the condition variable while the network thread still uses it.
   void finish(std::uint64_t tag, DeliveryResult result) {
-    {
-      std::lock_guard lock(mutex_);
-      if (!in_flight_.erase(tag)) return;
-      finished_.emplace_back(tag, std::move(result));
-      if (finished_.size() > 1) return;
-    }
-    cv_.notify_all();
+    std::lock_guard lock(mutex_);
+    if (!in_flight_.erase(tag)) return;
+    finished_.emplace_back(tag, std::move(result));
+    if (finished_.size() == 1) cv_.notify_all();
   }
 
  private:
