@@ -34,6 +34,22 @@ class BridgeCase(ApiTestCase):
     server_args = ()
 
     @classmethod
+    def open_bridge(cls):
+        """A broker and a shadowd serving through it, with a subscriber to every shadow topic."""
+        cls.broker = Broker()
+        try:
+            cls.start()
+        except BaseException:
+            cls.broker.close()
+            raise
+
+    @classmethod
+    def close_bridge(cls):
+        cls.sub.close()
+        cls.server.close()
+        cls.broker.close()
+
+    @classmethod
     def start(cls):
         cls.server = Server("--mqtt", cls.broker.url, *cls.server_args)
         assert eventually(lambda: any("mqtt: connected" in line for line in cls.server.log)), cls.server.log
@@ -81,18 +97,11 @@ class AwsIotMqttTest(BridgeCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.broker = Broker()
-        try:
-            cls.start()
-        except BaseException:
-            cls.broker.close()
-            raise
+        cls.open_bridge()
 
     @classmethod
     def tearDownClass(cls):
-        cls.sub.close()
-        cls.server.close()
-        cls.broker.close()
+        cls.close_bridge()
 
     def test_get_of_a_missing_shadow_is_rejected_404_with_the_token(self):
         answer, token = self.ask("$aws/things/nobody/shadow/get", {}, "rejected")
@@ -247,13 +256,10 @@ class AwsIotMqttTest(BridgeCase):
 @unittest.skipUnless(HAVE_MOSQUITTO, "mosquitto is not installed (scripts/setup.sh installs it)")
 class AwsIotMqttReconnectTest(BridgeCase):
     def setUp(self):
-        type(self).broker = Broker()
-        self.start()
+        type(self).open_bridge()
 
     def tearDown(self):
-        self.sub.close()
-        self.server.close()
-        self.broker.close()
+        type(self).close_bridge()
 
     def test_the_bridge_serves_again_after_a_broker_restart(self):
         base = "$aws/things/restart/shadow"
@@ -311,21 +317,18 @@ class AwsIotMqttTwoInstancesTest(BridgeCase):
         subprocess.run([SHADOWD, "dynamodb", "create-table", "--table", cls.table, "--dynamodb-endpoint",
                         DYNAMODB_ENDPOINT], check=True, capture_output=True, timeout=60)
         cls.server_args = ("--store", f"dynamodb:{cls.table}", "--dynamodb-endpoint", DYNAMODB_ENDPOINT)
-        cls.broker = Broker()
+        cls.open_bridge()
         try:
-            cls.start()
             cls.second = Server("--mqtt", cls.broker.url, *cls.server_args)
             assert eventually(lambda: any("mqtt: connected" in line for line in cls.second.log)), cls.second.log
         except BaseException:
-            cls.broker.close()
+            cls.close_bridge()
             raise
 
     @classmethod
     def tearDownClass(cls):
-        cls.sub.close()
         cls.second.close()
-        cls.server.close()
-        cls.broker.close()
+        cls.close_bridge()
 
     def test_each_request_is_answered_once(self):
         time.sleep(1)  # both subscribed (the second one connected after the warm-up)
