@@ -180,7 +180,7 @@ std::string render_documents(const std::optional<ShadowRecord>& previous, const 
 
 std::string render_accepted(const json::value& state, const ShadowRecord& written, bool shared_versions,
                             const TimestampKeys& keys, std::string_view client_token) {
-  const std::int64_t ns = std::max(written.reported.timestamp_ns, written.desired.timestamp_ns);
+  const std::int64_t ns = written_ns(written);
   std::string out = "{\"state\":" + to_json(state) + ",\"metadata\":";
   if (state.is_object()) {
     append_aws_metadata(out, state.get_object(), "", ns, keys);  // every leaf it names, at the write's time
@@ -191,6 +191,18 @@ std::string render_accepted(const json::value& state, const ShadowRecord& writte
   out += ",\"timestamp\":" + std::to_string(epoch_seconds(ns));
   append_client_token(out, client_token);
   return out + '}';
+}
+
+std::string render_deleted(const ShadowRecord& deleted, bool shared_versions, std::int64_t timestamp_s,
+                           std::string_view client_token) {
+  std::string out = "{\"version\":" + std::to_string(shadow_version(deleted, shared_versions));
+  out += ",\"timestamp\":" + std::to_string(timestamp_s);
+  append_client_token(out, client_token);
+  return out + '}';
+}
+
+std::int64_t written_ns(const ShadowRecord& record) noexcept {
+  return std::max(record.reported.timestamp_ns, record.desired.timestamp_ns);
 }
 
 }  // namespace deviceshadow::awsiot

@@ -59,6 +59,13 @@ std::string render_documents(const std::optional<ShadowRecord>& previous, const 
                              bool shared_versions, const TimestampKeys& keys, std::int64_t timestamp_s,
                              std::string_view client_token);
 
+// The answer to a delete: {"version","timestamp","clientToken"?}.
+std::string render_deleted(const ShadowRecord& deleted, bool shared_versions, std::int64_t timestamp_s,
+                           std::string_view client_token);
+
+// The time of a shadow's last write: the later of its sections' times, in Unix nanoseconds.
+std::int64_t written_ns(const ShadowRecord& record) noexcept;
+
 // Epoch seconds of a time in Unix nanoseconds; of now.
 std::int64_t epoch_seconds(std::int64_t unix_ns) noexcept;
 std::int64_t now_seconds();

@@ -153,9 +153,7 @@ HttpResponse Facade::update(Context& ctx) {
 HttpResponse Facade::remove(Context& ctx) {
   authorize(ctx, server::Action::remove, ctx.key.thing);
   const DeleteResult result = engine_.remove(ctx.key);
-  std::string out = "{\"version\":" + std::to_string(shadow_version(result.record, engine_.store().shares_versions()));
-  out += ",\"timestamp\":" + std::to_string(now_seconds()) + "}";
-  return json_response(std::move(out));
+  return json_response(render_deleted(result.record, engine_.store().shares_versions(), now_seconds(), ""));
 }
 
 HttpResponse Facade::list(Context& ctx) {
