@@ -161,8 +161,7 @@ std::vector<MqttMessage> ShadowTopics::serve(std::string_view topic, std::string
       if (t->action == "delete") {
         check_plain_request(payload, limits);
         const DeleteResult result = engine_.remove(key, std::nullopt, std::nullopt, this);
-        return {{base + "/accepted", with_members("{\"version\":" + std::to_string(shadow_version(result.record, shared)) + "}",
-                                                  now_seconds(), token)}};
+        return {{base + "/accepted", render_deleted(result.record, shared, now_seconds(), token)}};
       }
       // update
       if (payload.size() > limits.max_body_bytes) throw Error(ErrorCode::document_too_large, "payload too large");
@@ -195,7 +194,7 @@ void ShadowTopics::append_update_followups(std::vector<MqttMessage>& out, std::s
   const bool shared = engine_.store().shares_versions();
   const TimestampKeys& keys = engine_.options().document.timestamp_keys;
   const ShadowRecord& current = after.record;
-  const std::int64_t written = epoch_seconds(std::max(current.reported.timestamp_ns, current.desired.timestamp_ns));
+  const std::int64_t written = epoch_seconds(written_ns(current));
   const bool announce_delta =
       !after.delta.empty() &&
       (desired_named || (reported_requested && current.desired.exists() &&
@@ -216,9 +215,7 @@ std::vector<MqttMessage> ShadowTopics::announce(const WriteNotice& write) const 
     const bool shared = engine_.store().shares_versions();
     const TimestampKeys& keys = engine_.options().document.timestamp_keys;
     if (write.shadow_deleted) {
-      const std::int64_t ns = std::max(write.after.reported.timestamp_ns, write.after.desired.timestamp_ns);
-      out.push_back({prefix + "/delete/accepted", "{\"version\":" + std::to_string(shadow_version(write.after, shared)) +
-                                                      ",\"timestamp\":" + std::to_string(epoch_seconds(ns)) + "}"});
+      out.push_back({prefix + "/delete/accepted", render_deleted(write.after, shared, epoch_seconds(written_ns(write.after)), "")});
       return out;
     }
     // The state AWS would have been asked for: each section the write stored, as requested, or
@@ -268,6 +265,9 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
     }
     const std::uint64_t n = ++stats_.connects;
     stats_.connected = 1;
+    {
+      std::lock_guard lock(announce_mutex_);  // so that a waiter sees the new count or the wake-up
+    }
     announce_cv_.notify_all();  // announcements waiting for the broker go now
     logger_.log(server::LogLevel::info, n == 1 ? "mqtt: connected" : "mqtt: reconnected",
                 {{"broker", options_.broker}, {"connects", std::to_string(n)}});
@@ -428,11 +428,14 @@ void MqttBridge::announce_writes() {
     write.client_token = a.client_token;
     for (const MqttMessage& m : topics_.announce(write)) {
       // Held while the broker is away (the queue bounds what waits), then published in order.
-      for (std::string error; !session_->publish(m.topic, m.payload, kQos, error);) {
+      for (std::string error;;) {
+        const std::uint64_t connects = stats_.connects;
+        if (session_->publish(m.topic, m.payload, kQos, error)) break;
         ++stats_.publish_failures;
         std::unique_lock lock(announce_mutex_);
-        // Until the broker is back (on_connect wakes it) or the backoff ends.
-        announce_cv_.wait_for(lock, backoff, [&] { return stopping_ || session_->connected(); });
+        // Until the broker is back (on_connect wakes it) or the backoff ends; a failure while
+        // connected waits out the backoff too.
+        announce_cv_.wait_for(lock, backoff, [&] { return stopping_ || stats_.connects != connects; });
         if (stopping_) return;
         backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
       }
