@@ -708,6 +708,7 @@ class DynamoDbStore final : public Store {
     const std::string pk = shadow_pk(w.key.thing);
     int live_delta = 0;
     for (const SectionPut& put : w.sections) live_delta += (put.record.exists() ? 1 : 0) - (put.was_live ? 1 : 0);
+    const std::string_view event = w.feed ? feed_event(*w.feed) : std::string_view();
     if (options_.layout == DynamoDbLayout::separate) {
       for (const SectionCheck& check : w.checks) {
         std::string op = begin_body();
@@ -723,7 +724,7 @@ class DynamoDbStore final : public Store {
         member_section_attributes(op, put.record, true);
         member_state(op, "state", put.record.state_json);
         if (!put.record.times_json.empty()) member_s(op, "times", put.record.times_json);
-        if (w.feed) member_s(op, kFeedEventAttribute, feed_event(*w.feed));  // on each item the write puts
+        if (w.feed) member_s(op, kFeedEventAttribute, event);  // on each item the write puts
         close(op, '}');
         check_size(op.size() - 1 - item_start);
         ops.push_back({"Put", conditional(std::move(op), put.expected_version)});
@@ -759,7 +760,7 @@ class DynamoDbStore final : public Store {
       member_n(op, "timestamp", latest.timestamp_ns);
       member_s(op, "writeId", latest.write_id);
       if (!latest.client_token.empty()) member_s(op, "clientToken", latest.client_token);
-      if (w.feed) member_s(op, kFeedEventAttribute, feed_event(*w.feed));
+      if (w.feed) member_s(op, kFeedEventAttribute, event);
       std::int64_t expires = 0;
       for (Section s : {Section::reported, Section::desired}) {
         const SectionRecord& r = item.section(s);
