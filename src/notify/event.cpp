@@ -9,6 +9,8 @@ namespace {
 
 constexpr Section kSections[] = {Section::reported, Section::desired};
 
+std::string_view type_of(bool deleted) { return deleted ? "deviceshadow.shadow.deleted" : "deviceshadow.shadow.updated"; }
+
 }  // namespace
 
 FeedWrite read_feed_write(const json::value& entry) {
@@ -38,9 +40,7 @@ bool wants(const Registration& r, const FeedWrite& w) {
   return (reported && r.matches_paths(w.reported_paths)) || (desired && r.matches_paths(w.desired_paths));
 }
 
-std::string_view event_type(const FeedWrite& w) {
-  return w.deleted ? "deviceshadow.shadow.deleted" : "deviceshadow.shadow.updated";
-}
+std::string_view event_type(const FeedWrite& w) { return type_of(w.deleted); }
 
 std::string build_event(const Registration& r, const json::value& entry, std::size_t max_bytes) {
   // Written straight to text (the same text as serializing the document built member by
@@ -59,13 +59,13 @@ std::string build_event(const Registration& r, const json::value& entry, std::si
     append_json_string(out, key);
     out += ':';
   };
-  auto build = [&](bool with_states, std::size_t reserve) {
+  auto build = [&](bool with_states) {
     std::string out;
-    out.reserve(reserve);
+    out.reserve(512);
     out += R"({"specversion":"1.0","id":)";
     append_json(out, id);
     out += R"(,"source":"deviceshadow","type":)";
-    out += deleted ? R"("deviceshadow.shadow.deleted")" : R"("deviceshadow.shadow.updated")";
+    append_json_string(out, type_of(deleted));
     out += R"(,"subject":)";
     std::string subject;
     subject.reserve(thing_text.size() + 1 + name_text.size());
@@ -105,9 +105,9 @@ std::string build_event(const Registration& r, const json::value& entry, std::si
     out += "}}";
     return out;
   };
-  std::string full = build(true, 512);
+  std::string full = build(true);
   if (full.size() <= max_bytes || (!r.include_old && !r.include_new)) return full;
-  return build(false, 512);
+  return build(false);
 }
 
 std::string webhook_signature(std::string_view secret, std::int64_t unix_seconds, std::string_view body) {
