@@ -129,10 +129,11 @@ class Dispatcher::Worker {
  public:
   // `counters`: the status of the registration's previous worker, whose counts go on.
   // `room`: called when the window, too full for a page before, has room for one again.
-  Worker(Store& store, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
+  Worker(Store& store, Feed& feed, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
          const DispatcherOptions& options, const NotifyLog& log, std::function<void()> room,
          RegistrationStatus counters)
       : store_(store),
+        feed_(feed),
         registration_(std::move(registration)),
         target_(std::move(target)),
         options_(options),
@@ -421,7 +422,7 @@ class Dispatcher::Worker {
     lock.unlock();
     bool stored = false;
     try {
-      store_.put_checkpoint(registration_.id, seq);
+      feed_.put_checkpoint(registration_.id, seq);
       stored = true;
     } catch (const std::exception& e) {
       log_(true, "storing a checkpoint failed", {{"registration", registration_.id}, {"error", e.what()}});
@@ -431,6 +432,7 @@ class Dispatcher::Worker {
   }
 
   Store& store_;
+  Feed& feed_;
   const Registration registration_;
   const std::unique_ptr<Target> target_;
   const DispatcherOptions& options_;
@@ -512,7 +514,7 @@ class Dispatcher::Reader {
   }
 
   std::vector<std::shared_ptr<const FeedItem>> read_page(std::uint64_t after) {
-    std::vector<FeedEntry> entries = d_.store_.read_feed(after, d_.options_.page);
+    std::vector<FeedEntry> entries = d_.feed_->read(after, d_.options_.page);
     std::vector<std::shared_ptr<const FeedItem>> page;
     page.reserve(entries.size());
     for (const FeedEntry& entry : entries) {
@@ -564,10 +566,10 @@ class Dispatcher::Trimmer {
             if (entry.worker) up_to = std::min(up_to.value_or(UINT64_MAX), entry.worker->stored_checkpoint());
           }
           // With no registration enabled the feed is off, and a new one starts at its end.
-          if (!up_to) up_to = d.store_.feed_end();
+          if (!up_to) up_to = d.feed_->end();
         }
         if (*up_to > trimmed) {
-          d.store_.trim_feed(*up_to);
+          d.feed_->trim(*up_to);
           trimmed = *up_to;
         }
       } catch (const std::exception& e) {
@@ -582,45 +584,28 @@ class Dispatcher::Trimmer {
   std::thread thread_;
 };
 
-Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory targets, NotifyLog log)
+Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory targets, NotifyLog log, Feed* feed)
     : engine_(engine),
       store_(engine.store()),
       options_(options),
       targets_(std::move(targets)),
       log_(log ? std::move(log) : [](bool, std::string_view, std::vector<std::pair<std::string, std::string>>) {}),
       signal_(std::make_unique<FeedSignal>()) {
-  try {
-    store_.feed_end();
-    available_ = true;
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::unavailable) throw;
+  if (feed) {
+    feed_ = feed;
+  } else if (OutboxFeed::available(store_)) {
+    own_feed_ = std::make_unique<OutboxFeed>(engine_);
+    feed_ = own_feed_.get();
   }
-  engine_.set_feed_listener([signal = signal_.get()] { signal->notify(); });
+  if (feed_) feed_->set_listener([signal = signal_.get()] { signal->notify(); });
   std::lock_guard lock(mutex_);
-  std::vector<RegistrationRecord> records;
   try {
-    records = store_.list_registrations();
+    for (const RegistrationRecord& record : store_.list_registrations()) adopt(record, true);
   } catch (const std::exception& e) {
     log_(true, "the registrations cannot be read; notifications are off until the next start", {{"error", e.what()}});
   }
-  for (const RegistrationRecord& record : records) {
-    try {
-      Registration r = parse_registration(record.id, record.json);
-      Entry& entry = registrations_[r.id];
-      entry.registration = r;
-      if (available_ && r.enabled) {
-        auto target = targets_(r);
-        engine_.set_change_feed(true);
-        const std::uint64_t start = store_.checkpoint(r.id).value_or(store_.feed_end());
-        entry.worker = start_worker(r, std::move(target), start, RegistrationStatus{});
-      }
-    } catch (const std::exception& e) {
-      if (auto it = registrations_.find(record.id); it != registrations_.end()) it->second.fault = e.what();
-      log_(true, "a stored registration cannot start", {{"registration", record.id}, {"error", e.what()}});
-    }
-  }
   update_feed_switch();
-  if (available_) {
+  if (feed_) {
     reader_ = std::make_unique<Reader>(*this);
     trimmer_ = std::make_unique<Trimmer>(*this);
   }
@@ -634,13 +619,13 @@ Dispatcher::~Dispatcher() {
     for (auto& [id, entry] : registrations_) stop_worker(entry);
     registrations_.clear();
   }
-  engine_.set_change_feed(false);
-  engine_.set_feed_listener({});
+  if (!options_.keep_feed_on) engine_.set_change_feed(false);
+  if (feed_) feed_->set_listener({});
 }
 
 std::shared_ptr<Dispatcher::Worker> Dispatcher::start_worker(const Registration& r, std::unique_ptr<Target> target,
                                                              std::uint64_t checkpoint, RegistrationStatus counters) {
-  auto worker = std::make_shared<Worker>(store_, r, std::move(target), checkpoint, options_, log_,
+  auto worker = std::make_shared<Worker>(store_, *feed_, r, std::move(target), checkpoint, options_, log_,
                                          [signal = signal_.get()] { signal->notify(); }, std::move(counters));
   signal_->notify();  // the reader serves it from its checkpoint
   return worker;
@@ -652,42 +637,84 @@ void Dispatcher::stop_worker(Entry& entry) {
 }
 
 void Dispatcher::update_feed_switch() {
-  bool any = false;
+  bool any = options_.keep_feed_on;
   for (const auto& [id, entry] : registrations_) any = any || entry.worker != nullptr;
   engine_.set_change_feed(any);
+}
+
+void Dispatcher::run(Entry& entry, const Registration& r, std::unique_ptr<Target> target, bool resume) {
+  RegistrationStatus counters;
+  if (entry.worker) {
+    entry.worker->stop();  // its checkpoint is stored
+    counters = entry.worker->status(0);
+    resume = true;
+  }
+  stop_worker(entry);
+  entry.registration = r;
+  entry.fault.reset();
+  if (!feed_ || !r.enabled) return;
+  engine_.set_change_feed(true);  // before the feed's end is read: every later write has an entry
+  std::uint64_t start = 0;
+  if (resume) {
+    start = feed_->checkpoint(r.id).value_or(feed_->end());
+  } else {  // new or enabled again: it skips what was written before
+    start = feed_->end();
+    feed_->put_checkpoint(r.id, start);
+  }
+  entry.worker = start_worker(r, std::move(target), start, std::move(counters));
+}
+
+void Dispatcher::adopt(const RegistrationRecord& record, bool resume) {
+  std::optional<Registration> r;
+  try {
+    r = parse_registration(record.id, record.json);
+    Entry& entry = registrations_[r->id];
+    try {
+      run(entry, *r, feed_ && r->enabled ? targets_(*r) : nullptr, resume);
+    } catch (const std::exception&) {  // stored, but not running: status says why until it changes
+      stop_worker(entry);
+      entry.registration = *r;
+      throw;
+    }
+  } catch (const std::exception& e) {
+    if (auto it = registrations_.find(record.id); r && it != registrations_.end()) it->second.fault = e.what();
+    log_(true, "a stored registration cannot start", {{"registration", record.id}, {"error", e.what()}});
+  }
+}
+
+void Dispatcher::refresh() {
+  std::lock_guard lock(mutex_);  // held while reading, so that a put meanwhile is not undone
+  std::set<std::string, std::less<>> stored;
+  for (const RegistrationRecord& record : store_.list_registrations()) {
+    stored.insert(record.id);
+    auto it = registrations_.find(record.id);
+    if (it != registrations_.end() && render_registration(it->second.registration) == record.json) continue;
+    adopt(record, false);
+  }
+  for (auto it = registrations_.begin(); it != registrations_.end();) {
+    if (stored.contains(it->first)) {
+      ++it;
+    } else {
+      stop_worker(it->second);
+      it = registrations_.erase(it);
+    }
+  }
+  update_feed_switch();
 }
 
 Registration Dispatcher::put(std::string_view id, std::string_view json) {
   Registration r = parse_registration(id, json);
   std::unique_ptr<Target> target = targets_(r);  // refuses a type this build cannot deliver to
-  if (!available_) {
+  if (!feed_) {
     throw Error(ErrorCode::unavailable,
-                "notifications need a store with a change feed; the DynamoDB store has none yet (use sqlite or memory)");
+                "notifications need a change feed: on DynamoDB, the table's stream "
+                "(shadowd dynamodb create-table enables it)");
   }
   std::lock_guard lock(mutex_);
   store_.put_registration({r.id, render_registration(r), now_ns()});
   Entry& entry = registrations_[r.id];
-  const bool was_enabled = entry.worker != nullptr;
-  RegistrationStatus counters;
-  if (was_enabled) {
-    entry.worker->stop();  // its checkpoint is stored
-    counters = entry.worker->status(0);
-  }
-  stop_worker(entry);
-  entry.registration = r;
-  entry.fault.reset();
   try {
-    if (r.enabled) {
-      engine_.set_change_feed(true);  // before the feed's end is read: every later write has an entry
-      std::uint64_t start = 0;
-      if (was_enabled) {
-        start = store_.checkpoint(r.id).value_or(store_.feed_end());
-      } else {  // new or enabled again: it skips what was written before
-        start = store_.feed_end();
-        store_.put_checkpoint(r.id, start);
-      }
-      entry.worker = start_worker(r, std::move(target), start, std::move(counters));
-    }
+    run(entry, r, std::move(target), false);
   } catch (const std::exception& e) {  // stored, but not running: status says why until a PUT or restart
     entry.fault = e.what();
     update_feed_switch();
@@ -726,7 +753,7 @@ std::optional<RegistrationStatus> Dispatcher::status(std::string_view id) const 
   std::lock_guard lock(mutex_);
   auto it = registrations_.find(id);
   if (it == registrations_.end()) return std::nullopt;
-  if (it->second.worker) return it->second.worker->status(store_.feed_end());
+  if (it->second.worker) return it->second.worker->status(feed_->end());
   RegistrationStatus s;
   s.id = it->first;
   s.dead_letters = count_dead_letters(store_, id);
@@ -737,7 +764,7 @@ std::optional<RegistrationStatus> Dispatcher::status(std::string_view id) const 
 std::vector<RegistrationStatus> Dispatcher::statuses() const {
   std::lock_guard lock(mutex_);
   std::vector<RegistrationStatus> out;
-  const std::uint64_t feed_end = available_ ? store_.feed_end() : 0;
+  const std::uint64_t feed_end = feed_ ? feed_->end() : 0;
   for (const auto& [id, entry] : registrations_) {
     if (entry.worker) out.push_back(entry.worker->status(feed_end));
   }

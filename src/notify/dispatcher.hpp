@@ -24,6 +24,7 @@
 
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/histogram.hpp"
+#include "notify/feed.hpp"
 #include "notify/registration.hpp"
 #include "notify/target.hpp"
 
@@ -51,6 +52,7 @@ struct DispatcherOptions {
   std::chrono::milliseconds checkpoint_interval{100};
   std::chrono::milliseconds trim_interval{1000};
   int nice = 10;  // the delivery threads run this many nice levels below the process: they yield the CPU to request handling
+  bool keep_feed_on = false;  // the change feed stays on without registrations (history written from it)
 };
 
 // A registration's delivery counters since this process started (while it is enabled), and
@@ -79,9 +81,11 @@ std::unique_ptr<Target> make_target(const Registration& registration);
 
 class Dispatcher {
  public:
-  // Loads the store's registrations and starts the enabled ones. On a store without an outbox
-  // feed, registrations can be listed but not put (Error unavailable).
-  Dispatcher(Engine& engine, DispatcherOptions options = {}, TargetFactory targets = make_target, NotifyLog log = {});
+  // Loads the store's registrations and starts the enabled ones, reading `feed` (null: the
+  // store's outbox). Without a feed (a DynamoDB table without a stream) registrations can be
+  // listed but not put (Error unavailable).
+  Dispatcher(Engine& engine, DispatcherOptions options = {}, TargetFactory targets = make_target, NotifyLog log = {},
+             Feed* feed = nullptr);
   ~Dispatcher();  // stops every worker; stored checkpoints stay where they got
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -93,6 +97,10 @@ class Dispatcher {
   std::optional<Registration> get(std::string_view id) const;
   // Stops its worker and removes it with its checkpoint and dead letters.
   bool remove(std::string_view id);
+  // Reloads the stored registrations and starts, restarts or stops workers to match: for
+  // several processes on one store, which learn of each other's puts and removes this way.
+  // A registration new to this process starts at its feed's end. Throws what the store throws.
+  void refresh();
 
   std::optional<RegistrationStatus> status(std::string_view id) const;
   std::vector<RegistrationStatus> statuses() const;
@@ -106,8 +114,8 @@ class Dispatcher {
   // returns how many were deleted.
   std::size_t delete_dead_letters(std::string_view id, const std::optional<std::vector<std::string>>& event_ids);
 
-  // False on a store whose feed is not an outbox (DynamoDB, until its stream consumer).
-  bool available() const noexcept { return available_; }
+  // Whether there is a feed to deliver from.
+  bool available() const noexcept { return feed_ != nullptr; }
 
  private:
   class Worker;
@@ -119,7 +127,12 @@ class Dispatcher {
     std::shared_ptr<Worker> worker;    // null while disabled or not startable; the reader shares it
     std::optional<std::string> fault;  // why an enabled registration is not running
   };
-  // Requires mutex_.
+  // Require mutex_.
+  // Starts (or restarts) the registration's worker when it is enabled: from its checkpoint when
+  // `resume` or it was running, else from the feed's end. Throws what starting throws.
+  void run(Entry& entry, const Registration& r, std::unique_ptr<Target> target, bool resume);
+  // run() for a stored registration; failures are logged and kept as the entry's fault.
+  void adopt(const RegistrationRecord& record, bool resume);
   std::shared_ptr<Worker> start_worker(const Registration& r, std::unique_ptr<Target> target, std::uint64_t checkpoint,
                                        RegistrationStatus counters);
   void stop_worker(Entry& entry);
@@ -130,7 +143,8 @@ class Dispatcher {
   DispatcherOptions options_;
   TargetFactory targets_;
   NotifyLog log_;
-  bool available_ = false;
+  std::unique_ptr<Feed> own_feed_;
+  Feed* feed_ = nullptr;
 
   mutable std::mutex mutex_;  // guards registrations_; held while workers start and stop
   std::map<std::string, Entry, std::less<>> registrations_;

@@ -5,6 +5,7 @@
 #include "deviceshadow/memory_store.hpp"
 #include "deviceshadow/sqlite_store.hpp"
 #include "notify/dispatcher.hpp"
+#include "notify/stream/service.hpp"
 #include "server/api.hpp"
 #include "awsiot/facade.hpp"
 #include "awsiot/mqtt_bridge.hpp"
@@ -79,6 +80,7 @@ struct Settings {
   std::size_t max_page_bytes = std::size_t{4} << 20;
   std::size_t notify_concurrency = 8;
   std::size_t notify_window = 10000;
+  std::string stream_lease_timeout = "10s";
   std::string log_format = "text";
   std::string log_level = "info";
 };
@@ -119,6 +121,26 @@ std::size_t raise_open_file_limit() {
   return limit.rlim_cur == RLIM_INFINITY ? SIZE_MAX : static_cast<std::size_t>(limit.rlim_cur);
 }
 
+// How often, in seconds, a shadowd on DynamoDB reads the registrations that others may have put.
+constexpr int kRegistrationRefresh = 5;
+
+void render_stream_metrics(notify::stream::StreamService& stream, std::string& out) {
+  const notify::stream::StreamCounters& c = stream.counters();
+  auto metric = [&](const char* type, const char* name, const char* help, std::uint64_t v) {
+    srv::append_metric(out, type, name, help, v);
+  };
+  metric("counter", "shadowd_stream_records_total", "Stream records read and done with.", c.records.load());
+  metric("counter", "shadowd_stream_trimmed_total",
+         "Times stream records were trimmed away before this shadowd read them (their events are lost).", c.trimmed.load());
+  metric("counter", "shadowd_stream_expired_iterators_total", "Shard iterators renewed after expiring.",
+         c.expired_iterators.load());
+  metric("counter", "shadowd_stream_throttled_total", "Stream reads refused for throttling or a failure worth retrying.",
+         c.throttled.load());
+  metric("gauge", "shadowd_stream_shards", "Stream shards this shadowd holds leases on and reads.", stream.shards());
+  metric("gauge", "shadowd_stream_feed_entries", "Writes read from the stream and not yet delivered to every registration.",
+         stream.feed().size());
+}
+
 int serve(const Settings& s) {
   srv::LogLevel level = s.log_level == "debug" ? srv::LogLevel::debug
                         : s.log_level == "warn" ? srv::LogLevel::warn
@@ -154,8 +176,7 @@ int serve(const Settings& s) {
   options.max_attempts = s.max_attempts;
   options.cache_entries = s.cache_entries;
   options.max_page_bytes = s.max_page_bytes;
-  // DynamoDB's own TTL drops expired items; a periodic purge would scan the whole table.
-  const bool periodic_purge = s.store.rfind("dynamodb:", 0) != 0;
+  const bool on_dynamodb = s.store.rfind("dynamodb:", 0) == 0;
   const auto purge_every = parse_duration(s.purge_interval);
 
   std::optional<srv::Authenticator> auth;
@@ -182,14 +203,40 @@ int serve(const Settings& s) {
   srv::Metrics metrics;
   srv::MeteredStore metered(*store, metrics);
   ds::Engine engine(metered, options);
+  auto notify_log = [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
+    std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
+    logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);
+  };
+  // On DynamoDB the change feed is the table's stream, read by a consumer that shares its
+  // shards with the other shadowd on the table.
+  std::unique_ptr<notify::stream::StreamService> stream;
+  if (on_dynamodb) {
+    const ds::DynamoDbOptions table = dynamodb_options(s, s.store.substr(9));
+    notify::stream::StreamServiceOptions o;
+    o.lease_timeout = parse_duration(s.stream_lease_timeout);
+    if (o.lease_timeout < std::chrono::seconds(1)) throw std::invalid_argument("--stream-lease-timeout is at least 1s");
+    std::optional<std::string> arn;
+    try {
+      arn = notify::stream::StreamService::find_stream(table);
+    } catch (const std::exception& e) {  // the store's readiness reports a missing table
+      logger.log(srv::LogLevel::error, "the table's stream cannot be found; notifications are off until a restart",
+                 {{"error", e.what()}});
+    }
+    if (arn) {
+      stream = std::make_unique<notify::stream::StreamService>(table, *arn, std::move(o), notify_log);
+      logger.log(srv::LogLevel::info, "reading the table's stream for notifications",
+                 {{"stream", *arn}, {"owner", stream->owner()}});
+      metrics.add_section([st = stream.get()](std::string& out) { render_stream_metrics(*st, out); });
+    } else if (!store->list_registrations().empty()) {
+      throw std::runtime_error("table " + table.table + " has notification registrations but no stream: enable its "
+                               "stream (NEW_AND_OLD_IMAGES), or remove the registrations");
+    }
+  }
   notify::DispatcherOptions notify_options;
   notify_options.concurrency = s.notify_concurrency;
   notify_options.window = s.notify_window;
-  notify::Dispatcher dispatcher(engine, notify_options, notify::make_target,
-                                [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
-                                  std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
-                                  logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);
-                                });
+  notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,
+                                stream ? &stream->feed() : nullptr);
   srv::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher);
   awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
                         {s.aws_classic_shadow, s.aws_acknowledge});
@@ -208,18 +255,25 @@ int serve(const Settings& s) {
       [&](const srv::HttpRequest& r) { return awsiot::Facade::serves(r.target) ? facade.handle(r) : api.handle(r); },
       [&](int status, const std::string& message) { return api.transport_error(status, message); });
 
-  // Expired tombstones and history go periodically, off the request path.
+  // Off the request path: on SQLite and memory, expired tombstones and history are purged
+  // periodically (on DynamoDB its own TTL drops them; a purge would scan the whole table); on
+  // DynamoDB, the registrations other shadowd put or removed are picked up.
   std::mutex purge_mutex;
   std::condition_variable purge_cv;
   bool stopping = false;
   std::thread purger([&] {
     std::unique_lock lock(purge_mutex);
-    while (periodic_purge && !purge_cv.wait_for(lock, purge_every, [&] { return stopping; })) {
+    const auto every = on_dynamodb ? std::chrono::seconds(kRegistrationRefresh) : purge_every;
+    while (!purge_cv.wait_for(lock, every, [&] { return stopping; })) {
       try {
-        std::size_t n = engine.purge();
-        if (n) logger.log(srv::LogLevel::info, "purged", {{"items", std::to_string(n)}});
+        if (on_dynamodb) {
+          dispatcher.refresh();
+        } else if (std::size_t n = engine.purge()) {
+          logger.log(srv::LogLevel::info, "purged", {{"items", std::to_string(n)}});
+        }
       } catch (const std::exception& e) {
-        logger.log(srv::LogLevel::error, "purge failed", {{"error", e.what()}});
+        logger.log(srv::LogLevel::error, on_dynamodb ? "reading the registrations failed" : "purge failed",
+                   {{"error", e.what()}});
       }
     }
   });
@@ -335,6 +389,10 @@ int main(int argc, char** argv) {
   app.add_option("--notify-window", s.notify_window,
                  "change-feed entries a registration holds in memory ahead of its checkpoint")
       ->envname(env("NOTIFY_WINDOW"))->check(kAtLeastOne)->capture_default_str();
+  app.add_option("--stream-lease-timeout", s.stream_lease_timeout,
+                 "on DynamoDB: how long a shadowd that stopped renewing its stream shard leases keeps them before "
+                 "the others take them over")
+      ->envname(env("STREAM_LEASE_TIMEOUT"))->capture_default_str();
   app.add_option("--log-format", s.log_format, "text or json")->envname(env("LOG_FORMAT"))->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   app.add_option("--log-level", s.log_level, "debug, info, warn or error")->envname(env("LOG_LEVEL"))
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();

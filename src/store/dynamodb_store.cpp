@@ -6,6 +6,7 @@
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/error.hpp"
 #include "store/conditions.hpp"
+#include "store/dynamodb_client.hpp"
 
 #include <algorithm>
 #include <future>
@@ -877,7 +878,9 @@ class DynamoDbStore final : public Store {
   std::unique_ptr<JsonClient> client_;
 };
 
-aws::ClientOptions client_options(DynamoDbOptions& options) {
+}  // namespace
+
+aws::ClientOptions dynamodb_client_options(DynamoDbOptions& options) {
   if (options.region.empty()) options.region = aws::load_region(options.profile).value_or("us-east-1");
   if (options.endpoint.empty()) options.endpoint = "https://dynamodb." + options.region + ".amazonaws.com";
   aws::ClientOptions c;
@@ -888,8 +891,10 @@ aws::ClientOptions client_options(DynamoDbOptions& options) {
   return c;
 }
 
+namespace {
+
 std::unique_ptr<JsonClient> make_client(DynamoDbOptions& options) {
-  aws::ClientOptions c = client_options(options);
+  aws::ClientOptions c = dynamodb_client_options(options);
   try {
     return std::make_unique<JsonClient>(c, aws::load_credentials(options.profile));
   } catch (const std::runtime_error& e) {

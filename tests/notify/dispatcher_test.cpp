@@ -6,7 +6,9 @@
 #include "deviceshadow/memory_store.hpp"
 #include "deviceshadow/sqlite_store.hpp"
 #include "notify/dispatcher.hpp"
+#include "notify/stream/stream_feed.hpp"
 #include "support/forwarding_store.hpp"
+#include "support/stream_records.hpp"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -380,6 +382,57 @@ TEST_P(DispatcherTest, RefusesTargetsItCannotDeliverToAndStoresWithoutAFeed) {
   } catch (const ds::Error& e) {
     EXPECT_EQ(e.code(), ds::ErrorCode::unavailable);
   }
+}
+
+// A DynamoDB table's feed: entries made of stream records, whose records are done (their
+// shard's checkpoint may pass them) only once every registration has their events.
+TEST_P(DispatcherTest, DeliversFromAStreamFeedAndItsRecordsAreDoneOnceDelivered) {
+  using stream_records::report_record;
+  dispatcher.reset();
+  notify::stream::StreamFeed feed;
+  notify::Dispatcher d(*engine, fast_options(), targets.factory(), {}, &feed);
+  targets.set_script([](auto&, auto&, int attempt) { return attempt < 3 ? Outcome::retry : Outcome::delivered; });
+  d.put("r", hook());
+  d.put("all", hook());
+  std::vector<notify::stream::StreamRecord> records{report_record("11", "a", 1), report_record("12", "b", 1),
+                                                    report_record("13", "a", 2)};
+  std::size_t done = feed.take("shard", records);
+  EXPECT_EQ(done, 0u) << "nothing is delivered yet";
+  ASSERT_TRUE(eventually([&] {
+    done += feed.take("shard", std::span(records).subspan(done));
+    return done == records.size();
+  }));
+  for (const std::string r : {"r", "all"}) {
+    ASSERT_EQ(targets.delivered(r).size(), 3u) << r;
+    std::vector<std::string> a;
+    for (const auto& e : targets.delivered(r)) {
+      if (e.at("data").at("name") == "a") a.push_back(std::string(e.at("id").as_string()));
+    }
+    EXPECT_EQ(a, (std::vector<std::string>{"00000000000000001001#R1", "00000000000000001002#R2"})) << "in version order";
+  }
+  EXPECT_EQ(feed.size(), 0u) << "trimmed";
+}
+
+// Several processes on one store learn of each other's registrations by refresh().
+TEST_P(DispatcherTest, RefreshPicksUpRegistrationsPutAndRemovedElsewhere) {
+  ds::Engine other_engine(*store);
+  notify::Dispatcher other(other_engine, fast_options(), targets.factory());
+  dispatcher->put("r", hook());
+  EXPECT_FALSE(other.get("r"));
+  other.refresh();
+  ASSERT_TRUE(other.get("r"));
+  EXPECT_TRUE(other.status("r")) << "running";
+  EXPECT_EQ(other.statuses().size(), 1u);
+  other.refresh();  // unchanged: the worker goes on
+  EXPECT_EQ(other.statuses().size(), 1u);
+  dispatcher->put("r", hook(R"(,"enabled":false)"));
+  other.refresh();
+  EXPECT_FALSE(other.get("r")->enabled);
+  EXPECT_TRUE(other.statuses().empty()) << "its worker stopped";
+  dispatcher->remove("r");
+  other.refresh();
+  EXPECT_FALSE(other.get("r"));
+  EXPECT_TRUE(other.list().empty());
 }
 
 TEST_P(DispatcherTest, DeletingARedrivenDeadLetterCancelsItsRedrive) {

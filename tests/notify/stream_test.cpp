@@ -9,10 +9,12 @@
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/memory_store.hpp"
 #include "notify/stream/assembler.hpp"
+#include "notify/stream/stream_feed.hpp"
 #include "notify/stream/consumer.hpp"
 #include "server/http.hpp"
 #include "support/forwarding_store.hpp"
 #include "support/http_receiver.hpp"
+#include "support/stream_records.hpp"
 
 #include <gtest/gtest.h>
 
@@ -31,6 +33,8 @@ namespace srv = deviceshadow::server;
 using Step = st::ShardReader::Step;
 
 namespace {
+
+using namespace stream_records;
 
 // ---- a scripted stream ----------------------------------------------------------------
 
@@ -179,57 +183,6 @@ std::vector<int> range(int from, int to) {
 
 // ---- the write assembler, on scripted records ------------------------------------------
 
-// A JSON value as a DynamoDB attribute value (numbers as N, as the store writes them).
-json::value attribute(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null: return json::object{{"NULL", true}};
-    case json::kind::bool_: return json::object{{"BOOL", v.get_bool()}};
-    case json::kind::string: return json::object{{"S", v.get_string()}};
-    case json::kind::array: {
-      json::array l;
-      for (const json::value& e : v.get_array()) l.push_back(attribute(e));
-      return json::object{{"L", std::move(l)}};
-    }
-    case json::kind::object: {
-      json::object m;
-      for (const auto& e : v.get_object()) m[e.key()] = attribute(e.value());
-      return json::object{{"M", std::move(m)}};
-    }
-    default: return json::object{{"N", ds::to_json(v)}};
-  }
-}
-json::object s_attr(std::string_view s) { return json::object{{"S", s}}; }
-json::object n_attr(std::int64_t n) { return json::object{{"N", std::to_string(n)}}; }
-
-// An item image: its keys and `attributes` (plain JSON: strings become S, numbers N, objects M).
-json::object image(const std::string& pk, const std::string& sk, std::string_view attributes) {
-  json::object out{{"PK", s_attr(pk)}, {"SK", s_attr(sk)}};
-  const json::value parsed_attributes = ds::parse_json(attributes);
-  for (const auto& e : parsed_attributes.as_object()) out[e.key()] = attribute(e.value());
-  return out;
-}
-// A section item of the separate layout, as the DynamoDB store puts it.
-json::object section_image(const std::string& sk, int version, std::string_view state, std::string_view event = {},
-                           bool deleted = false) {
-  json::object out = image("DS#lamp", sk, "{}");
-  out["version"] = n_attr(version);
-  out["timestamp"] = n_attr(1000 + version);
-  out["writeId"] = s_attr("w" + std::to_string(version));
-  out["deleted"] = json::object{{"BOOL", deleted}};
-  out["state"] = attribute(ds::parse_json(state));
-  if (!event.empty()) out["feedEvent"] = s_attr(event);
-  return out;
-}
-st::StreamRecord record(std::string seq, json::object new_image, json::object old_image = {}) {
-  st::StreamRecord r;
-  r.event_name = new_image.empty() ? "REMOVE" : old_image.empty() ? "INSERT" : "MODIFY";
-  r.sequence_number = std::move(seq);
-  const json::object& some = new_image.empty() ? old_image : new_image;
-  r.keys = json::object{{"PK", some.at("PK")}, {"SK", some.at("SK")}};
-  r.new_image = std::move(new_image);
-  r.old_image = std::move(old_image);
-  return r;
-}
 json::value parsed(const std::string& text) { return ds::parse_json(text); }
 
 constexpr std::string_view kBothEvent =
@@ -244,7 +197,9 @@ TEST(WriteAssembler, JoinsTheTwoItemsOfAWriteAndPassesOverOtherItems) {
                                     section_image("DSR#main", 1, R"({"on":true,"n":[1,{"a":null}]})"))));
   EXPECT_EQ(assembler.waiting(), 1u);
   // Records between them that are no write's part.
-  EXPECT_FALSE(assembler.add(record("11", image("NL#label", "shard-1", R"({"counter":3,"checkpoint":"10"})"))));
+  bool part = true;
+  EXPECT_FALSE(assembler.add(record("11", image("NL#label", "shard-1", R"({"counter":3,"checkpoint":"10"})")), &part));
+  EXPECT_FALSE(part) << "ignored";
   EXPECT_FALSE(assembler.add(record("12", image("DH#lamp#main", "00000000000000002000#C2", R"({"event":"{}","timestamp":2000})"))));
   EXPECT_FALSE(assembler.add(record("13", image("DS#lamp", "T#", R"({"liveCount":2,"GSI1PK":"THINGS#3"})"))));
   EXPECT_FALSE(assembler.add(record("14", image("NR#", "hook", R"({"document":"{}"})"))));
@@ -254,8 +209,9 @@ TEST(WriteAssembler, JoinsTheTwoItemsOfAWriteAndPassesOverOtherItems) {
       << "an item put while the change feed was off";
   EXPECT_EQ(assembler.waiting(), 1u);
   // The desired item's record completes the write: one entry, as the outbox stores keep it.
-  auto entry = assembler.add(record("17", section_image("DSD#main", 1, R"({"fan":"auto"})", kBothEvent)));
+  auto entry = assembler.add(record("17", section_image("DSD#main", 1, R"({"fan":"auto"})", kBothEvent)), &part);
   ASSERT_TRUE(entry);
+  EXPECT_TRUE(part);
   EXPECT_EQ(assembler.waiting(), 0u);
   EXPECT_EQ(entry->key, (ds::ShadowKey{"lamp", "main"}));
   EXPECT_EQ(entry->sequence_numbers, (std::vector<std::string>{"10", "17"}));
@@ -293,6 +249,98 @@ TEST(WriteAssembler, OneCombinedItemIsTheWholeWrite) {
   EXPECT_EQ(parsed(entry->json), parsed(R"({"event":)" + event + R"(,"reported":{"old":{},"new":{"on":true}}})"))
       << "only the section the event names";
   EXPECT_EQ(assembler.waiting(), 0u);
+}
+
+// ---- the stream feed: records in, feed entries out, records done once trimmed ------------
+
+st::StreamRecord other_record(const std::string& seq) {
+  return record(seq, image("NL#label", "shard-9", R"({"counter":1})"));
+}
+std::vector<std::uint64_t> seqs(const std::vector<ds::FeedEntry>& entries) {
+  std::vector<std::uint64_t> out;
+  for (const auto& e : entries) out.push_back(e.seq);
+  return out;
+}
+
+TEST(StreamFeed, EntriesInCompletionOrderAndRecordsDoneOnlyOnceEveryRegistrationHasThem) {
+  st::StreamFeed feed;
+  int woken = 0;
+  feed.set_listener([&] { ++woken; });
+  // Shard a: an ignored record, the first half of a two-item write, a one-item write.
+  std::vector<st::StreamRecord> a{other_record("1"),
+                                  record("2", section_image("DSR#main", 2, R"({"on":false})", kBothEvent)),
+                                  report_record("3", "x", 1)};
+  EXPECT_EQ(feed.take("a", a), 1u) << "only the ignored record at the front is done";
+  EXPECT_EQ(seqs(feed.read(0, 10)), (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(feed.end(), 1u);
+  EXPECT_EQ(feed.waiting(), 1u);
+  EXPECT_EQ(woken, 1);
+  // The rest of the two-item write arrives in shard b (another page of a held shard would do the same).
+  std::vector<st::StreamRecord> b{record("7", section_image("DSD#main", 1, R"({"fan":"auto"})", kBothEvent))};
+  EXPECT_EQ(feed.take("b", b), 0u);
+  const std::vector<ds::FeedEntry> entries = feed.read(0, 10);
+  ASSERT_EQ(seqs(entries), (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(parsed(entries[0].json).at("reported").at("new"), parsed(R"({"n":1})"));
+  EXPECT_EQ(entries[1].key, (ds::ShadowKey{"lamp", "main"}));
+  EXPECT_EQ(feed.waiting(), 0u);
+  // Offered again (nothing new): not done until trimmed.
+  std::span<const st::StreamRecord> rest(a.data() + 1, 2);
+  EXPECT_EQ(feed.take("a", rest), 0u);
+  EXPECT_THROW(feed.take("a", std::span<const st::StreamRecord>(a.data() + 2, 1)), ds::Error)
+      << "a shard's records are offered from its oldest not done";
+  feed.trim(1);  // the write of x is everybody's: record 3 waits behind record 2 (its entry is 2)
+  EXPECT_EQ(feed.take("a", rest), 0u);
+  feed.trim(2);
+  EXPECT_EQ(feed.take("a", rest), 2u);
+  EXPECT_EQ(feed.take("b", b), 1u);
+  EXPECT_TRUE(feed.read(0, 10).empty());
+  EXPECT_EQ(feed.end(), 2u);
+}
+
+TEST(StreamFeed, HoldsAtMostItsCapacityAndTakesMoreOnceTrimmed) {
+  st::StreamFeed feed({.capacity = 2});
+  std::vector<st::StreamRecord> records;
+  for (int i = 1; i <= 5; ++i) records.push_back(report_record(std::to_string(i), "s" + std::to_string(i), 1));
+  EXPECT_EQ(feed.take("a", records), 0u);
+  EXPECT_EQ(feed.size(), 2u);
+  EXPECT_EQ(feed.read(0, 10).size(), 2u);
+  feed.trim(feed.end());
+  EXPECT_EQ(feed.take("a", records), 2u) << "the two trimmed are done; two more taken";
+  EXPECT_EQ(seqs(feed.read(0, 10)), (std::vector<std::uint64_t>{3, 4}));
+  EXPECT_EQ(seqs(feed.read(3, 10)), (std::vector<std::uint64_t>{4}));
+  EXPECT_TRUE(feed.read(4, 10).empty());
+}
+
+TEST(StreamFeed, EntriesRefusedByOnEntriesAreOfferedAgainAndNothingElseIsTaken) {
+  int calls = 0;
+  std::vector<std::string> written;
+  st::StreamFeed feed({.capacity = 100, .on_entries = [&](std::span<const st::AssembledEntry> entries) {
+                         if (++calls == 1) throw std::runtime_error("history table unavailable");
+                         for (const auto& e : entries) written.push_back(e.key.name);
+                       }});
+  std::vector<st::StreamRecord> records{report_record("1", "p", 1), report_record("2", "q", 1)};
+  EXPECT_THROW(feed.take("a", std::span<const st::StreamRecord>(records.data(), 1)), std::runtime_error);
+  EXPECT_EQ(feed.end(), 0u) << "not in the feed";
+  EXPECT_EQ(feed.take("a", records), 0u);
+  EXPECT_EQ(written, (std::vector<std::string>{"p", "q"})) << "in order, the refused first";
+  EXPECT_EQ(feed.end(), 2u);
+}
+
+TEST(StreamFeed, ForgettingAShardDropsItsHalfWrites) {
+  st::StreamFeed feed;
+  std::vector<st::StreamRecord> first{record("2", section_image("DSR#main", 2, R"({"on":false})", kBothEvent))};
+  EXPECT_EQ(feed.take("a", first), 0u);
+  EXPECT_EQ(feed.waiting(), 1u);
+  feed.forget("a");  // its lease went elsewhere; the new owner reads from the checkpoint
+  EXPECT_EQ(feed.waiting(), 0u);
+  // Read again (by this process, after taking the lease back): the write is joined once.
+  EXPECT_EQ(feed.take("a", first), 0u);
+  std::vector<st::StreamRecord> second{record("3", section_image("DSD#main", 1, R"({"fan":"auto"})", kBothEvent))};
+  EXPECT_EQ(feed.take("b", second), 0u);
+  EXPECT_EQ(feed.end(), 1u);
+  feed.put_checkpoint("hook", 1);
+  EXPECT_EQ(feed.checkpoint("hook"), 1u);
+  EXPECT_FALSE(feed.checkpoint("other"));
 }
 
 // ---- the Streams client's wire format, against a scripted HTTP endpoint ------------------

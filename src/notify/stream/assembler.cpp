@@ -3,9 +3,12 @@
 #include "deviceshadow/dynamodb_store.hpp"
 #include "deviceshadow/error.hpp"
 
+#include <algorithm>
+
 namespace deviceshadow::notify::stream {
 
-std::optional<AssembledEntry> WriteAssembler::add(const StreamRecord& record) {
+std::optional<AssembledEntry> WriteAssembler::add(const StreamRecord& record, bool* part) {
+  if (part) *part = false;
   if (record.new_image.empty()) return std::nullopt;  // a removal: no write of the engine deletes items
   std::optional<DynamoDbSectionItem> now = decode_dynamodb_section_item(record.new_image);
   if (!now || now->feed_event.empty()) return std::nullopt;
@@ -33,6 +36,11 @@ std::optional<AssembledEntry> WriteAssembler::add(const StreamRecord& record) {
     took = true;
   }
   if (took) p.sequence_numbers.push_back(record.sequence_number);
+  if (part) *part = took;
+  if (inserted && !took) {  // an item of a section its own event does not name: no write of the engine
+    pending_.erase(it);
+    return std::nullopt;
+  }
   for (int i = 0; i < 2; ++i) {
     if (p.expected[i] && !p.parts[i].seen) return std::nullopt;  // the other item's record is still to come
   }
@@ -48,6 +56,14 @@ std::optional<AssembledEntry> WriteAssembler::add(const StreamRecord& record) {
   entry.json += '}';
   pending_.erase(it);
   return entry;
+}
+
+void WriteAssembler::drop(std::string_view sequence_number) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(pending_, [&](const auto& p) {
+    const auto& numbers = p.second.sequence_numbers;
+    return std::find(numbers.begin(), numbers.end(), sequence_number) != numbers.end();
+  });
 }
 
 std::size_t WriteAssembler::waiting() const {

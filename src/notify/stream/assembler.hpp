@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,7 +41,12 @@ class WriteAssembler {
   // that are no write's part are ignored: other items (lease, history, thing index,
   // registrations, dead letters), removals (TTL dropping an expired item) and items put while
   // the change feed was off (no feedEvent).
-  std::optional<AssembledEntry> add(const StreamRecord& record);
+  // `part`, when given, is set to whether the record is a write's part (else it was ignored).
+  std::optional<AssembledEntry> add(const StreamRecord& record, bool* part = nullptr);
+
+  // Forgets the incomplete write the record is a part of, if any (its shard is to be read
+  // again from an earlier checkpoint, by this process or another).
+  void drop(std::string_view sequence_number);
 
   // Writes with some but not all of their records added.
   std::size_t waiting() const;

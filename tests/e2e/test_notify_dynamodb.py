@@ -1,0 +1,168 @@
+"""Notifications on DynamoDB Local: shadowd reads its table's stream (leases in the table) and
+delivers through the same registrations and webhook target as on SQLite; two shadowd share the
+stream, and kill -9 of the one reading it loses no acknowledged write's event."""
+import functools
+import subprocess
+import threading
+import time
+import unittest
+import uuid
+
+import requests
+
+from harness import SHADOWD, ApiTestCase, Server, checked_session, eventually, kill_9_under_load, shadow_path
+from test_dynamodb import ENDPOINT, ddb, dynamo_server, new_table
+from test_notify import Receiver, webhook
+
+LEASE_TIMEOUT = "2s"  # shadowd's default is 10s; the failover test waits for it
+
+
+def stream_table():
+    """A table made by `shadowd dynamodb create-table`: the stream on (NEW_AND_OLD_IMAGES)."""
+    table = "notify-" + uuid.uuid4().hex[:12]
+    subprocess.run([SHADOWD, "dynamodb", "create-table", "--table", table, "--dynamodb-endpoint", ENDPOINT],
+                   check=True, capture_output=True, timeout=60)
+    return table
+
+
+def stream_shards(server):
+    for line in server.get("/metrics").text.splitlines():
+        if line.startswith("shadowd_stream_shards "):
+            return int(line.split()[1])
+    return None
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class StreamDeliveryTest(ApiTestCase):
+    def setUp(self):
+        self.table = stream_table()
+        self.servers = []
+        self.receiver = Receiver()
+
+    def tearDown(self):
+        for s in self.servers:
+            s.close()
+        self.receiver.close()
+        ddb().delete_table(TableName=self.table)
+
+    def server(self, *args):
+        s = dynamo_server(self.table, "--stream-lease-timeout", LEASE_TIMEOUT, *args)
+        self.servers.append(s)
+        return s
+
+    def register(self, server, rid, body):
+        r = server.request("PUT", f"/v1/registrations/{rid}", json=body)
+        self.assertEqual(r.status_code, 200, r.text)
+
+    def test_every_kind_of_write_is_one_event_as_on_sqlite(self):
+        def writes(server, receiver):
+            """Registers, writes a report, a desire, both sections at once (an AWS IoT update: two
+            items in the separate layout, one event) and a delete; returns the events."""
+            self.register(server, "w", webhook(receiver.url, target={"secret": "s"}))
+            self.assertEqual(server.post(shadow_path("lamp", "main", "reported"), {"state": {"on": True}}).status_code, 200)
+            self.assertEqual(server.post(shadow_path("lamp", "main", "desired"), {"state": {"on": False}}).status_code, 200)
+            r = requests.post(server.url + "/things/lamp/shadow?name=main",
+                              json={"state": {"reported": {"n": 1}, "desired": {"m": 2}}}, timeout=30)
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual(server.delete(shadow_path("lamp", "main")).status_code, 200)
+            self.assertTrue(eventually(lambda: len(receiver.events()) == 4, timeout=30), receiver.events())
+            return receiver.events()
+
+        def timeless(event):
+            """Without what differs between two runs (ids, times) and with a diff's changes in path
+            order: DynamoDB keeps an object's members in an order of its own, so a delete lists
+            the removed members in that order."""
+            if isinstance(event, dict):
+                return {k: sorted(map(timeless, v), key=lambda c: c["path"]) if k == "diff" else timeless(v)
+                        for k, v in event.items() if k not in ("id", "time", "timestamp")}
+            return [timeless(v) for v in event] if isinstance(event, list) else event
+
+        server = self.server()
+        events = writes(server, self.receiver)
+        sqlite_receiver = Receiver()
+        try:
+            with Server() as sqlite:
+                expected = writes(sqlite, sqlite_receiver)
+        finally:
+            sqlite_receiver.close()
+        self.maxDiff = None
+        self.assertEqual([timeless(e) for e in events], [timeless(e) for e in expected])
+        both = events[2]["data"]
+        self.assertEqual((both["reported"]["new"], both["desired"]["new"]), ({"on": True, "n": 1}, {"on": False, "m": 2}))
+        self.assertEqual(len({e["id"] for e in events}), 4)
+        self.assertTrue(eventually(lambda: server.get("/v1/registrations/w").json()["status"]["delivered"] == 4))
+        self.assertEqual(stream_shards(server), 1)
+
+    def test_kill_9_of_the_reader_loses_no_acknowledged_write(self):
+        self.receiver.delay = 0.05  # slower than the writers: a backlog builds
+        a, b = self.server(), self.server()
+        self.register(a, "w", webhook(self.receiver.url, sections="reported"))
+        # b learns of the registration within its refresh (5 s): until then its writes carry no
+        # change event. Only then does the test write through it.
+        self.assertTrue(eventually(lambda: b.get("/v1/registrations/w").status_code == 200
+                                   and b.get("/v1/registrations/w").json().get("status", {}).get("pending") is not None))
+        time.sleep(6)
+        self.assertTrue(eventually(lambda: (stream_shards(a) or 0) + (stream_shards(b) or 0) >= 1, timeout=30))
+        reader, other = (a, b) if stream_shards(a) else (b, a)
+        acknowledged = {}
+        lock = threading.Lock()
+
+        def writer(thing, server, stop):
+            client = checked_session()
+            while not stop.is_set():
+                try:
+                    r = client.post(server.url + shadow_path(thing, "main", "reported"), json={"state": {"n": time.time()}},
+                                    timeout=10)
+                except Exception:
+                    return  # the killed server
+                if r.status_code == 200:
+                    with lock:
+                        acknowledged[thing] = max(acknowledged.get(thing, 0), r.json()["reported"]["version"])
+
+        writers = [functools.partial(writer, f"t{i}", s) for i, s in enumerate([reader, other, reader, other])]
+        kill_9_under_load(reader, writers, 2.0)
+        self.assertTrue(acknowledged)
+        delivered_before = len({e["id"] for e in self.receiver.events()})
+        self.assertLess(delivered_before, sum(acknowledged.values()), "no backlog when the reader was killed")
+        # The survivor takes the shard over once the dead one's lease expires, from its checkpoint.
+        self.assertTrue(eventually(lambda: stream_shards(other) == 1, timeout=30))
+
+        def all_arrived():
+            seen = {}
+            for e in self.receiver.events():
+                seen.setdefault(e["data"]["thing"], set()).add(e["data"]["reported"]["version"])
+            return all(set(range(1, v + 1)) <= seen.get(t, set()) for t, v in acknowledged.items())
+
+        self.assertTrue(eventually(all_arrived, timeout=60), acknowledged)
+        for thing in acknowledged:  # first deliveries in version order per shadow
+            first = []
+            for e in self.receiver.events():
+                v = e["data"]["reported"]["version"]
+                if e["data"]["thing"] == thing and v not in first:
+                    first.append(v)
+            self.assertEqual(first, sorted(first), thing)
+
+    def test_without_a_stream_registrations_are_refused_and_start_up_names_the_fault(self):
+        table = new_table()  # no stream
+        try:
+            server = dynamo_server(table)
+            self.servers.append(server)
+            r = server.request("PUT", "/v1/registrations/w", json=webhook(self.receiver.url))
+            self.assertError(r, 503, "unavailable")
+            self.assertIn("stream", r.json()["error"]["message"])
+        finally:
+            ddb().delete_table(TableName=table)
+        # Registrations stored, then the stream turned off: shadowd refuses to start.
+        server = self.server()
+        self.register(server, "w", webhook(self.receiver.url))
+        server.close()
+        self.servers.remove(server)
+        ddb().update_table(TableName=self.table, StreamSpecification={"StreamEnabled": False})
+        p = subprocess.run([SHADOWD, "--listen", "127.0.0.1:0", "--store", f"dynamodb:{self.table}",
+                            "--dynamodb-endpoint", ENDPOINT], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no stream", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
