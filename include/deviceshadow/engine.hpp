@@ -133,6 +133,11 @@ struct WriteNotice {
   const void* origin = nullptr;  // ShadowUpdate::origin or remove's; null for other writes
 };
 
+// The history event of a change event the engine rendered (its "id" holds its time), for
+// history written apart from its write: from a DynamoDB table's stream (`--history stream`).
+// Throws Error(internal) for text that is no such event.
+HistoryEvent history_event_of(std::string_view change_event, std::chrono::seconds retention);
+
 // A set of things: one exact name, or every name that starts with a prefix ("" is all).
 struct ThingPattern {
   std::string text;

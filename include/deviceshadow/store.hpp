@@ -59,6 +59,12 @@ struct HistoryEvent {
   std::string json;             // the change event as rendered by the API
 };
 
+// A history event and the shadow it belongs to.
+struct ShadowHistoryEvent {
+  ShadowKey key;
+  HistoryEvent event;
+};
+
 // A section written by a ShadowWrite, conditional on the version the writer read.
 struct SectionPut {
   Section section = Section::reported;
@@ -161,6 +167,11 @@ class Store {
   virtual std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
                                                std::size_t limit) = 0;
   virtual std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) = 0;
+  // Stores history events on their own, not with their writes (DynamoDB: written from the
+  // table's stream, `--history stream`), durably, all or (after a failure) some of them.
+  // Idempotent: an event stored again under the same id (a stream record read twice) stays one
+  // event.
+  virtual void append_history(std::span<const ShadowHistoryEvent> events) = 0;
 
   // True when both sections of a shadow share one version (DynamoDB's combined layout): every
   // write then moves the version of both.

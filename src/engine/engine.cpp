@@ -6,6 +6,7 @@
 #include "deviceshadow/validation.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <atomic>
 #include <limits>
@@ -588,6 +589,19 @@ ThingList Engine::list_things(const std::string& prefix, std::size_t limit, cons
     list.cursor = encode_cursor(list.things.back());
   }
   return list;
+}
+
+HistoryEvent history_event_of(std::string_view change_event, std::chrono::seconds retention) {
+  const json::value event = parse_json(change_event);
+  const json::value* member = event.is_object() ? event.as_object().if_contains("id") : nullptr;
+  const json::string* id = member ? member->if_string() : nullptr;
+  std::int64_t ts = 0;
+  // The id is event_id()'s: 20 digits of the time in ns, '#', the sections' letter and version.
+  if (!id || id->size() < 22 || (*id)[20] != '#' ||
+      std::from_chars(id->data(), id->data() + 20, ts).ptr != id->data() + 20) {
+    throw Error(ErrorCode::internal, "not a change event of the engine: " + std::string(change_event.substr(0, 80)));
+  }
+  return {std::string(*id), ts, expiry(ts, retention), std::string(change_event)};
 }
 
 HistoryPage Engine::history(const ShadowKey& key, const HistoryRequest& request) {

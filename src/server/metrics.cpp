@@ -173,6 +173,9 @@ std::vector<std::string> MeteredStore::list_things(std::string_view prefix, std:
 std::vector<HistoryEvent> MeteredStore::history(const ShadowKey& key, const HistoryQuery& query) {
   return timed("history", [&] { return inner_.history(key, query); });
 }
+void MeteredStore::append_history(std::span<const ShadowHistoryEvent> events) {
+  timed("append_history", [&] { inner_.append_history(events); });
+}
 std::size_t MeteredStore::purge(std::int64_t now_ns) {
   return timed("purge", [&] { return inner_.purge(now_ns); });
 }

@@ -20,6 +20,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <span>
 #include <thread>
 
 namespace ds = deviceshadow;
@@ -66,7 +67,7 @@ struct Settings {
   std::size_t max_depth = 32;
   std::size_t max_batch_items = 100;
   std::vector<std::string> timestamp_keys = {"ts", "timestamp"};
-  bool history = true;
+  std::string history = "true";
   std::string history_retention = "30d";
   std::string tombstone_retention = "48h";
   std::string purge_interval = "10m";
@@ -170,13 +171,18 @@ int serve(const Settings& s) {
   ds::EngineOptions options;
   options.document.limits = {s.max_body_bytes, s.max_state_bytes, s.max_depth, s.max_batch_items};
   options.document.timestamp_keys = ds::TimestampKeys(s.timestamp_keys);
-  options.history = s.history;
+  options.history = s.history == "true";
+  const bool history_from_stream = s.history == "stream";
   options.history_retention = parse_duration(s.history_retention);
   options.tombstone_retention = parse_duration(s.tombstone_retention);
   options.max_attempts = s.max_attempts;
   options.cache_entries = s.cache_entries;
   options.max_page_bytes = s.max_page_bytes;
   const bool on_dynamodb = s.store.rfind("dynamodb:", 0) == 0;
+  if (history_from_stream && !on_dynamodb) {
+    throw std::invalid_argument("--history stream writes history from a DynamoDB table's stream: use true or false on " +
+                                s.store);
+  }
   const auto purge_every = parse_duration(s.purge_interval);
 
   std::optional<srv::Authenticator> auth;
@@ -222,11 +228,22 @@ int serve(const Settings& s) {
       logger.log(srv::LogLevel::error, "the table's stream cannot be found; notifications are off until a restart",
                  {{"error", e.what()}});
     }
+    if (history_from_stream) {  // each write's change event becomes its history event
+      o.feed.on_entries = [&metered, retention = options.history_retention](std::span<const notify::stream::AssembledEntry> entries) {
+        std::vector<ds::ShadowHistoryEvent> events;
+        events.reserve(entries.size());
+        for (const auto& entry : entries) events.push_back({entry.key, ds::history_event_of(entry.event(), retention)});
+        metered.append_history(events);
+      };
+    }
     if (arn) {
       stream = std::make_unique<notify::stream::StreamService>(table, *arn, std::move(o), notify_log);
       logger.log(srv::LogLevel::info, "reading the table's stream for notifications",
                  {{"stream", *arn}, {"owner", stream->owner()}});
       metrics.add_section([st = stream.get()](std::string& out) { render_stream_metrics(*st, out); });
+    } else if (history_from_stream) {
+      throw std::runtime_error("--history stream needs table " + table.table +
+                               "'s stream: enable it (NEW_AND_OLD_IMAGES), or use --history true");
     } else if (!store->list_registrations().empty()) {
       throw std::runtime_error("table " + table.table + " has notification registrations but no stream: enable its "
                                "stream (NEW_AND_OLD_IMAGES), or remove the registrations");
@@ -235,6 +252,7 @@ int serve(const Settings& s) {
   notify::DispatcherOptions notify_options;
   notify_options.concurrency = s.notify_concurrency;
   notify_options.window = s.notify_window;
+  notify_options.keep_feed_on = history_from_stream;
   notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);
   srv::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher);
@@ -362,7 +380,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch-items", s.max_batch_items, "operations per batch request")->envname(env("MAX_BATCH_ITEMS"))->capture_default_str();
   app.add_option("--timestamp-keys", s.timestamp_keys, "members that make an object a timestamped value, in priority order")
       ->envname(env("TIMESTAMP_KEYS"))->delimiter(',')->capture_default_str();
-  app.add_option("--history", s.history, "record the history journal: true or false")->envname(env("HISTORY"))->default_str("true");
+  app.add_option("--history", s.history,
+                 "record the history journal: true, false, or stream (DynamoDB: written from the table's stream, "
+                 "not in each write's transaction)")
+      ->envname(env("HISTORY"))->check(CLI::IsMember({"true", "false", "stream"}))->capture_default_str();
   app.add_option("--history-retention", s.history_retention, "how long history events are kept")->envname(env("HISTORY_RETENTION"))->capture_default_str();
   app.add_option("--tombstone-retention", s.tombstone_retention, "how long deleted sections keep their version")->envname(env("TOMBSTONE_RETENTION"))->capture_default_str();
   app.add_option("--purge-interval", s.purge_interval, "how often expired tombstones and history are dropped")->envname(env("PURGE_INTERVAL"))->capture_default_str();

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <future>
 #include <map>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -571,6 +572,47 @@ class DynamoDbStore final : public Store {
     throw Error(ErrorCode::unavailable, "a DynamoDB table's change feed is its stream, not an outbox");
   }
 
+  // BatchWriteItem, 25 distinct items at a time (DynamoDB refuses a batch naming one twice);
+  // items left unprocessed (throttling) are sent again.
+  void append_history(std::span<const ShadowHistoryEvent> events) override {
+    constexpr std::size_t kBatch = 25;  // DynamoDB's limit
+    for (std::size_t next = 0; next < events.size();) {
+      std::set<std::pair<std::string, std::string_view>> batch;  // history_pk, event id
+      std::string request = "{";
+      open(request, "RequestItems", '{');
+      open(request, options_.table, '[');
+      for (; next < events.size() && batch.size() < kBatch; ++next) {
+        const ShadowHistoryEvent& e = events[next];
+        if (!batch.emplace(history_pk(e.key), e.event.id).second) continue;
+        request += "{";
+        open(request, "PutRequest", '{');
+        append_history_item(request, e.key, e.event);
+        close(request, '}');
+        close(request, '}');
+      }
+      close(request, ']');
+      close(request, '}');
+      json::object unprocessed = batch_write(finish(std::move(request)));
+      for (int attempt = 1; !unprocessed.empty(); ++attempt) {
+        if (attempt >= options_.max_attempts * 2) throw Error(ErrorCode::throttled, "dynamodb: history items left unprocessed");
+        back_off(std::chrono::milliseconds(10), attempt, 7);
+        unprocessed = batch_write(to_json(json::object{{"RequestItems", std::move(unprocessed)}}));
+      }
+    }
+  }
+
+  // One BatchWriteItem; returns its UnprocessedItems (empty when all were written).
+  json::object batch_write(const std::string& request) {
+    json::value response;
+    try {
+      response = client_->call("BatchWriteItem", request, true);
+    } catch (const AwsError& e) {
+      throw translate(e);
+    }
+    const json::value* unprocessed = response.as_object().if_contains("UnprocessedItems");
+    return unprocessed && unprocessed->is_object() ? unprocessed->as_object() : json::object{};
+  }
+
   void put_dead_letter(const DeadLetter& d) override {
     call("PutItem",
          json::object{{"TableName", options_.table},
@@ -789,18 +831,7 @@ class DynamoDbStore final : public Store {
       check_size(op.size() - 1 - item_start);
       ops.push_back({"Put", conditional(std::move(op), expected)});
     }
-    if (w.event) {
-      std::string op = begin_body();
-      open(op, "Item", '{');
-      member_s(op, "PK", history_pk(w.key));
-      member_s(op, "SK", w.event->id);
-      member_n(op, "timestamp", w.event->timestamp_ns);
-      member_n(op, "expires", w.event->expires_ns);
-      member_n(op, "ttl", ttl_seconds(w.event->expires_ns));
-      member_s(op, "event", w.event->json);
-      close(op, '}');
-      ops.push_back({"Put", finish(std::move(op))});
-    }
+    if (w.event) ops.push_back({"Put", history_put(w.key, *w.event)});
     if (live_delta != 0) {
       std::string op = begin_body();
       member_key(op, pk, kThingIndexSk);
@@ -813,6 +844,23 @@ class DynamoDbStore final : public Store {
       ops.push_back({"Update", finish(std::move(op))});
     }
     return ops;
+  }
+
+  // The Put of a history event's item (unconditional: the same event put again is the same item).
+  std::string history_put(const ShadowKey& key, const HistoryEvent& event) const {
+    std::string op = begin_body();
+    append_history_item(op, key, event);
+    return finish(std::move(op));
+  }
+  static void append_history_item(std::string& out, const ShadowKey& key, const HistoryEvent& event) {
+    open(out, "Item", '{');
+    member_s(out, "PK", history_pk(key));
+    member_s(out, "SK", event.id);
+    member_n(out, "timestamp", event.timestamp_ns);
+    member_n(out, "expires", event.expires_ns);
+    member_n(out, "ttl", ttl_seconds(event.expires_ns));
+    member_s(out, "event", event.json);
+    close(out, '}');
   }
 
   // `size`: an item's length as DynamoDB JSON text, which is never less than DynamoDB counts.

@@ -36,6 +36,11 @@ class MemoryStore final : public Store {
     if (write.feed) feed_.push_back({++last_seq_, write.key, *write.feed});
   }
 
+  void append_history(std::span<const ShadowHistoryEvent> events) override {
+    std::unique_lock lock(mutex_);
+    for (const ShadowHistoryEvent& e : events) history_[e.key].try_emplace(e.event.id, e.event);
+  }
+
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
                                           std::size_t limit) override {
     std::shared_lock lock(mutex_);

@@ -173,8 +173,10 @@ constexpr const char* kSelectSections =
 constexpr const char* kUpsertSection =
     "INSERT OR REPLACE INTO sections(thing, name, section, version, deleted, timestamp, client_token, tz, state, "
     "write_id, expires, times) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+// Ignored when the shadow has an event of that id (append_history is idempotent; the engine's
+// ids never repeat).
 constexpr const char* kInsertHistory =
-    "INSERT INTO history(thing, name, id, timestamp, expires, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    "INSERT OR IGNORE INTO history(thing, name, id, timestamp, expires, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 constexpr const char* kListShadows =
     "SELECT name, section, version, deleted, timestamp FROM sections WHERE thing = ?1 AND name > ?2 "
     "ORDER BY name, section";
@@ -233,6 +235,12 @@ ShadowRecord read_record(Connection& c, const ShadowKey& key) {
   return record;
 }
 
+void insert_history(Connection& c, const ShadowKey& key, const HistoryEvent& e) {
+  Query q(c.statement(kInsertHistory));
+  q.bind(1, key.thing).bind(2, key.name).bind(3, e.id).bind(4, e.timestamp_ns).bind(5, e.expires_ns).bind(6, e.json);
+  q.run();
+}
+
 void apply_write(Connection& c, const ShadowWrite& write) {
   check_conditions(read_record(c, write.key), write);
   for (const SectionPut& put : write.sections) {
@@ -244,13 +252,7 @@ void apply_write(Connection& c, const ShadowWrite& write) {
     q.bind(12, r.times_json);
     q.run();
   }
-  if (write.event) {
-    const HistoryEvent& e = *write.event;
-    Query q(c.statement(kInsertHistory));
-    q.bind(1, write.key.thing).bind(2, write.key.name).bind(3, e.id).bind(4, e.timestamp_ns);
-    q.bind(5, e.expires_ns).bind(6, e.json);
-    q.run();
-  }
+  if (write.event) insert_history(c, write.key, *write.event);
   if (write.feed) Query(c.statement(kAppendFeed)).bind(1, write.key.thing).bind(2, write.key.name).bind(3, *write.feed).run();
 }
 
@@ -363,6 +365,12 @@ class SqliteStore final : public Store {
       }
     });
     return purged;
+  }
+
+  void append_history(std::span<const ShadowHistoryEvent> events) override {
+    run_on_writer([&](Connection& c) {
+      for (const ShadowHistoryEvent& e : events) insert_history(c, e.key, e.event);
+    });
   }
 
   void put_registration(const RegistrationRecord& r) override {

@@ -1,6 +1,7 @@
-"""Notifications on DynamoDB Local: shadowd reads its table's stream (leases in the table) and
-delivers through the same registrations and webhook target as on SQLite; two shadowd share the
-stream, and kill -9 of the one reading it loses no acknowledged write's event."""
+"""The change feed of DynamoDB Local's stream: shadowd reads its table's stream (leases in the
+table) and delivers through the same registrations and webhook target as on SQLite, and with
+`--history stream` writes the history from it; two shadowd share the stream, and kill -9 of the
+one reading it loses no acknowledged write's event or history event."""
 import functools
 import subprocess
 import threading
@@ -141,6 +142,64 @@ class StreamDeliveryTest(ApiTestCase):
                 if e["data"]["thing"] == thing and v not in first:
                     first.append(v)
             self.assertEqual(first, sorted(first), thing)
+
+    def test_history_from_the_stream_is_complete_and_in_order_after_kill_9_of_its_reader(self):
+        a, b = self.server("--history", "stream"), self.server("--history", "stream")
+        self.assertTrue(eventually(lambda: (stream_shards(a) or 0) + (stream_shards(b) or 0) >= 1, timeout=30))
+        reader, other = (a, b) if stream_shards(a) else (b, a)
+        acknowledged = {}
+        lock = threading.Lock()
+
+        def writer(thing, server, stop):
+            client = checked_session()
+            while not stop.is_set():
+                try:
+                    r = client.post(server.url + shadow_path(thing, "main", "reported"), json={"state": {"n": time.time()}},
+                                    timeout=10)
+                except Exception:
+                    return  # the killed server
+                if r.status_code == 200:
+                    with lock:
+                        acknowledged[thing] = max(acknowledged.get(thing, 0), r.json()["reported"]["version"])
+
+        kill_9_under_load(reader, [functools.partial(writer, f"h{i}", s) for i, s in enumerate([reader, other] * 2)], 2.0)
+        self.assertTrue(acknowledged)
+
+        def history(thing):
+            events, cursor = [], None
+            while True:
+                r = other.get(shadow_path(thing, "main", "history") + "?order=asc&limit=100" +
+                              (f"&cursor={cursor}" if cursor else ""))
+                self.assertEqual(r.status_code, 200, r.text)
+                events += r.json()["events"]
+                cursor = r.json().get("cursor")
+                if not cursor:
+                    return events
+
+        def complete():
+            return all(len(history(t)) >= v for t, v in acknowledged.items())
+
+        self.assertTrue(eventually(complete, timeout=60), acknowledged)
+        for thing in acknowledged:
+            versions = [e["reported"]["version"] for e in history(thing)]
+            # Every stored write once (a write acknowledged to the killed one may have landed unseen).
+            self.assertEqual(versions, list(range(1, len(versions) + 1)), thing)
+            self.assertGreaterEqual(len(versions), acknowledged[thing])
+
+    def test_history_stream_needs_a_table_with_a_stream(self):
+        p = subprocess.run([SHADOWD, "--listen", "127.0.0.1:0", "--store", "memory", "--history", "stream"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--history stream writes history from a DynamoDB table's stream", p.stderr)
+        table = new_table()  # no stream
+        try:
+            p = subprocess.run([SHADOWD, "--listen", "127.0.0.1:0", "--store", f"dynamodb:{table}",
+                                "--dynamodb-endpoint", ENDPOINT, "--history", "stream"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("--history stream needs table", p.stderr)
+        finally:
+            ddb().delete_table(TableName=table)
 
     def test_without_a_stream_registrations_are_refused_and_start_up_names_the_fault(self):
         table = new_table()  # no stream

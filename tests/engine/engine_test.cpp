@@ -233,6 +233,24 @@ TEST_P(EngineTest, HistoryCanBeSwitchedOff) {
   EXPECT_TRUE(engine().history({"t", "main"}).events.empty());
 }
 
+// --history stream: a change event made into its history event apart from its write is the
+// event the write itself would have stored.
+TEST_P(EngineTest, AChangeEventGivesTheHistoryEventItsWriteStores) {
+  ds::EngineOptions o;
+  o.history_retention = std::chrono::hours(1);
+  make_engine(o);
+  report("t", R"({"a":1})");
+  const ds::HistoryEvent stored = engine().history({"t", "main"}).events.at(0);
+  const ds::HistoryEvent made = ds::history_event_of(stored.json, o.history_retention);
+  EXPECT_EQ(made.id, stored.id);
+  EXPECT_EQ(made.timestamp_ns, stored.timestamp_ns);
+  EXPECT_EQ(made.expires_ns, stored.expires_ns);
+  EXPECT_EQ(made.json, stored.json);
+  for (const char* bad : {"{}", "[]", R"({"id":7})", R"({"id":"123#R1"})", R"({"id":"0000000000000000000x#R1"})", "{"}) {
+    EXPECT_THROW(ds::history_event_of(bad, o.history_retention), ds::Error) << bad;
+  }
+}
+
 TEST_P(EngineTest, HistoryPagesWithCursorsBothWays) {
   for (int i = 0; i < 7; ++i) {
     clock_ += 1000;

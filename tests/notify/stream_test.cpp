@@ -219,6 +219,7 @@ TEST(WriteAssembler, JoinsTheTwoItemsOfAWriteAndPassesOverOtherItems) {
                                         R"(,"reported":{"old":{"on":true,"n":[1,{"a":null}]},"new":{"on":false,"n":[1,{"a":null}]}},)"
                                         R"("desired":{"old":{},"new":{"fan":"auto"}}})"));
   EXPECT_EQ(entry->json.find(R"({"event":)" + std::string(kBothEvent) + ","), 0u) << "the event text as the engine rendered it";
+  EXPECT_EQ(entry->event(), kBothEvent);
 }
 
 TEST(WriteAssembler, TakesEitherItemFirstAndAnOldTombstoneIsEmpty) {

@@ -248,6 +248,40 @@ TEST_P(Conformance, HistoryQueriesByTimeOrderAndCursor) {
   EXPECT_TRUE(store().history({"t", "other"}, {}).empty());
 }
 
+TEST_P(Conformance, AppendedHistoryJoinsWrittenHistoryOnceAndExpiresAlike) {
+  ds::ShadowWrite w = put({"t", "main"}, ds::Section::reported, 0, record(1, "{}"));
+  w.event = event(20, 1, 300);
+  store().write(w);
+  ds::HistoryEvent appended = event(10, 7, 100);
+  appended.json = R"({"id":"appended","changes":[]})";
+  const std::vector<ds::ShadowHistoryEvent> batch{
+      {{"t", "main"}, appended}, {{"t", "main"}, appended}, {{"t", "main"}, event(30, 8)}, {{"t", "other"}, event(30, 8)}};
+  store().append_history(batch);
+  store().append_history(std::span(batch).first(1));  // a stream record read twice
+  auto h = store().history({"t", "main"}, {});
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0].timestamp_ns, 30);
+  EXPECT_EQ(h[1].timestamp_ns, 20);
+  EXPECT_EQ(h[2].id, appended.id);
+  EXPECT_EQ(h[2].json, appended.json);
+  EXPECT_EQ(h[2].expires_ns, 100);
+  ds::HistoryQuery ascending;
+  ascending.descending = false;
+  EXPECT_EQ(store().history({"t", "main"}, ascending).front().id, appended.id);
+  EXPECT_EQ(store().history({"t", "other"}, {}).size(), 1u);
+  EXPECT_EQ(store().purge(200), 1u);
+  h = store().history({"t", "main"}, {});
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[1].timestamp_ns, 20);
+
+  std::vector<ds::ShadowHistoryEvent> many;  // more than one DynamoDB batch (25)
+  for (int i = 1; i <= 60; ++i) many.push_back({{"many", "main"}, event(i, static_cast<std::uint64_t>(i))});
+  store().append_history(many);
+  ds::HistoryQuery all;
+  all.limit = 100;
+  EXPECT_EQ(store().history({"many", "main"}, all).size(), 60u);
+}
+
 TEST_P(Conformance, ConcurrentConditionalWritesAdmitExactlyOneWinnerPerVersion) {
   constexpr int kThreads = 8, kRounds = 50;
   std::atomic<int> wins{0};

@@ -13,7 +13,8 @@ std::optional<AssembledEntry> WriteAssembler::add(const StreamRecord& record, bo
   std::optional<DynamoDbSectionItem> now = decode_dynamodb_section_item(record.new_image);
   if (!now || now->feed_event.empty()) return std::nullopt;
   const json::value event = parse_json(now->feed_event);
-  const json::string* id = event.is_object() ? event.as_object().at("id").if_string() : nullptr;
+  const json::value* member = event.is_object() ? event.as_object().if_contains("id") : nullptr;
+  const json::string* id = member ? member->if_string() : nullptr;
   if (!id) throw Error(ErrorCode::internal, "stream: a feedEvent without an id");
   std::optional<DynamoDbSectionItem> before;
   if (!record.old_image.empty()) before = decode_dynamodb_section_item(record.old_image);
@@ -45,7 +46,7 @@ std::optional<AssembledEntry> WriteAssembler::add(const StreamRecord& record, bo
     if (p.expected[i] && !p.parts[i].seen) return std::nullopt;  // the other item's record is still to come
   }
 
-  AssembledEntry entry{now->key, "{\"event\":" + p.event, std::move(p.sequence_numbers)};
+  AssembledEntry entry{now->key, "{\"event\":" + p.event, std::move(p.sequence_numbers), p.event.size()};
   for (Section s : {Section::reported, Section::desired}) {
     const int i = s == Section::reported ? 0 : 1;
     if (!p.expected[i]) continue;

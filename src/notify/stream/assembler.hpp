@@ -31,6 +31,11 @@ struct AssembledEntry {
   ShadowKey key;
   std::string json;                            // as FeedEntry::json (states in DynamoDB's member order)
   std::vector<std::string> sequence_numbers;   // of the records it was made of, as added
+  std::size_t event_bytes = 0;
+
+  // The change event as the engine rendered it (the start of `json`).
+  std::string_view event() const { return std::string_view(json).substr(kEventStart, event_bytes); }
+  static constexpr std::size_t kEventStart = 9;  // after {"event":
 };
 
 // Thread-safe: the readers of several shards may share one assembler, so that a write whose two
