@@ -2,8 +2,9 @@
 # DynamoDB write throughput on one fresh DynamoDB Local, 32 concurrent writers throughout:
 # raw conditional PutItem (the baseline), a raw two-item transaction,
 # engine reports in-process, and shadowd end-to-end (wrk -t2 -c32) in both layouts with history
-# on and off. Every workload writes 2,048 distinct items, created before it is timed.
-# Prints a Markdown table of rates and ratios to the baseline.
+# on, off and `stream` (on a table with a stream: history written from it by the same shadowd,
+# whose catch-up after the writes stop is reported). Every workload writes 2,048 distinct
+# items, created before it is timed. Prints a Markdown table of rates and ratios to the baseline.
 # Usage: bench/dynamodb_bench.sh [seconds per run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ endpoint=$(cat "$dir/endpoint")
 export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1
 results="$dir/results"
 bench() { "$build/bench/bench_dynamodb" "$endpoint" "$@"; }
-table() {  # create|delete NAME: a table in the documented layout, without a stream
+table() {  # create|delete NAME [stream]: a table in the documented layout, without a stream unless asked
   python3 - "$endpoint" "$@" <<'PY'
 import sys, boto3
 endpoint, action, name = sys.argv[1:4]
@@ -24,7 +25,8 @@ c = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
 if action == "delete":
     c.delete_table(TableName=name)
 else:
-    c.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+    stream = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}} if sys.argv[4:] else {}
+    c.create_table(TableName=name, BillingMode="PAY_PER_REQUEST", **stream,
                    AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("PK", "SK", "GSI1PK", "GSI1SK")],
                    KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
                    GlobalSecondaryIndexes=[{"IndexName": "GSI1", "KeySchema": [{"AttributeName": "GSI1PK", "KeyType": "HASH"},
@@ -33,11 +35,16 @@ else:
 PY
 }
 
-shadowd_run() {  # layout history: reports to 2 × 1,024 things, after a warm-up pass over them
-  local name="http-$1-$2" log="$dir/shadowd-$1-$2.log"
-  table create "$name"
+metric() {  # URL NAME: the value of one sample of shadowd's /metrics (0 when absent)
+  curl -s "$1/metrics" | awk -v m="$2" '$1 == m {v = $2} END {print v + 0}'
+}
+
+shadowd_run() {  # layout history(on|off|stream): reports to 2 × 1,024 things, after a warm-up pass over them
+  local name="http-$1-$2" log="$dir/shadowd-$1-$2.log" history
+  case "$2" in on) history=true ;; off) history=false ;; *) history=stream ;; esac
+  table create "$name" $([ "$2" = stream ] && echo stream)
   "$build/shadowd" --listen 127.0.0.1:0 --store "dynamodb:$name" --dynamodb-endpoint "$endpoint" \
-    --layout "$1" --history "$([ "$2" = on ] && echo true || echo false)" 2>"$log" &
+    --layout "$1" --history "$history" 2>"$log" &
   local pid=$! port=""
   for _ in $(seq 100); do
     port=$(sed -n 's/.*listening address=[0-9.]*:\([0-9]*\).*/\1/p' "$log" 2>/dev/null | head -1 || true)
@@ -47,11 +54,21 @@ shadowd_run() {  # layout history: reports to 2 × 1,024 things, after a warm-up
   local url="http://127.0.0.1:$port"
   wrk -t2 -c32 -d"${seconds}s" -s bench/wrk_report.lua "$url" -- 1024 >/dev/null
   wrk -t2 -c32 -d"${seconds}s" --latency -s bench/wrk_report.lua "$url" -- 1024 >"$dir/wrk.out"
+  local note=""
+  if [ "$2" = stream ]; then  # how long the history written from the stream takes to catch up
+    local writes caught="" start=$SECONDS
+    writes=$(metric "$url" 'shadowd_store_operation_duration_seconds_count{operation="write"}')
+    for _ in $(seq 600); do
+      [ "$(metric "$url" shadowd_stream_writes_total)" -ge "$writes" ] && caught=$((SECONDS - start)) && break
+      sleep 0.2
+    done
+    note="history of all $writes writes caught up ${caught:-(not within 120)} s after they stopped"
+  fi
   kill "$pid"
   wait "$pid" || true
   table delete "$name"  # DynamoDB Local slows down as its in-memory data grows
-  awk -v name="shadowd:$1:$2" '/Requests\/sec/ {rate=$2} / 50%/ {p50=$2} / 99%/ {p99=$2} /Non-2xx/ {bad=$NF}
-       END {print name, rate, p50, p99, (bad ? bad " non-2xx" : "")}' "$dir/wrk.out"
+  awk -v name="shadowd:$1:$2" -v note="$note" '/Requests\/sec/ {rate=$2} / 50%/ {p50=$2} / 99%/ {p99=$2} /Non-2xx/ {bad=$NF}
+       END {print name, rate, p50, p99, (bad ? bad " non-2xx; " : "") note}' "$dir/wrk.out"
 }
 
 # DynamoDB Local drifts during a run, so a baseline run comes before and after every workload
@@ -60,7 +77,7 @@ bench "$seconds" 32 put transact engine:separate:on engine:combined:off >/dev/nu
 bench "$seconds" 32 put transact put engine:separate:on put engine:separate:off put engine:combined:on put \
   engine:combined:off put >>"$results"
 for layout in separate combined; do
-  for history in on off; do
+  for history in on off stream; do
     shadowd_run "$layout" "$history" >>"$results"
     bench "$seconds" 32 put >>"$results"
   done

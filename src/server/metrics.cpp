@@ -103,7 +103,7 @@ void append_metric(std::string& out, const char* type, const char* name, const c
 
 std::string Metrics::render(const EngineStats& engine) const {
   std::string out;
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   header(out, "shadowd_http_requests_total", "counter", "HTTP requests by route, method and status.");
   for (const auto& [key, count] : requests_) {
     const auto& [route, method, status] = key;
@@ -142,7 +142,11 @@ std::string Metrics::render(const EngineStats& engine) const {
   counter("shadowd_version_conflicts_total", "Writes answered with version_conflict.", engine.conflicts);
   counter("shadowd_stale_values_total", "Timestamped values rejected as not newer than stored.", engine.stale_values);
   counter("shadowd_acknowledgements_total", "Desired leaves acknowledged by reports.", engine.acknowledgements);
-  for (const auto& append : sections_) append(out);
+  // Sections render outside the lock: they take locks of their own, which may be held by a
+  // thread waiting to record a store operation here.
+  const std::vector<std::function<void(std::string&)>> sections = sections_;
+  lock.unlock();
+  for (const auto& append : sections) append(out);
   return out;
 }
 

@@ -34,6 +34,7 @@ class Metrics {
   void watch(const HttpStats* http) { http_ = http; }
   // Metrics of another part (e.g. the MQTT bridge), appended to every render from then on;
   // `append` must stay callable while this object is used.
+  // Adds a part of render()'s output; it is called without this object's lock held.
   void add_section(std::function<void(std::string&)> append) {
     std::lock_guard lock(mutex_);
     sections_.push_back(std::move(append));

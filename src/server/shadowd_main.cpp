@@ -137,6 +137,8 @@ void render_stream_metrics(notify::stream::StreamService& stream, std::string& o
          c.expired_iterators.load());
   metric("counter", "shadowd_stream_throttled_total", "Stream reads refused for throttling or a failure worth retrying.",
          c.throttled.load());
+  metric("counter", "shadowd_stream_writes_total",
+         "Writes read from the stream (with --history stream, each one's history event written).", stream.feed().end());
   metric("gauge", "shadowd_stream_shards", "Stream shards this shadowd holds leases on and reads.", stream.shards());
   metric("gauge", "shadowd_stream_feed_entries", "Writes read from the stream and not yet delivered to every registration.",
          stream.feed().size());

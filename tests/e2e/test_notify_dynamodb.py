@@ -162,8 +162,22 @@ class StreamDeliveryTest(ApiTestCase):
                     with lock:
                         acknowledged[thing] = max(acknowledged.get(thing, 0), r.json()["reported"]["version"])
 
-        kill_9_under_load(reader, [functools.partial(writer, f"h{i}", s) for i, s in enumerate([reader, other] * 2)], 2.0)
+        stuck = []
+
+        def scrape(stop):  # metrics are read while the stream's reader writes history (a deadlock once)
+            client = checked_session()
+            while not stop.is_set():
+                try:
+                    client.get(reader.url + "/metrics", timeout=10)
+                except requests.exceptions.ReadTimeout as e:
+                    stuck.append(e)
+                    return
+                time.sleep(0.02)
+
+        writers = [functools.partial(writer, f"h{i}", s) for i, s in enumerate([reader, other] * 2)]
+        kill_9_under_load(reader, writers + [scrape], 2.0)
         self.assertTrue(acknowledged)
+        self.assertEqual(stuck, [], "/metrics did not answer")
 
         def history(thing):
             events, cursor = [], None

@@ -76,6 +76,7 @@ void StreamService::forget_stopped_readers(std::vector<std::string>& reading) {
     if (!std::binary_search(now.begin(), now.end(), shard)) feed_.forget(shard);
   }
   reading = std::move(now);
+  shards_.store(reading.size(), std::memory_order_relaxed);
 }
 
 void StreamService::run() {

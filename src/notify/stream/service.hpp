@@ -8,6 +8,7 @@
 #include "notify/stream/consumer.hpp"
 #include "notify/stream/stream_feed.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -41,7 +42,9 @@ class StreamService {
 
   StreamFeed& feed() { return feed_; }
   const StreamCounters& counters() const { return consumer_->counters(); }
-  std::size_t shards() const { return consumer_->shards().size(); }  // shards read now
+  // Shards read now. Lock-free, so that metrics may ask while the reader's handler is in a
+  // store call that reports its own metrics.
+  std::size_t shards() const { return shards_.load(std::memory_order_relaxed); }
   const std::string& owner() const { return owner_; }
 
  private:
@@ -59,6 +62,7 @@ class StreamService {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  std::atomic<std::size_t> shards_{0};
   std::thread thread_;
 };
 

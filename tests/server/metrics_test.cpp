@@ -1,0 +1,39 @@
+// shadowd's metrics registry (src/server/metrics.hpp).
+#include "server/metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+
+namespace srv = deviceshadow::server;
+
+namespace {
+
+// A section of the output may take a lock that a thread recording a store operation holds (the
+// stream reader writes history inside its own lock): render must not hold the registry's lock
+// while it calls sections, or the two wait for each other for ever.
+TEST(Metrics, SectionsRenderWithoutTheRegistryLockHeld) {
+  srv::Metrics metrics;
+  std::mutex section_lock;
+  metrics.add_section([&](std::string& out) {
+    std::lock_guard lock(section_lock);
+    out += "section 1\n";
+  });
+  std::unique_lock held(section_lock);  // as the stream reader, in its handler
+  deviceshadow::EngineStats stats;
+  auto rendered = std::async(std::launch::async, [&] { return metrics.render(stats); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // render reaches the section
+  auto recorded = std::async(std::launch::async, [&] { metrics.store_operation("append_history", 0.01); });
+  // A bound on liveness, not a timing assertion: it completes at once or never.
+  EXPECT_EQ(recorded.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  held.unlock();
+  EXPECT_NE(rendered.get().find("section 1"), std::string::npos);
+  recorded.wait();
+  EXPECT_NE(metrics.render(stats).find(R"(shadowd_store_operation_duration_seconds_count{operation="append_history"} 1)"),
+            std::string::npos);
+}
+
+}  // namespace
