@@ -3,8 +3,11 @@
 // "WORKLOAD WRITES_PER_SECOND" per workload:
 //   put                    raw conditional PutItem from a minimal keep-alive client (the baseline)
 //   transact               raw TransactWriteItems: the conditional Put plus a history Put
-//   engine:LAYOUT:HISTORY  engine reports through the DynamoDB store, e.g. engine:combined:off
+//   engine:LAYOUT:HISTORY  engine reports through the DynamoDB store, e.g. engine:combined:off;
+//                          HISTORY "feed" is a report of --history stream: no history item, the
+//                          change feed on (the item carries its event)
 //   bench_dynamodb ENDPOINT SECONDS THREADS WORKLOAD...
+// With BENCH_STREAM=1 the table has a stream (nobody reads it) and workloads print as WORKLOAD-stream.
 #include "aws/client.hpp"
 #include "deviceshadow/dynamodb_store.hpp"
 #include "deviceshadow/engine.hpp"
@@ -13,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,7 +92,10 @@ int main(int argc, char** argv) {
   o.table = "bench" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   const double seconds = std::stod(argv[2]);
   const int threads = std::stoi(argv[3]);
-  ds::create_dynamodb_table(o, /*with_stream=*/false);  // streams make DynamoDB Local decay over time
+  // Streams make DynamoDB Local decay over time: only BENCH_STREAM=1 asks for one (the baseline
+  // of writes to a table whose stream is read).
+  const bool stream = std::getenv("BENCH_STREAM") != nullptr;
+  ds::create_dynamodb_table(o, stream);
 
   ds::aws::ClientOptions c;
   c.endpoint = o.endpoint;
@@ -117,8 +124,10 @@ int main(int argc, char** argv) {
       eo.layout = workload.find(":combined:") != std::string::npos ? ds::DynamoDbLayout::combined : ds::DynamoDbLayout::separate;
       auto store = ds::open_dynamodb_store(eo);
       ds::EngineOptions options;
-      options.history = workload.substr(workload.rfind(':') + 1) != "off";
+      const std::string history = workload.substr(workload.rfind(':') + 1);
+      options.history = history == "on";
       ds::Engine engine(*store, options);
+      engine.set_change_feed(history == "feed");
       const std::string run = std::to_string(a);
       auto report = [&](int t, long i, long ts) {
         ds::UpdateRequest r;
@@ -132,7 +141,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown workload %s\n", workload.c_str());
       return 2;
     }
-    std::printf("%s %.0f\n", workload.c_str(), rate);
+    std::printf("%s%s %.0f\n", workload.c_str(), stream ? "-stream" : "", rate);
     std::fflush(stdout);
   }
   ds::delete_dynamodb_table(o);

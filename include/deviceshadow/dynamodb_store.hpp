@@ -54,6 +54,7 @@ struct DynamoDbSectionItem {
   std::optional<Section> section;  // the separate layout's one section; nullopt: a combined item
   ShadowRecord record;             // the section(s) the item holds; the others absent
   std::string feed_event;          // the change event as JSON text; empty when none was put
+  std::string feed_entry;          // the write's whole feed entry (FeedEntry json) when the item carries it
 };
 // nullopt for every other item (thing index, history, registrations, dead letters, leases).
 std::optional<DynamoDbSectionItem> decode_dynamodb_section_item(const json::object& image);

@@ -14,9 +14,11 @@
 // backoff; after maxAttempts, or when the target refuses the event for good, it becomes a dead
 // letter and the shadow's next event goes.
 //
-// The checkpoint (stored, so that a restart resumes there) is the feed seq up to which every
-// entry is delivered, dead-lettered or not wanted; it is written at most every
-// checkpoint_interval, so a crash redelivers what followed it (receivers deduplicate by id).
+// The feed is the store's outbox (SQLite, memory) or, on DynamoDB, what this process reads of
+// the table's stream (notify/stream/stream_feed.hpp). The checkpoint (stored in the feed, so
+// that a restart resumes there) is the feed seq up to which every entry is delivered,
+// dead-lettered or not wanted; it is written at most every checkpoint_interval, so a crash
+// redelivers what followed it (receivers deduplicate by id).
 // A worker holds at most `window` entries between its checkpoint and its position, so memory
 // stays bounded however long a target is down; the feed itself is trimmed up to the smallest
 // stored checkpoint of the enabled registrations.

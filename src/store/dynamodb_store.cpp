@@ -170,9 +170,12 @@ std::string dead_letters_pk(std::string_view registration) { return "NDL#" + std
 std::string section_prefix(Section s) { return s == Section::reported ? "DSR#" : "DSD#"; }
 constexpr std::string_view kCombinedPrefix = "DSC#";
 constexpr std::string_view kThingIndexSk = "T#";
-// While the change feed is on, each section item a write puts carries the write's change event
-// (JSON text), so that its stream record says what the write was (docs/storage.md, "Items").
+// While the change feed is on, a section item a write puts carries the write's change event
+// (JSON text), so that its stream record says what the write was, or, on the reported item of a
+// write of both sections in the separate layout, the write's whole feed entry, so that that one
+// record is the whole write (docs/storage.md, "Items").
 constexpr std::string_view kFeedEventAttribute = "feedEvent";
+constexpr std::string_view kFeedEntryAttribute = "feedEntry";
 
 // FNV-1a: a stable hash, so a thing always lands on the same GSI shard.
 int shard_of(std::string_view thing) {
@@ -758,6 +761,15 @@ class DynamoDbStore final : public Store {
         member_key(op, pk, section_prefix(check.section) + w.key.name);
         ops.push_back({"ConditionCheck", conditional(std::move(op), check.expected_version)});
       }
+      // The two items of a write of both sections may be written to partitions whose stream
+      // records two processes read: its reported item carries the whole entry, unless that item
+      // could then pass the size limit (twice the texts: attribute values and escapes cost more),
+      // in which case both items carry the event and the reader joins their records.
+      const bool whole_entry = [&] {
+        if (!w.feed || w.sections.size() != 2) return false;
+        const SectionRecord& r = w.sections[0].section == Section::reported ? w.sections[0].record : w.sections[1].record;
+        return 2 * (r.state_json.size() + r.times_json.size() + w.feed->size()) + 4096 <= kDynamoDbMaxItemBytes;
+      }();
       for (const SectionPut& put : w.sections) {
         std::string op = begin_body();
         open(op, "Item", '{');
@@ -767,7 +779,11 @@ class DynamoDbStore final : public Store {
         member_section_attributes(op, put.record, true);
         member_state(op, "state", put.record.state_json);
         if (!put.record.times_json.empty()) member_s(op, "times", put.record.times_json);
-        if (w.feed) member_s(op, kFeedEventAttribute, event);  // on each item the write puts
+        if (!whole_entry) {
+          if (w.feed) member_s(op, kFeedEventAttribute, event);
+        } else if (put.section == Section::reported) {
+          member_s(op, kFeedEntryAttribute, *w.feed);
+        }
         close(op, '}');
         check_size(op.size() - 1 - item_start);
         ops.push_back({"Put", conditional(std::move(op), put.expected_version)});
@@ -1011,7 +1027,8 @@ std::optional<DynamoDbSectionItem> decode_dynamodb_section_item(const json::obje
     }
     if (!out.section) return std::nullopt;  // the thing index item (T#)
   }
-  out.feed_event = get_s(image, kFeedEventAttribute);
+  out.feed_entry = get_s(image, kFeedEntryAttribute);
+  out.feed_event = out.feed_entry.empty() ? get_s(image, kFeedEventAttribute) : std::string(feed_event(out.feed_entry));
   return out;
 }
 

@@ -234,6 +234,25 @@ TEST(WriteAssembler, TakesEitherItemFirstAndAnOldTombstoneIsEmpty) {
   EXPECT_EQ(parsed(entry->json).at("reported"), parsed(R"({"old":{},"new":{"on":false}})"));
 }
 
+TEST(WriteAssembler, AnItemCarryingTheWholeEntryIsTheWholeWrite) {
+  const std::string entry = R"({"event":)" + std::string(kBothEvent) +
+                            R"(,"reported":{"old":{},"new":{"on":false}},"desired":{"old":{},"new":{"fan":"auto"}}})";
+  json::object item = section_image("DSR#main", 2, R"({"on":false})");
+  item["feedEntry"] = s_attr(entry);
+  st::WriteAssembler assembler;
+  bool part = false;
+  auto assembled = assembler.add(record("40", item), &part);
+  ASSERT_TRUE(assembled);
+  EXPECT_TRUE(part);
+  EXPECT_EQ(assembled->json, entry) << "as the engine wrote it";
+  EXPECT_EQ(assembled->event(), kBothEvent);
+  EXPECT_EQ(assembled->sequence_numbers, (std::vector<std::string>{"40"}));
+  EXPECT_EQ(assembler.waiting(), 0u);
+  // The write's desired item carries nothing: its record is passed over.
+  EXPECT_FALSE(assembler.add(record("41", section_image("DSD#main", 1, R"({"fan":"auto"})")), &part));
+  EXPECT_FALSE(part);
+}
+
 TEST(WriteAssembler, OneCombinedItemIsTheWholeWrite) {
   const std::string event =
       R"({"id":"00000000000000003000#R5","thing":"lamp","name":"main","op":"report","timestamp":"x",)"
@@ -895,6 +914,47 @@ TEST_F(RealStreamTest, ReadsShadowWritesOfTheDynamoDbStoreFromTheTablesStream) {
   EXPECT_EQ(sections()[0].new_image.at("state").at("M").at("on").at("BOOL"), true);
 }
 
+// A write of both sections whose whole entry could take its reported item past DynamoDB's item
+// limit carries the event on both items instead; the assembler joins their two records.
+TEST_F(RealStreamTest, AWriteOfBothSectionsTooLargeForOneItemIsJoinedFromItsTwoRecords) {
+  auto store = ds::open_dynamodb_store(options_);
+  ds::Engine engine(*store);
+  engine.set_change_feed(true);
+  const std::string big(50000, 'x');
+  ds::ShadowUpdate both;
+  both.key = {"big", "main"};
+  both.reported = ds::SectionUpdate{json::object{{"r", big}}};
+  both.desired = ds::SectionUpdate{json::object{{"d", big}}};
+  engine.update(both);
+
+  std::mutex mutex;
+  std::vector<st::AssembledEntry> entries;
+  std::size_t events = 0, whole = 0;
+  st::WriteAssembler assembler;
+  auto reader = stream_consumer("only", [&](const std::string&, std::span<const st::StreamRecord> page) {
+    std::lock_guard lock(mutex);
+    for (const st::StreamRecord& r : page) {
+      events += r.new_image.contains("feedEvent");
+      whole += r.new_image.contains("feedEntry");
+      if (auto entry = assembler.add(r)) entries.push_back(std::move(*entry));
+    }
+    return page.size();
+  });
+  reader->balance();
+  for (int i = 0; i < 200 && entries.empty(); ++i) {
+    if (!reader->poll()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  reader->release();
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].sequence_numbers.size(), 2u);
+  EXPECT_EQ(events, 2u);
+  EXPECT_EQ(whole, 0u);
+  const json::value entry = parsed(entries[0].json);
+  EXPECT_EQ(entry.at("reported").at("new").at("r").as_string(), big);
+  EXPECT_EQ(entry.at("desired").at("new").at("d").as_string(), big);
+}
+
 // ---- the write assembler on DynamoDB Local's stream --------------------------------------
 
 // Keeps each write's change-feed entry as the engine hands it to the store: what an outbox
@@ -1028,20 +1088,24 @@ TEST_P(AssemblyTest, TheRecordsOfEachWriteBecomeTheEntryAnOutboxStoreKeeps) {
     EXPECT_EQ(comparable(parsed(entries[i].json), !combined), comparable(parsed(outbox[i].json), !combined));
   }
   EXPECT_EQ(parsed(entries[3].json).at("event").at("clientToken"), R"(tok}"{\)");
-  // Both layouts: every two-section write is one entry (its records joined in the separate one).
-  EXPECT_EQ(entries[2].sequence_numbers.size(), combined ? 1u : 2u);
-  EXPECT_EQ(entries[6].sequence_numbers.size(), combined ? 1u : 2u) << "the delete of both sections";
+  // Both layouts: every write is one record, a write of both sections too (the separate
+  // layout puts its whole entry on its reported item).
+  for (const st::AssembledEntry& entry : entries) EXPECT_EQ(entry.sequence_numbers.size(), 1u);
 
-  std::size_t history = 0;
+  std::size_t history = 0, events = 0, whole = 0;
   for (const st::StreamRecord& r : records) {
     const std::string pk(r.keys.at("PK").at("S").as_string());
     history += pk.starts_with("DH#");
     if (r.keys.at("SK").at("S").as_string().ends_with("#aux")) {
-      EXPECT_FALSE(r.new_image.contains("feedEvent")) << "nothing extra while the change feed is off";
-    } else if (pk.starts_with("DS#") && !r.new_image.empty() && r.keys.at("SK").at("S").as_string() != "T#") {
-      EXPECT_TRUE(r.new_image.contains("feedEvent"));
+      EXPECT_FALSE(r.new_image.contains("feedEvent") || r.new_image.contains("feedEntry"))
+          << "nothing extra while the change feed is off";
     }
+    events += r.new_image.contains("feedEvent");
+    whole += r.new_image.contains("feedEntry");
   }
+  // Writes of both sections: the acknowledging report, the update of both, the delete.
+  EXPECT_EQ(whole, combined ? 0u : 3u);
+  EXPECT_EQ(events, combined ? 8u : 5u);
   EXPECT_EQ(history, GetParam().history ? 9u : 0u) << "history items are on the stream and passed over";
 }
 

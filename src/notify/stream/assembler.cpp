@@ -12,6 +12,11 @@ std::optional<AssembledEntry> WriteAssembler::add(const StreamRecord& record, bo
   if (record.new_image.empty()) return std::nullopt;  // a removal: no write of the engine deletes items
   std::optional<DynamoDbSectionItem> now = decode_dynamodb_section_item(record.new_image);
   if (!now || now->feed_event.empty()) return std::nullopt;
+  if (!now->feed_entry.empty()) {  // the whole write on one item
+    if (part) *part = true;
+    const std::size_t event_bytes = now->feed_event.size();
+    return AssembledEntry{now->key, std::move(now->feed_entry), {record.sequence_number}, event_bytes};
+  }
   const json::value event = parse_json(now->feed_event);
   const json::value* member = event.is_object() ? event.as_object().if_contains("id") : nullptr;
   const json::string* id = member ? member->if_string() : nullptr;

@@ -3,13 +3,16 @@
 // {"event": <the change event>, "reported"|"desired": {"old": …, "new": …}} for each section
 // it stored (docs/notifications.md, "DynamoDB: the stream consumer").
 //
-// While the change feed is on, each section item a write puts carries the write's change event
+// While the change feed is on, a section item a write puts carries the write's change event
 // (attribute feedEvent, docs/storage.md): the event comes from the record's NewImage as the
 // engine rendered it, a section's old state from the OldImage ({} when it did not exist) and its
-// new state from the NewImage. A write of both sections in the separate layout is two item
-// records (usually in one shard, in either order, possibly with other records between them);
-// its entry is complete once a record of every section the event names was added. The combined
-// layout's one item holds both sections: one record is the whole write.
+// new state from the NewImage. The combined layout's one item holds both sections: one record
+// is the whole write. In the separate layout a write of both sections puts its whole entry on
+// its reported item (attribute feedEntry) and nothing on its desired item, so that one record
+// is the whole write there too, wherever the two records land; only when that item would be too
+// large does each of its items carry the event, and then its entry is complete once a record of
+// every section the event names was added (usually in one shard, in either order, possibly with
+// other records between them).
 #pragma once
 
 #include "deviceshadow/store.hpp"
