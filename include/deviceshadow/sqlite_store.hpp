@@ -21,6 +21,10 @@ struct SqliteOptions {
   bool group_commit = true;      // false: one transaction per write (a benchmark baseline)
   std::size_t max_group = 512;   // writes per transaction at most
   std::size_t readers = 4;       // reader connections
+  // Once the write-ahead log holds this many pages, a thread of its own copies them into the
+  // database (a passive checkpoint), so writes do not wait for it. Only if the log reaches 8
+  // times this (that thread cannot keep up) does the writer checkpoint before it goes on.
+  int checkpoint_pages = 1000;
   // Readiness fails while the database's filesystem has less space free: a write needs room
   // for its pages in the write-ahead log, and the log's checkpoint room in the database.
   std::uintmax_t min_free_bytes = std::uintmax_t{64} << 20;

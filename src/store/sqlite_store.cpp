@@ -274,6 +274,9 @@ class SqliteStore final : public Store {
     for (std::size_t i = 0; i < std::max<std::size_t>(1, options.readers); ++i) {
       idle_readers_.push_back(std::make_unique<Connection>(options.path, options.durable));
     }
+    checkpointer_ = std::make_unique<Connection>(options.path, options.durable);
+    sqlite3_wal_hook(writer_->db(), &SqliteStore::on_commit, this);  // replaces the automatic checkpoint
+    checkpoint_thread_ = std::thread([this] { checkpoint_loop(); });
     writer_thread_ = std::thread([this] { writer_loop(); });
   }
 
@@ -284,6 +287,12 @@ class SqliteStore final : public Store {
     }
     queue_cv_.notify_all();
     writer_thread_.join();
+    {
+      std::lock_guard lock(checkpoint_mutex_);
+      checkpoint_stopping_ = true;
+    }
+    checkpoint_cv_.notify_all();
+    checkpoint_thread_.join();
   }
 
   std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override {
@@ -575,6 +584,43 @@ class SqliteStore final : public Store {
     }
   }
 
+  // Called on the writer's connection after each commit, with the pages in the write-ahead log.
+  // The checkpoint thread is asked at every checkpoint_pages the log grows. Under steady writes
+  // its passive checkpoints never catch the log's end, so the log does not start over until the
+  // writer checkpoints itself at 8 times checkpoint_pages; by then it has few pages left to copy.
+  static int on_commit(void* self, sqlite3* db, const char*, int pages) {
+    auto& store = *static_cast<SqliteStore*>(self);
+    const int every = store.options_.checkpoint_pages;
+    if (pages < store.checkpoint_asked_at_) store.checkpoint_asked_at_ = 0;  // the log started over
+    if (pages >= 8 * every) {
+      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      store.checkpoint_asked_at_ = 0;
+    } else if (pages >= store.checkpoint_asked_at_ + every) {
+      store.checkpoint_asked_at_ = pages;
+      {
+        std::lock_guard lock(store.checkpoint_mutex_);
+        store.checkpoint_wanted_ = true;
+      }
+      store.checkpoint_cv_.notify_one();
+    }
+    return SQLITE_OK;
+  }
+
+  // Copies the log into the database when asked. A passive checkpoint waits for no one; once it
+  // has copied the whole log, the next write starts the log over from its beginning. Failures
+  // (a checkpoint already running, a full disk) leave the pages in the log for the next one.
+  void checkpoint_loop() {
+    std::unique_lock lock(checkpoint_mutex_);
+    for (;;) {
+      checkpoint_cv_.wait(lock, [&] { return checkpoint_stopping_ || checkpoint_wanted_; });
+      if (checkpoint_stopping_) return;
+      checkpoint_wanted_ = false;
+      lock.unlock();
+      sqlite3_wal_checkpoint_v2(checkpointer_->db(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      lock.lock();
+    }
+  }
+
   template <class F>
   std::invoke_result_t<F&, Connection&> with_reader(F&& f) {
     std::unique_ptr<Connection> c;
@@ -608,6 +654,14 @@ class SqliteStore final : public Store {
   std::mutex readers_mutex_;
   std::condition_variable readers_cv_;
   std::vector<std::unique_ptr<Connection>> idle_readers_;
+
+  std::unique_ptr<Connection> checkpointer_;  // used by the checkpoint thread only
+  std::thread checkpoint_thread_;
+  std::mutex checkpoint_mutex_;
+  std::condition_variable checkpoint_cv_;
+  bool checkpoint_wanted_ = false;
+  bool checkpoint_stopping_ = false;
+  int checkpoint_asked_at_ = 0;  // log pages when the checkpoint thread was last asked (writer thread only)
 };
 
 }  // namespace
