@@ -108,8 +108,11 @@ class Receiver {
           continue;
         }
         std::string& buffer = connections_[fd];
-        ssize_t got;
-        while ((got = ::read(fd, chunk, sizeof chunk)) > 0) buffer.append(chunk, static_cast<std::size_t>(got));
+        ssize_t got;  // level-triggered: a short read has taken all there was
+        while ((got = ::read(fd, chunk, sizeof chunk)) > 0) {
+          buffer.append(chunk, static_cast<std::size_t>(got));
+          if (static_cast<std::size_t>(got) < sizeof chunk) break;
+        }
         if (got == 0 || (got < 0 && errno != EAGAIN)) {
           ::close(fd);
           connections_.erase(fd);

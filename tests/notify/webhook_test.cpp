@@ -6,6 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -101,6 +106,66 @@ TEST(Webhook, ARefusedConnectionOrATimeoutIsRetried) {
   EXPECT_NE(r.error.find("imeout"), std::string::npos) << r.error;
   slow.delay_ms = 0;
   EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);  // a new connection after the broken one
+}
+
+// A receiver that answers each request as if keeping the connection alive, then closes it: the
+// target's idle connection is closed under it between deliveries.
+class ClosingReceiver {
+ public:
+  ClosingReceiver() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(listener_, 8);
+    socklen_t len = sizeof addr;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (int c; (c = ::accept(listener_, nullptr, nullptr)) >= 0;) {
+        std::string request;
+        char chunk[4096];
+        for (ssize_t got; request.find("\r\n\r\n{}") == std::string::npos && (got = ::read(c, chunk, sizeof chunk)) > 0;) {
+          request.append(chunk, static_cast<std::size_t>(got));
+        }
+        const std::string reply = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n";
+        [[maybe_unused]] const auto put = ::write(c, reply.data(), reply.size());
+        ::close(c);
+        ++answered;
+      }
+    });
+  }
+  ~ClosingReceiver() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+  std::string url(const std::string& host) const { return "http://" + host + ":" + std::to_string(port_) + "/hook"; }
+  std::atomic<int> answered{0};
+
+ private:
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A cached connection the receiver closed wakes the target once (it stops watching it), not at
+// every run(); the next delivery opens a new connection. Also through a host name, which
+// libcurl resolves on sockets of its own.
+TEST(Webhook, AnIdleConnectionClosedByTheReceiverNeitherSpinsNorFailsTheNextDelivery) {
+  ClosingReceiver receiver;
+  for (const std::string host : {"127.0.0.1", "localhost"}) {
+    auto target = notify::make_webhook_target({receiver.url(host), "", {}, std::chrono::milliseconds(5000)});
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered) << host << " " << i;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receiver has closed the connection
+      const auto started = std::chrono::steady_clock::now();
+      for (int wait = 0; wait < 4; ++wait) target->run(std::chrono::milliseconds(50), [](std::uint64_t, notify::DeliveryResult) {});
+      EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(150)) << host;  // one early return at most
+    }
+  }
+  EXPECT_EQ(receiver.answered, 6);
 }
 
 }  // namespace

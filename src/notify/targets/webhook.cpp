@@ -1,12 +1,24 @@
 // The webhook target (docs/notifications.md): an HTTP POST per event, many at once on one
-// libcurl multi handle, whose connection cache keeps connections alive between events.
+// libcurl multi handle, whose connection cache keeps connections alive between events. The
+// multi handle is driven by socket events (curl_multi_socket_action on an epoll set of this
+// target's own), so libcurl touches only the transfers whose sockets are ready instead of
+// polling every one on each pass.
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
 #include "notify/target.hpp"
 
 #include <curl/curl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
+#include <optional>
+#include <stdexcept>
+#include <unordered_map>
 #include <utility>
 #include <mutex>
 #include <vector>
@@ -36,6 +48,17 @@ class Webhook final : public Target {
     static std::once_flag initialized;
     std::call_once(initialized, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     multi_ = curl_multi_init();
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!multi_ || epoll_ < 0 || wake_ < 0) throw std::runtime_error("webhook: cannot set up its event loop");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_;
+    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Webhook::on_socket);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Webhook::on_timer);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
     headers_ = curl_slist_append(headers_, "Content-Type: application/cloudevents+json");
     headers_ = curl_slist_append(headers_, "Expect:");  // no 100-continue round trip
     for (const auto& [name, value] : target_.headers) headers_ = curl_slist_append(headers_, (name + ": " + value).c_str());
@@ -48,8 +71,10 @@ class Webhook final : public Target {
       curl_slist_free_all(transfer->signed_headers);
     }
     for (CURL* h : idle_) curl_easy_cleanup(h);
-    curl_multi_cleanup(multi_);
+    curl_multi_cleanup(multi_);  // closes the cached connections (through close_socket)
     curl_slist_free_all(headers_);
+    ::close(wake_);
+    ::close(epoll_);
   }
 
   void start(std::uint64_t tag, const Delivery& d) override {
@@ -88,18 +113,57 @@ class Webhook final : public Target {
       for (auto& [tag, result] : std::exchange(refused_, {})) done(tag, std::move(result));
       return;
     }
-    int running = 0;
-    curl_multi_perform(multi_, &running);
-    if (!report(done)) {
-      curl_multi_poll(multi_, nullptr, 0, static_cast<int>(timeout.count()), nullptr);
-      curl_multi_perform(multi_, &running);
-      report(done);
+    run_timer();
+    if (report(done)) return;
+    if (timer_) {
+      const auto until_timer = std::chrono::ceil<std::chrono::milliseconds>(*timer_ - Clock::now());
+      timeout = std::clamp(until_timer, std::chrono::milliseconds(0), timeout);
     }
+    epoll_event events[16];
+    const int n = ::epoll_wait(epoll_, events, 16, static_cast<int>(timeout.count()));
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == wake_) {
+        std::uint64_t count;
+        [[maybe_unused]] const auto got = ::read(wake_, &count, sizeof count);
+        continue;
+      }
+      auto it = sockets_.find(fd);
+      if (it == sockets_.end()) continue;
+      if (!it->second.wanted) {  // an idle connection stirred (closed, most likely): libcurl
+        unwatch(it);             // finds out when it next takes it from its cache
+        continue;
+      }
+      int bits = 0;
+      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) bits |= CURL_CSELECT_IN;
+      if (events[i].events & EPOLLOUT) bits |= CURL_CSELECT_OUT;
+      if (events[i].events & EPOLLERR) bits |= CURL_CSELECT_ERR;
+      int running = 0;
+      curl_multi_socket_action(multi_, fd, bits, &running);
+    }
+    run_timer();
+    report(done);
   }
 
-  void wake() override { curl_multi_wakeup(multi_); }
+  void wake() override {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto put = ::write(wake_, &one, sizeof one);
+  }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
+  // A socket libcurl uses, and what this target's epoll set watches on it. Sockets libcurl
+  // opened through open_socket (its connections) stay in the set, watched for input only,
+  // while they wait in libcurl's connection cache, which saves two epoll_ctl calls per
+  // delivery; close_socket tells when they go. Any other socket leaves the set as soon as
+  // libcurl lets it go, since it may be closed without a word.
+  struct Socket {
+    std::uint32_t watched = 0;  // the epoll events registered; 0: not in the set
+    bool wanted = false;        // libcurl waits on it
+    bool own = false;           // opened by open_socket
+  };
+
   struct Transfer {
     std::uint64_t tag = 0;
     CURL* handle = nullptr;
@@ -135,6 +199,71 @@ class Webhook final : public Target {
     return any;
   }
 
+  static int on_socket(CURL*, curl_socket_t fd, int what, void* self, void*) {
+    auto& target = *static_cast<Webhook*>(self);
+    auto it = target.sockets_.try_emplace(fd).first;
+    Socket& socket = it->second;
+    if (what == CURL_POLL_REMOVE) {
+      socket.wanted = false;
+      if (!socket.own) {
+        target.unwatch(it);
+        target.sockets_.erase(it);
+      } else if (socket.watched != EPOLLIN) {
+        target.watch(fd, socket, EPOLLIN);
+      }
+      return 0;
+    }
+    socket.wanted = true;
+    target.watch(fd, socket, (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u));
+    return 0;
+  }
+
+  static int on_timer(CURLM*, long ms, void* self) {
+    auto& target = *static_cast<Webhook*>(self);
+    if (ms < 0) {
+      target.timer_.reset();
+    } else {
+      target.timer_ = Clock::now() + std::chrono::milliseconds(ms);
+    }
+    return 0;
+  }
+
+  static curl_socket_t open_socket(void* self, curlsocktype, curl_sockaddr* address) {
+    const int fd = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    if (fd >= 0) static_cast<Webhook*>(self)->sockets_[fd].own = true;
+    return fd >= 0 ? fd : CURL_SOCKET_BAD;
+  }
+
+  static int close_socket(void* self, curl_socket_t fd) {
+    auto& target = *static_cast<Webhook*>(self);
+    if (auto it = target.sockets_.find(fd); it != target.sockets_.end()) {
+      target.unwatch(it);
+      target.sockets_.erase(it);
+    }
+    return ::close(fd);
+  }
+
+  void watch(int fd, Socket& socket, std::uint32_t events) {
+    if (socket.watched == events) return;
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_, socket.watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) == 0) socket.watched = events;
+  }
+
+  void unwatch(std::unordered_map<int, Socket>::iterator it) {
+    if (it->second.watched) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, it->first, nullptr);
+    it->second.watched = 0;
+  }
+
+  // Lets libcurl do what was due at its timer: start added transfers, time out slow ones.
+  void run_timer() {
+    if (!timer_ || *timer_ > Clock::now()) return;
+    timer_.reset();  // libcurl sets the next one
+    int running = 0;
+    curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+  }
+
   CURL* acquire() {
     if (!idle_.empty()) {
       CURL* h = idle_.back();
@@ -152,11 +281,19 @@ class Webhook final : public Target {
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_body);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, &Webhook::open_socket);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, this);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, &Webhook::close_socket);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, this);
     return h;
   }
 
   const WebhookTarget target_;
   CURLM* multi_ = nullptr;
+  int epoll_ = -1;                  // the sockets libcurl waits on, and wake_
+  int wake_ = -1;                   // an eventfd: wake() makes run() return
+  std::unordered_map<int, Socket> sockets_;
+  std::optional<Clock::time_point> timer_;  // when libcurl wants curl_multi_socket_action(TIMEOUT)
   curl_slist* headers_ = nullptr;  // the fixed ones
   std::vector<CURL*> idle_;
   std::vector<std::unique_ptr<Transfer>> in_flight_;
