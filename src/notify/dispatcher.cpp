@@ -1,6 +1,5 @@
 #include "notify/dispatcher.hpp"
 
-#include "deviceshadow/arena.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
@@ -105,22 +104,10 @@ std::unique_ptr<Target> make_target(const Registration& r) {
   return make_mqtt_target(std::get<MqttTarget>(r.target));
 }
 
-// A feed entry, parsed once by the dispatcher's reader and shared by the workers that want it.
-// The parsed entry lives in an arena of its own, in a block sized from the entry's text (a
-// parsed entry takes 3–5 times its text; more spills into the heap): one allocation instead of
-// one per value, and freeing it does not walk the document.
+// A feed entry, read once by the dispatcher's reader and shared by the workers that want it.
 struct Dispatcher::FeedItem {
-  explicit FeedItem(std::size_t text_bytes)
-      : arena_bytes(4 * text_bytes + 256),
-        buffer(new std::byte[arena_bytes]),
-        arena(buffer.get(), arena_bytes),
-        entry(json::storage_ptr(&arena)) {}
   std::uint64_t seq = 0;
-  std::optional<FeedWrite> write;  // nullopt: unreadable, passed over
-  const std::size_t arena_bytes;
-  const std::unique_ptr<std::byte[]> buffer;
-  Arena arena;
-  json::value entry;  // the parsed entry, to build events from; in `arena` (assigned a value in it, not copied)
+  std::optional<FeedEntryText> entry;  // nullopt: unreadable, passed over
 };
 
 // One enabled registration's delivery: it takes the entries it wants from the reader's pages
@@ -182,10 +169,10 @@ class Dispatcher::Worker {
     for (const auto& item : page) {
       if (item->seq <= read_pos_) continue;
       if (open_.size() >= options_.window) break;
-      if (item->write && wants(registration_, *item->write)) {
-        const FeedWrite& w = *item->write;
+      if (item->entry && wants(registration_, item->entry->write())) {
+        const FeedWrite& w = item->entry->write();
         Pending p;
-        p.seq = w.seq;
+        p.seq = item->seq;
         p.id = w.id;
         p.type = std::string(event_type(w));
         p.thing = w.thing;
@@ -337,7 +324,7 @@ class Dispatcher::Worker {
   std::optional<DeliveryResult> start(std::uint64_t tag, Pending& p) {
     try {
       if (p.event.empty()) {
-        p.event = build_event(registration_, p.item->entry, target_->max_event_bytes());
+        p.event = build_event(registration_, *p.item->entry, target_->max_event_bytes());
         p.item.reset();
       }
       target_->start(tag, {p.id, p.type, p.thing, p.name, p.event});
@@ -517,16 +504,12 @@ class Dispatcher::Reader {
     std::vector<FeedEntry> entries = d_.feed_->read(after, d_.options_.page);
     std::vector<std::shared_ptr<const FeedItem>> page;
     page.reserve(entries.size());
-    for (const FeedEntry& entry : entries) {
-      auto item = std::make_shared<FeedItem>(entry.json.size());
+    for (FeedEntry& entry : entries) {
+      auto item = std::make_shared<FeedItem>();
       item->seq = entry.seq;
       try {
-        item->entry = parse_json(entry.json, 64, json::storage_ptr(&item->arena));
-        FeedWrite write = read_feed_write(item->entry);
-        write.seq = entry.seq;
-        item->write = std::move(write);
+        item->entry.emplace(std::move(entry.json));
       } catch (const std::exception& e) {  // never written so; passed over, not retried forever
-        item->entry = nullptr;
         d_.log_(true, "an unreadable change-feed entry was skipped",
                 {{"seq", std::to_string(entry.seq)}, {"error", e.what()}});
       }

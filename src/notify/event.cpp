@@ -4,6 +4,9 @@
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/timestamp.hpp"
 
+#include <cstring>
+#include <stdexcept>
+
 namespace deviceshadow::notify {
 namespace {
 
@@ -11,24 +14,182 @@ constexpr Section kSections[] = {Section::reported, Section::desired};
 
 std::string_view type_of(bool deleted) { return deleted ? "deviceshadow.shadow.deleted" : "deviceshadow.shadow.updated"; }
 
+// A reader of JSON text that finds where values lie without building them, in one pass: a
+// caller descends into the values it wants parts of and skips the others. It checks what it
+// steps over only as far as finding the ends of strings, objects and arrays needs. The text
+// must be followed by a NUL (std::string's is), which JSON text never holds unescaped.
+class Scanner {
+ public:
+  explicit Scanner(const std::string& text) : text_(text) {}
+
+  [[noreturn]] static void fail(const char* what) { throw std::invalid_argument(std::string("feed entry: ") + what); }
+
+  // The end of the value that begins at `at`.
+  std::size_t skip_value(std::size_t at) const {
+    if (at >= text_.size()) fail("a value is missing");
+    const char c = text_[at];
+    if (c == '"') return skip_string(at);
+    if (c == '{' || c == '[') {
+      int depth = 0;
+      const char* p = text_.data() + at;
+      while ((p = std::strpbrk(p, "\"{}[]")) != nullptr) {
+        const char d = *p;
+        if (d == '"') {
+          p = text_.data() + skip_string(static_cast<std::size_t>(p - text_.data()));
+          continue;
+        }
+        if (d == '{' || d == '[') {
+          ++depth;
+        } else if (--depth == 0) {
+          return static_cast<std::size_t>(p - text_.data()) + 1;
+        }
+        ++p;
+      }
+      fail("an object or array is not closed");
+    }
+    std::size_t end = at;
+    while (end < text_.size() && text_[end] != ',' && text_[end] != '}' && text_[end] != ']' && !space(text_[end])) ++end;
+    if (end == at) fail("a value is missing");
+    return end;
+  }
+
+  // Reads the object at `at`: each(key, value_at) is called for every member and returns where
+  // that value ends (skip_value, or the end of a descent into it). Keys are taken as written
+  // (the entry's keys need no escapes). Returns where the object ends.
+  template <class F>
+  std::size_t members(std::size_t at, F&& each) const {
+    if (at >= text_.size() || text_[at] != '{') fail("an object is expected");
+    return elements(at, '}', [&](std::size_t i) {
+      if (text_[i] != '"') fail("a member name is expected");
+      const std::size_t key_end = skip_string(i);
+      const std::size_t colon = skip_space(key_end);
+      if (colon >= text_.size() || text_[colon] != ':') fail("':' is expected");
+      return each(text_.substr(i + 1, key_end - i - 2), skip_space(colon + 1));
+    });
+  }
+
+  // Reads the array at `at` the same way: each(value_at) returns where that element ends.
+  template <class F>
+  std::size_t items(std::size_t at, F&& each) const {
+    if (at >= text_.size() || text_[at] != '[') fail("an array is expected");
+    return elements(at, ']', each);
+  }
+
+  std::size_t skip_space(std::size_t i) const {
+    while (i < text_.size() && space(text_[i])) ++i;
+    return i;
+  }
+
+ private:
+  static bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+  std::size_t skip_string(std::size_t at) const {
+    for (std::size_t i = at + 1;;) {
+      const void* quote = std::memchr(text_.data() + i, '"', text_.size() - i);
+      if (!quote) fail("a string is not closed");
+      const std::size_t q = static_cast<std::size_t>(static_cast<const char*>(quote) - text_.data());
+      std::size_t backslashes = 0;
+      while (q - backslashes > at + 1 && text_[q - backslashes - 1] == '\\') ++backslashes;
+      if (backslashes % 2 == 0) return q + 1;
+      i = q + 1;
+    }
+  }
+  // The comma-separated elements of the object or array at `at`, closed by `close`;
+  // `element(i)` reads the one at i and returns where it ends. Returns where `close` ends.
+  template <class F>
+  std::size_t elements(std::size_t at, char close, F&& element) const {
+    std::size_t i = skip_space(at + 1);
+    if (i < text_.size() && text_[i] == close) return i + 1;
+    for (;;) {
+      i = skip_space(element(i));
+      if (i < text_.size() && text_[i] == ',') {
+        i = skip_space(i + 1);
+      } else if (i < text_.size() && text_[i] == close) {
+        return i + 1;
+      } else {
+        fail("',' or the end of an object or array is expected");
+      }
+    }
+  }
+
+  const std::string& text_;
+};
+
+// The text of a JSON string: most need no decoding.
+std::string decode_string(std::string_view json_text) {
+  if (json_text.size() >= 2 && json_text.front() == '"' && json_text.find('\\') == std::string_view::npos) {
+    return std::string(json_text.substr(1, json_text.size() - 2));
+  }
+  const json::value v = parse_json(json_text);
+  if (!v.is_string()) Scanner::fail("a string is expected");
+  return std::string(v.get_string());
+}
+
 }  // namespace
 
-FeedWrite read_feed_write(const json::value& entry) {
-  const json::object& event = entry.at("event").as_object();
-  FeedWrite w;
-  w.id = std::string(event.at("id").as_string());
-  w.thing = std::string(event.at("thing").as_string());
-  w.name = std::string(event.at("name").as_string());
-  w.timestamp_ns = parse_rfc3339(event.at("timestamp").as_string()).value_or(now()).unix_nanos();
-  w.deleted = event.at("op").as_string() == "delete";
-  for (Section s : kSections) {
-    const json::value* section = event.if_contains(to_string(s));
-    if (!section) continue;
-    (s == Section::reported ? w.reported : w.desired) = true;
-    auto& paths = s == Section::reported ? w.reported_paths : w.desired_paths;
-    for (const json::value& change : section->at("changes").as_array()) paths.emplace_back(change.at("path").as_string());
+FeedEntryText::FeedEntryText(std::string text) : text_(std::move(text)) {
+  const Scanner scan(text_);
+  auto skip = [&](Part& part, std::size_t at) {
+    const std::size_t end = scan.skip_value(at);
+    part = Part{at, end - at};
+    return end;
+  };
+  auto section_of = [&](std::string_view key) -> SectionParts* {
+    return key == "reported" ? &sections_[0] : key == "desired" ? &sections_[1] : nullptr;
+  };
+  // {"event": {…, "reported"|"desired": {"version", "changes": [{"path", …}, …]}}, "reported"|"desired": {"old", "new"}}
+  auto read_event_section = [&](SectionParts& section, std::vector<std::string>& paths, std::size_t at) {
+    return scan.members(at, [&](std::string_view member, std::size_t v) {
+      if (member == "version") return skip(section.version, v);
+      if (member != "changes") return scan.skip_value(v);
+      const std::size_t end = scan.items(v, [&](std::size_t change) {
+        return scan.members(change, [&](std::string_view key, std::size_t value) {
+          const std::size_t value_end = scan.skip_value(value);
+          if (key == "path") paths.push_back(decode_string(std::string_view(text_).substr(value, value_end - value)));
+          return value_end;
+        });
+      });
+      section.changes = Part{v, end - v};
+      return end;
+    });
+  };
+  auto read_event = [&](std::size_t at) {
+    return scan.members(at, [&](std::string_view key, std::size_t v) {
+      if (key == "id") return skip(id_, v);
+      if (key == "thing") return skip(thing_, v);
+      if (key == "name") return skip(name_, v);
+      if (key == "op") return skip(op_, v);
+      if (key == "timestamp") return skip(timestamp_, v);
+      if (key == "clientToken") return skip(client_token_, v);
+      if (key == "acknowledged") return skip(acknowledged_, v);
+      if (SectionParts* section = section_of(key)) {
+        return read_event_section(*section, key == "reported" ? write_.reported_paths : write_.desired_paths, v);
+      }
+      return scan.skip_value(v);
+    });
+  };
+  const std::size_t end = scan.members(scan.skip_space(0), [&](std::string_view key, std::size_t v) {
+    if (key == "event") return read_event(v);
+    if (SectionParts* section = section_of(key)) {
+      return scan.members(v, [&](std::string_view state, std::size_t s) {
+        if (state == "old") return skip(section->old_state, s);
+        if (state == "new") return skip(section->new_state, s);
+        return scan.skip_value(s);
+      });
+    }
+    return scan.skip_value(v);
+  });
+  if (scan.skip_space(end) != text_.size()) Scanner::fail("text follows the entry");
+  if (!id_ || !thing_ || !name_ || !op_ || !timestamp_) Scanner::fail("an event member is missing");
+  for (const SectionParts& section : sections_) {
+    if (static_cast<bool>(section.version) != static_cast<bool>(section.changes)) Scanner::fail("a section's version or changes are missing");
   }
-  return w;
+  write_.id = decode_string((*this)[id_]);
+  write_.thing = decode_string((*this)[thing_]);
+  write_.name = decode_string((*this)[name_]);
+  write_.timestamp_ns = parse_rfc3339(decode_string((*this)[timestamp_])).value_or(now()).unix_nanos();
+  write_.deleted = (*this)[op_] == R"("delete")";
+  write_.reported = static_cast<bool>(sections_[0].version);
+  write_.desired = static_cast<bool>(sections_[1].version);
 }
 
 bool wants(const Registration& r, const FeedWrite& w) {
@@ -42,64 +203,56 @@ bool wants(const Registration& r, const FeedWrite& w) {
 
 std::string_view event_type(const FeedWrite& w) { return type_of(w.deleted); }
 
-std::string build_event(const Registration& r, const json::value& entry, std::size_t max_bytes) {
-  // Written straight to text (the same text as serializing the document built member by
-  // member): no copy of the entry's values.
-  const json::object& event = entry.at("event").as_object();
-  const json::value& thing = event.at("thing");
-  const json::value& name = event.at("name");
-  const json::value& op = event.at("op");
-  const json::value& id = event.at("id");
-  const json::value& timestamp = event.at("timestamp");
-  const std::string_view thing_text = thing.as_string();
-  const std::string_view name_text = name.as_string();
-  const bool deleted = op.as_string() == "delete";
-  auto member = [](std::string& out, std::string_view key) {
-    out += ',';
-    append_json_string(out, key);
-    out += ':';
-  };
+std::string build_event(const Registration& r, const FeedEntryText& entry, std::size_t max_bytes) {
+  // Spliced from the entry's text: the CloudEvent's own members, then the entry's parts as they
+  // are written there.
+  const FeedWrite& w = entry.write_;
   auto build = [&](bool with_states) {
     std::string out;
-    out.reserve(512);
+    auto member = [&out](std::string_view key, std::string_view value_text) {
+      out += ',';
+      append_json_string(out, key);
+      out += ':';
+      out += value_text;
+    };
+    out.reserve(512 + entry.text_.size());
     out += R"({"specversion":"1.0","id":)";
-    append_json(out, id);
+    out += entry[entry.id_];
     out += R"(,"source":"deviceshadow","type":)";
-    append_json_string(out, type_of(deleted));
+    append_json_string(out, type_of(w.deleted));
     out += R"(,"subject":)";
     std::string subject;
-    subject.reserve(thing_text.size() + 1 + name_text.size());
-    subject.append(thing_text).append(1, '#').append(name_text);
+    subject.reserve(w.thing.size() + 1 + w.name.size());
+    subject.append(w.thing).append(1, '#').append(w.name);
     append_json_string(out, subject);
     out += R"(,"time":)";
-    append_json(out, timestamp);
+    out += entry[entry.timestamp_];
     out += R"(,"datacontenttype":"application/json","data":{"thing":)";
-    append_json(out, thing);
+    out += entry[entry.thing_];
     out += R"(,"name":)";
-    append_json(out, name);
+    out += entry[entry.name_];
     out += R"(,"op":)";
-    append_json(out, op);
-    if (const json::value* token = event.if_contains("clientToken")) {
+    out += entry[entry.op_];
+    if (entry.client_token_) {
       out += R"(,"clientToken":)";
-      append_json(out, *token);
+      out += entry[entry.client_token_];
     }
     out += R"(,"registration":)";
     append_json_string(out, r.id);
     for (Section s : kSections) {
-      const json::value* stored = event.if_contains(to_string(s));
-      if (!stored || !r.selects(s)) continue;
-      const json::object& states = entry.at(to_string(s)).as_object();
-      member(out, to_string(s));
-      out += R"({"version":)";
-      append_json(out, stored->at("version"));
-      if (with_states && r.include_old) member(out, "old"), append_json(out, states.at("old"));
-      if (with_states && r.include_new) member(out, "new"), append_json(out, states.at("new"));
-      if (r.include_diff) member(out, "diff"), append_json(out, stored->at("changes"));
+      const auto& section = entry.sections_[s == Section::reported ? 0 : 1];
+      if (!section.version || !r.selects(s)) continue;
+      if (!section.old_state || !section.new_state) Scanner::fail("a section's states are missing");
+      member(to_string(s), R"({"version":)");
+      out += entry[section.version];
+      if (with_states && r.include_old) member("old", entry[section.old_state]);
+      if (with_states && r.include_new) member("new", entry[section.new_state]);
+      if (r.include_diff) member("diff", entry[section.changes]);
       out += '}';
     }
-    if (const json::value* acks = event.if_contains("acknowledged"); acks && r.selects(Section::desired)) {
+    if (entry.acknowledged_ && r.selects(Section::desired)) {
       out += R"(,"acknowledged":)";
-      append_json(out, *acks);
+      out += entry[entry.acknowledged_];
     }
     if (!with_states) out += R"(,"truncated":true)";
     out += "}}";

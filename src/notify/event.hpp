@@ -13,7 +13,6 @@
 // selects desired (an acknowledgement is a change of desired).
 #pragma once
 
-#include "deviceshadow/json.hpp"
 #include "notify/registration.hpp"
 
 #include <cstdint>
@@ -26,7 +25,6 @@ namespace deviceshadow::notify {
 
 // The parts of a feed entry that decide whether a registration gets an event.
 struct FeedWrite {
-  std::uint64_t seq = 0;  // the entry's place in the feed
   std::string id;       // the change event's id; receivers deduplicate by it
   std::string thing;
   std::string name;
@@ -38,8 +36,32 @@ struct FeedWrite {
   std::vector<std::string> desired_paths;
 };
 
-// Reads what matching needs from a feed entry (FeedEntry::json, parsed).
-FeedWrite read_feed_write(const json::value& entry);
+// A feed entry's text (FeedEntry::json), read once for every registration: what matching needs
+// is decoded (`write()`), and events copy the rest (versions, states, changes,
+// acknowledgements) straight from the text, never parsed. The text is the engine's compact
+// JSON; construction throws std::invalid_argument for text that is not a feed entry.
+class FeedEntryText {
+ public:
+  explicit FeedEntryText(std::string text);
+
+  const FeedWrite& write() const { return write_; }
+
+ private:
+  friend std::string build_event(const Registration&, const FeedEntryText&, std::size_t);
+  struct Part {  // a member's value in text_; absent when size is 0
+    std::size_t at = 0, size = 0;
+    explicit operator bool() const { return size != 0; }
+  };
+  struct SectionParts {
+    Part version, changes, old_state, new_state;  // version set: the write stored the section
+  };
+  std::string_view operator[](Part p) const { return std::string_view(text_).substr(p.at, p.size); }
+
+  std::string text_;
+  FeedWrite write_;
+  Part id_, thing_, name_, op_, timestamp_, client_token_, acknowledged_;
+  SectionParts sections_[2];  // reported, desired
+};
 
 // True when `registration` gets an event for the write: it is enabled, selects a section the
 // write stored, matches "{thing}#{name}", and (with paths) a change of a selected section lies
@@ -51,7 +73,7 @@ std::string_view event_type(const FeedWrite& write);
 
 // The CloudEvent of the write for the registration. When it would be longer than max_bytes,
 // it is built without "old" and "new" and with "truncated": true.
-std::string build_event(const Registration& registration, const json::value& entry, std::size_t max_bytes = SIZE_MAX);
+std::string build_event(const Registration& registration, const FeedEntryText& entry, std::size_t max_bytes = SIZE_MAX);
 
 // The value of the X-Shadow-Signature header: "t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
 // t + "." + body)>".

@@ -52,8 +52,9 @@ TEST_F(Events, AReportBecomesACloudEventWithOldNewAndDiff) {
   write("My House#Basement", ds::Section::reported, R"({"temp":21})");
   entries();
   write("My House#Basement", ds::Section::reported, R"({"temp":22,"hum":40})", "c-17");
-  const json::value entry = ds::parse_json(entries().at(0));
-  const json::value e = ds::parse_json(notify::build_event(registration(""), entry));
+  const std::string text = entries().at(0);
+  const json::value entry = ds::parse_json(text);
+  const json::value e = ds::parse_json(notify::build_event(registration(""), notify::FeedEntryText(text)));
   EXPECT_EQ(e.at("specversion"), "1.0");
   EXPECT_EQ(e.at("source"), "deviceshadow");
   EXPECT_EQ(e.at("type"), "deviceshadow.shadow.updated");
@@ -77,7 +78,7 @@ TEST_F(Events, IncludeAndSectionsShapeTheData) {
   write("t", ds::Section::desired, R"({"sp":22})");
   entries();
   write("t", ds::Section::reported, R"({"sp":22})");  // acknowledges: both sections change
-  const json::value entry = ds::parse_json(entries().at(0));
+  const notify::FeedEntryText entry(entries().at(0));
   const json::value diff_only = ds::parse_json(notify::build_event(registration(R"("include":["diff"])"), entry));
   EXPECT_EQ(ds::to_json(diff_only.at("data").at("desired")),
             R"({"version":2,"diff":[{"op":"remove","path":"/sp","old":22}]})");
@@ -93,7 +94,7 @@ TEST_F(Events, ADeleteIsADeletedEvent) {
   write("t", ds::Section::reported, R"({"a":1})");
   entries();
   engine_->remove({"t", "main"});
-  const json::value e = ds::parse_json(notify::build_event(registration(""), ds::parse_json(entries().at(0))));
+  const json::value e = ds::parse_json(notify::build_event(registration(""), notify::FeedEntryText(entries().at(0))));
   EXPECT_EQ(e.at("type"), "deviceshadow.shadow.deleted");
   EXPECT_EQ(e.at("data").at("op"), "delete");
   EXPECT_EQ(ds::to_json(e.at("data").at("reported").at("new")), "{}");
@@ -102,7 +103,7 @@ TEST_F(Events, ADeleteIsADeletedEvent) {
 
 TEST_F(Events, ALargeEventIsSentWithoutItsStates) {
   write("t", ds::Section::reported, R"({"big":")" + std::string(5000, 'x') + R"("})");
-  const json::value entry = ds::parse_json(entries().at(0));
+  const notify::FeedEntryText entry(entries().at(0));
   const std::string full = notify::build_event(registration(""), entry);
   const json::value small = ds::parse_json(notify::build_event(registration(""), entry, 2000));
   EXPECT_GT(full.size(), 5000u);
@@ -121,7 +122,7 @@ TEST_F(Events, RegistrationsGetOnlyTheWritesTheySelect) {
   ASSERT_EQ(all.size(), 3u);
   auto reached = [&](const notify::Registration& r) {
     std::string out;
-    for (const std::string& e : all) out += notify::wants(r, notify::read_feed_write(ds::parse_json(e))) ? '1' : '0';
+    for (const std::string& e : all) out += notify::wants(r, notify::FeedEntryText(e).write()) ? '1' : '0';
     return out;
   };
   EXPECT_EQ(reached(registration("")), "111");
@@ -132,6 +133,78 @@ TEST_F(Events, RegistrationsGetOnlyTheWritesTheySelect) {
   EXPECT_EQ(reached(registration(R"("paths":["/climate"])")), "100");
   EXPECT_EQ(reached(registration(R"("paths":["/light"],"sections":"desired")")), "010");
   EXPECT_EQ(reached(registration(R"("enabled":false)")), "000");
+}
+
+// The event as a document built member by member from the parsed entry and serialized: the
+// spliced text must be exactly this.
+std::string reference_event(const notify::Registration& r, const json::value& entry) {
+  const json::object& event = entry.at("event").as_object();
+  json::object data;
+  data["thing"] = event.at("thing");
+  data["name"] = event.at("name");
+  data["op"] = event.at("op");
+  if (event.contains("clientToken")) data["clientToken"] = event.at("clientToken");
+  data["registration"] = r.id;
+  for (ds::Section s : {ds::Section::reported, ds::Section::desired}) {
+    const std::string key(ds::to_string(s));
+    if (!event.contains(key) || !r.selects(s)) continue;
+    json::object section;
+    section["version"] = event.at(key).at("version");
+    if (r.include_old) section["old"] = entry.at(key).at("old");
+    if (r.include_new) section["new"] = entry.at(key).at("new");
+    if (r.include_diff) section["diff"] = event.at(key).at("changes");
+    data[key] = std::move(section);
+  }
+  if (event.contains("acknowledged") && r.selects(ds::Section::desired)) data["acknowledged"] = event.at("acknowledged");
+  json::object e;
+  e["specversion"] = "1.0";
+  e["id"] = event.at("id");
+  e["source"] = "deviceshadow";
+  e["type"] = event.at("op") == "delete" ? "deviceshadow.shadow.deleted" : "deviceshadow.shadow.updated";
+  e["subject"] = std::string(event.at("thing").as_string()) + "#" + std::string(event.at("name").as_string());
+  e["time"] = event.at("timestamp");
+  e["datacontenttype"] = "application/json";
+  e["data"] = std::move(data);
+  return ds::to_json(e);
+}
+
+TEST_F(Events, TheSplicedEventIsTheDocumentBuiltFromTheParsedEntry) {
+  write("h\u00e9 \"quoted\" \\ #1", ds::Section::desired, R"({"sp":22,"mode":{"fan":"auto"},"list":[1,2.5,"x"]})", "tok-\u2603");
+  write("h\u00e9 \"quoted\" \\ #1", ds::Section::reported, R"({"sp":22,"mode":{"fan":"on"},"t":-1.25e-7,"s":"a\nb"})");
+  write("plain", ds::Section::reported, R"({"a":null,"b":true})");
+  engine_->remove({"plain", "main"});
+  write("ends in a backslash \\", ds::Section::reported, R"({"q\\":"\\\"","{[":"]}"})");
+  const std::vector<std::string> all = entries();
+  ASSERT_EQ(all.size(), 5u);
+  int checked = 0;
+  for (const std::string& text : all) {
+    const notify::FeedEntryText entry(text);
+    const json::value parsed = ds::parse_json(text);
+    for (const char* fields : {"", R"("include":["diff"])", R"("include":["old"],"sections":"desired")",
+                               R"("include":["new","diff"],"sections":"reported")"}) {
+      const notify::Registration r = registration(fields);
+      EXPECT_EQ(notify::build_event(r, entry), reference_event(r, parsed)) << text << " " << fields;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 20);
+  EXPECT_EQ(notify::FeedEntryText(all[1]).write().reported_paths, (std::vector<std::string>{"/sp", "/mode/fan", "/t", "/s"}));
+  EXPECT_EQ(notify::FeedEntryText(all[1]).write().thing, "h\u00e9 \"quoted\" \\ #1");
+}
+
+TEST(FeedEntryText, RefusesTextThatIsNotAFeedEntry) {
+  const std::string good =
+      R"({"event":{"id":"1","thing":"t","name":"main","op":"report","timestamp":"2026-01-01T00:00:00Z",)"
+      R"("reported":{"version":1,"changes":[{"op":"add","path":"/a","new":1}]}},"reported":{"old":{},"new":{"a":1}}})";
+  EXPECT_EQ(notify::FeedEntryText(good).write().reported_paths, std::vector<std::string>{"/a"});
+  for (const std::string& bad :
+       {std::string(), std::string("not json"), std::string("{}"), std::string("[]"), std::string(R"({"event":{}})"),
+        good.substr(0, good.size() - 1), good.substr(0, 40), std::string(R"({"event":{"id":"1)"),
+        std::string(R"({"event":{"id":"1","thing":"t","name":"main","op":"report","timestamp":"x","reported":{"version":1}}})"),
+        std::string(R"({"event":{"id":1,"thing":"t","name":"main","op":"report","timestamp":"x"}})"),
+        std::string(R"({"event":{"id":"1" "thing":"t"}})")}) {
+    EXPECT_THROW(notify::FeedEntryText{bad}, std::invalid_argument) << bad;
+  }
 }
 
 TEST(WebhookSignature, IsTheHmacOfTimeDotBody) {
