@@ -8,8 +8,9 @@
 //   environment: BENCH_CONCURRENCY=N sets --notify-concurrency (8); BENCH_ONLY=sqs|mqtt runs one
 //
 // Instructions per event: under `valgrind --tool=callgrind --instr-atstart=no` the drain (every
-// thread, from the dispatcher's start until the last event is delivered) is dumped as "drain":
-// divide that dump's total Ir by the events, e.g. with BENCH_ONLY=mqtt --rounds 1. Each drain
+// thread, from the dispatcher's start until the last event is delivered) is dumped as "drain",
+// and the raw MQTT client's run as "raw mqtt": divide a dump's total Ir by the events, e.g.
+// with BENCH_ONLY=mqtt --rounds 1. Each drain
 // (and the raw MQTT client) also prints the process's CPU time (user + system) and context
 // switches per event to stderr.
 //
@@ -194,6 +195,8 @@ double raw_mqtt_rate(const std::string& url, long n, std::size_t window) {
     state.cv.wait(lock, [&] { return state.connected; });
   }
   const std::string payload = sample_event();
+  CALLGRIND_START_INSTRUMENTATION;
+  CALLGRIND_ZERO_STATS;
   const Usage usage;
   const auto start = Clock::now();
   for (long i = 0; i < n; ++i) {
@@ -209,6 +212,8 @@ double raw_mqtt_rate(const std::string& url, long n, std::size_t window) {
     state.cv.wait(lock, [&] { return state.acked >= n; });
   }
   const double rate = static_cast<double>(n) / since(start);
+  CALLGRIND_DUMP_STATS_AT("raw mqtt");
+  CALLGRIND_STOP_INSTRUMENTATION;
   usage.print("raw mqtt", n);
   mosquitto_disconnect(mosq);
   mosquitto_loop_stop(mosq, true);

@@ -95,6 +95,42 @@ std::uint64_t count_dead_letters(Store& store, std::string_view registration) {
   return n;
 }
 
+// The wanted feed entries a worker has not finished, with their write times, by seq. They are
+// added in seq order and finished in any order: a sorted ring that keeps finished entries only
+// until the oldest open one before them finishes, compacted when they outnumber the open ones
+// (so it holds at most twice the open entries and a few more).
+class OpenEntries {
+ public:
+  void add(std::uint64_t seq, std::int64_t written_ns) {
+    entries_.push_back({seq, written_ns, false});
+    ++open_;
+  }
+  // Finishes `seq`; false when it is not open.
+  bool finish(std::uint64_t seq) {
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), seq, [](const Entry& e, std::uint64_t s) { return e.seq < s; });
+    if (it == entries_.end() || it->seq != seq || it->finished) return false;
+    it->finished = true;
+    --open_;
+    while (!entries_.empty() && entries_.front().finished) entries_.pop_front();
+    if (entries_.size() > 2 * open_ + 64) std::erase_if(entries_, [](const Entry& e) { return e.finished; });
+    return true;
+  }
+  std::size_t size() const { return open_; }
+  bool empty() const { return open_ == 0; }
+  // The oldest open entry's seq and write time; requires !empty().
+  std::uint64_t oldest_seq() const { return entries_.front().seq; }
+  std::int64_t oldest_written_ns() const { return entries_.front().written_ns; }
+
+ private:
+  struct Entry {
+    std::uint64_t seq;
+    std::int64_t written_ns;
+    bool finished;
+  };
+  std::deque<Entry> entries_;  // the front is open
+  std::size_t open_ = 0;
+};
+
 }  // namespace
 
 std::unique_ptr<Target> make_target(const Registration& r) {
@@ -154,7 +190,7 @@ class Dispatcher::Worker {
   }
 
   // The last feed seq it took when its window has room for a page, else nullopt (a page read
-  // for a few free places would be parsed for nothing).
+  // for a few free places would be read for nothing).
   std::optional<std::uint64_t> wants_entries_after() const {
     std::lock_guard lock(mutex_);
     if (stopping_ || options_.window - open_.size() < room_wanted()) return std::nullopt;
@@ -173,13 +209,14 @@ class Dispatcher::Worker {
         const FeedWrite& w = item->entry->write();
         Pending p;
         p.seq = item->seq;
+        p.owner = item;
+        p.entry = &*item->entry;
         p.id = w.id;
-        p.type = std::string(event_type(w));
+        p.type = event_type(w);
         p.thing = w.thing;
         p.name = w.name;
-        p.item = item;
         p.written_ns = w.timestamp_ns;
-        open_.emplace(p.seq, p.written_ns);
+        open_.add(p.seq, p.written_ns);
         enqueue(std::move(p));
       }
       read_pos_ = item->seq;
@@ -202,7 +239,7 @@ class Dispatcher::Worker {
     std::lock_guard lock(mutex_);
     RegistrationStatus s = status_;
     s.pending = open_.size() + (feed_end > read_pos_ ? feed_end - read_pos_ : 0);
-    if (!open_.empty()) s.lag_seconds = std::max<double>(0, (now_ns() - open_.begin()->second) / 1e9);
+    if (!open_.empty()) s.lag_seconds = std::max<double>(0, (now_ns() - open_.oldest_written_ns()) / 1e9);
     return s;
   }
 
@@ -216,19 +253,25 @@ class Dispatcher::Worker {
     std::size_t n = 0;
     for (DeadLetter& letter : letters) {
       if (!redriving_.insert(letter.event_id).second) continue;  // already queued
+      auto names = std::make_shared<RedrivenNames>();
+      names->id = letter.event_id;
       Pending p;
-      p.id = letter.event_id;
       p.event = std::move(letter.event);
       p.prior_attempts = letter.attempts;
       p.written_ns = now_ns();
       try {  // the event names its shadow and type; queue it behind that shadow's events
         const json::value event = parse_json(p.event);
-        p.type = std::string(event.at("type").as_string());
-        p.thing = std::string(event.at("data").at("thing").as_string());
-        p.name = std::string(event.at("data").at("name").as_string());
+        names->type = event.at("type").as_string();
+        names->thing = event.at("data").at("thing").as_string();
+        names->name = event.at("data").at("name").as_string();
       } catch (const std::exception&) {
-        p.thing = p.id;  // unreadable: deliver as it is, on a queue of its own
+        names->thing = names->id;  // unreadable: deliver as it is, on a queue of its own
       }
+      p.id = names->id;
+      p.type = names->type;
+      p.thing = names->thing;
+      p.name = names->name;
+      p.owner = std::move(names);
       enqueue(std::move(p));
       ++n;
     }
@@ -248,10 +291,14 @@ class Dispatcher::Worker {
   }
 
  private:
+  struct RedrivenNames {
+    std::string id, type, thing, name;
+  };
   struct Pending {
     std::uint64_t seq = 0;  // 0: a redriven dead letter, outside the feed
-    std::string id, type, thing, name;
-    std::shared_ptr<const FeedItem> item;  // the feed entry, until the event is built from it
+    std::shared_ptr<const void> owner;  // what the views below view: the FeedItem, or RedrivenNames
+    std::string_view id, type, thing, name;
+    const FeedEntryText* entry = nullptr;  // to build the event from (in the FeedItem)
     std::string event;  // the CloudEvent
     std::int64_t written_ns = 0;
     int attempts = 0;        // failed attempts so far
@@ -265,7 +312,9 @@ class Dispatcher::Worker {
   // Queues an event behind its shadow's; a shadow with events is in exactly one of ready_,
   // delayed_ or a sender's hands. Requires mutex_.
   void enqueue(Pending p) {
-    std::string key = p.thing + '#' + p.name;
+    std::string key;
+    key.reserve(p.thing.size() + 1 + p.name.size());
+    key.append(p.thing).append(1, '#').append(p.name);
     Shadow& shadow = shadows_[key];
     shadow.events.push_back(std::move(p));
     if (shadow.events.size() == 1) {
@@ -279,21 +328,25 @@ class Dispatcher::Worker {
   void send_loop() {
     std::vector<std::pair<std::uint64_t, DeliveryResult>> finished;
     const Target::Done collect = [&](std::uint64_t tag, DeliveryResult r) { finished.emplace_back(tag, std::move(r)); };
-    std::unordered_map<std::uint64_t, std::string> in_flight;  // tag → shadow
+    std::vector<std::pair<std::uint64_t, std::string>> in_flight;  // tag, shadow (at most `concurrency`)
+    std::vector<Pending*> next;  // ready, to build before they start
     std::uint64_t next_tag = 0;
+    const std::size_t concurrency = std::max<std::size_t>(1, options_.concurrency);
     std::unique_lock lock(mutex_);
     while (!stopping_) {
       while (!delayed_.empty() && delayed_.begin()->first <= Clock::now()) {
         ready_.push_back(std::move(delayed_.begin()->second));
         delayed_.erase(delayed_.begin());
       }
-      while (in_flight.size() < std::max<std::size_t>(1, options_.concurrency) && !ready_.empty()) {
+      // A finished delivery's place is free already: the next ones start before the finished
+      // are settled, so that the target waits as little as possible.
+      while (in_flight.size() - finished.size() < concurrency && !ready_.empty()) {
         const std::uint64_t tag = ++next_tag;
         std::string key = std::move(ready_.front());
         ready_.pop_front();
         Pending& p = shadows_.at(key).events.front();  // stable until finish() pops it
-        in_flight.emplace(tag, key);
-        if (p.settled || (p.seq == 0 && !redriving_.contains(p.id))) {  // store it again, or cancelled
+        in_flight.emplace_back(tag, key);
+        if (p.settled || (p.seq == 0 && !redriving_.contains(std::string(p.id)))) {  // store it again, or cancelled
           finished.emplace_back(tag, p.settled.value_or(DeliveryResult{}));
           continue;
         }
@@ -301,37 +354,52 @@ class Dispatcher::Worker {
         if (std::optional<DeliveryResult> refused = start(tag, p)) finished.emplace_back(tag, std::move(*refused));
         lock.lock();
       }
+      for (auto& [tag, result] : finished) {
+        auto it = std::find_if(in_flight.begin(), in_flight.end(), [tag = tag](const auto& f) { return f.first == tag; });
+        const std::string key = std::move(it->second);
+        *it = std::move(in_flight.back());
+        in_flight.pop_back();
+        finish(key, shadows_.at(key).events.front(), std::move(result), lock);
+      }
+      finished.clear();
+      if (in_flight.size() < concurrency && !ready_.empty()) continue;  // settling made shadows ready
       auto wait = options_.poll;
       if (!delayed_.empty()) {
         wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(delayed_.begin()->first - Clock::now()),
                           std::chrono::milliseconds(0), wait);
       }
-      lock.unlock();
-      if (finished.empty()) target_->run(wait, collect);
-      lock.lock();
-      for (auto& [tag, result] : finished) {
-        auto it = in_flight.find(tag);
-        const std::string key = std::move(it->second);
-        in_flight.erase(it);
-        finish(key, shadows_.at(key).events.front(), std::move(result), lock);
+      // The events that start next are built while the target works, not when places free.
+      next.clear();
+      for (auto it = ready_.begin(); it != ready_.end() && next.size() < concurrency; ++it) {
+        Pending& p = shadows_.at(*it).events.front();
+        if (p.event.empty() && p.entry) next.push_back(&p);
       }
-      finished.clear();
+      lock.unlock();
+      for (Pending* p : next) {
+        try {
+          build(*p);
+        } catch (const std::exception&) {  // start() tries again and refuses it
+        }
+      }
+      target_->run(wait, collect);
+      lock.lock();
     }
   }
+
+  // Builds the event of a feed entry. A Pending in a shadow's queue stays where it is until
+  // the sender pops it, and nobody else writes its event.
+  void build(Pending& p) { p.event = build_event(registration_, *p.entry, target_->max_event_bytes()); }
 
   // Starts delivering the event; an event that cannot be built is refused at once, and its
   // dead letter says why.
   std::optional<DeliveryResult> start(std::uint64_t tag, Pending& p) {
     try {
-      if (p.event.empty()) {
-        p.event = build_event(registration_, *p.item->entry, target_->max_event_bytes());
-        p.item.reset();
-      }
+      if (p.event.empty()) build(p);
       target_->start(tag, {p.id, p.type, p.thing, p.name, p.event});
       return std::nullopt;
     } catch (const std::exception& e) {
       if (p.event.empty()) {
-        json::object stub{{"id", p.id}, {"subject", p.thing + '#' + p.name}, {"error", e.what()}};
+        json::object stub{{"id", p.id}, {"subject", std::string(p.thing) + '#' + std::string(p.name)}, {"error", e.what()}};
         p.event = to_json(stub);
       }
       return DeliveryResult{DeliveryResult::Outcome::reject, std::string("cannot deliver the event: ") + e.what()};
@@ -344,7 +412,7 @@ class Dispatcher::Worker {
   void finish(const std::string& key, Pending& p, DeliveryResult result, std::unique_lock<std::mutex>& lock) {
     using Outcome = DeliveryResult::Outcome;
     const bool redriven = p.seq == 0;
-    const bool cancelled = redriven && !redriving_.contains(p.id);  // its dead letter was deleted
+    const bool cancelled = redriven && !redriving_.contains(std::string(p.id));  // its dead letter was deleted
     if (!cancelled) {
       if (!p.settled) {  // else: its outcome is known and was not stored yet
         if (result.outcome != Outcome::delivered) {
@@ -364,7 +432,7 @@ class Dispatcher::Worker {
         if (p.settled->outcome == Outcome::delivered) {
           if (redriven) removed = store_.remove_dead_letter(registration_.id, p.id);
         } else {
-          store_.put_dead_letter({registration_.id, p.id, p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()});
+          store_.put_dead_letter({registration_.id, std::string(p.id), p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()});
         }
       } catch (const std::exception& e) {  // the store is failing: store the outcome later, not deliver again
         log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
@@ -381,12 +449,12 @@ class Dispatcher::Worker {
         ++status_.dead_lettered;
         if (!redriven) ++status_.dead_letters;
         log_(true, "event dead-lettered",
-             {{"registration", registration_.id}, {"event", p.id}, {"subject", key},
+             {{"registration", registration_.id}, {"event", std::string(p.id)}, {"subject", key},
               {"attempts", std::to_string(p.prior_attempts + p.attempts)}, {"error", p.settled->error}});
       }
     }
-    if (redriven) redriving_.erase(p.id);
-    if (p.seq && open_.erase(p.seq) && options_.window - open_.size() == room_wanted()) room_();
+    if (redriven) redriving_.erase(std::string(p.id));
+    if (p.seq && open_.finish(p.seq) && options_.window - open_.size() == room_wanted()) room_();
     Shadow& shadow = shadows_.at(key);
     shadow.events.pop_front();
     if (shadow.events.empty()) {
@@ -399,7 +467,7 @@ class Dispatcher::Worker {
   std::size_t room_wanted() const { return std::max<std::size_t>(1, std::min(options_.page, options_.window)); }
 
   // The checkpoint: every feed entry up to it is finished. Requires mutex_.
-  std::uint64_t reached() const { return open_.empty() ? read_pos_ : open_.begin()->first - 1; }
+  std::uint64_t reached() const { return open_.empty() ? read_pos_ : open_.oldest_seq() - 1; }
 
   // Stores the checkpoint reached when it moved and the interval passed (or `force`).
   void store_checkpoint_locked(std::unique_lock<std::mutex>& lock, bool force) {
@@ -431,7 +499,7 @@ class Dispatcher::Worker {
   std::uint64_t read_pos_;                       // the last feed seq read
   std::uint64_t stored_checkpoint_;
   Clock::time_point last_checkpoint_{};
-  std::map<std::uint64_t, std::int64_t> open_;   // wanted feed entries not finished: seq → write time
+  OpenEntries open_;                             // wanted feed entries not finished
   std::unordered_map<std::string, Shadow> shadows_;  // by "{thing}#{name}"
   std::deque<std::string> ready_;
   std::multimap<Clock::time_point, std::string> delayed_;
@@ -441,7 +509,7 @@ class Dispatcher::Worker {
 };
 
 // Reads the feed once for every worker. A round reads a page after the lowest position of the
-// workers whose window has room, parses it once and hands it to each of them whose position lies
+// workers whose window has room, reads it once and hands it to each of them whose position lies
 // before the page's end, then reads on from the lowest position of those not served, until each
 // got a page or the feed is exhausted: a worker far behind costs the others one more read per
 // round, never a wait. Between rounds that found nothing it sleeps until a write or a worker's

@@ -5,7 +5,7 @@
 // it, so that the engine's change feed is on exactly while an enabled registration exists and
 // each registration's worker starts and stops with it.
 //
-// One reader thread pages through the feed for every registration, parses each entry once and
+// One reader thread pages through the feed for every registration, reads each entry once and
 // hands it to the workers. Each enabled registration has a worker: it keeps the entries it
 // wants per shadow, and its sender thread keeps the head events of up to `concurrency` shadows
 // in flight on the target. A shadow's events go out one at a time in feed (= version) order;

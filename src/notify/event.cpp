@@ -82,16 +82,13 @@ class Scanner {
 
  private:
   static bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+  // A byte loop, not memchr: most strings here are a few bytes long.
   std::size_t skip_string(std::size_t at) const {
-    for (std::size_t i = at + 1;;) {
-      const void* quote = std::memchr(text_.data() + i, '"', text_.size() - i);
-      if (!quote) fail("a string is not closed");
-      const std::size_t q = static_cast<std::size_t>(static_cast<const char*>(quote) - text_.data());
-      std::size_t backslashes = 0;
-      while (q - backslashes > at + 1 && text_[q - backslashes - 1] == '\\') ++backslashes;
-      if (backslashes % 2 == 0) return q + 1;
-      i = q + 1;
+    for (std::size_t i = at + 1; i < text_.size(); ++i) {
+      if (text_[i] == '"') return i + 1;
+      if (text_[i] == '\\') ++i;
     }
+    fail("a string is not closed");
   }
   // The comma-separated elements of the object or array at `at`, closed by `close`;
   // `element(i)` reads the one at i and returns where it ends. Returns where `close` ends.
@@ -114,14 +111,22 @@ class Scanner {
   const std::string& text_;
 };
 
-// The text of a JSON string: most need no decoding.
-std::string decode_string(std::string_view json_text) {
+// The text of a JSON string: a view of its inside when it holds no escape (most do not), else
+// decoded into `storage`.
+std::string_view decode_string(std::string_view json_text, std::string& storage) {
   if (json_text.size() >= 2 && json_text.front() == '"' && json_text.find('\\') == std::string_view::npos) {
-    return std::string(json_text.substr(1, json_text.size() - 2));
+    return json_text.substr(1, json_text.size() - 2);
   }
   const json::value v = parse_json(json_text);
   if (!v.is_string()) Scanner::fail("a string is expected");
-  return std::string(v.get_string());
+  storage = v.get_string();
+  return storage;
+}
+
+std::string decode_string(std::string_view json_text) {
+  std::string storage;
+  const std::string_view text = decode_string(json_text, storage);
+  return storage.empty() ? std::string(text) : storage;
 }
 
 }  // namespace
@@ -183,10 +188,11 @@ FeedEntryText::FeedEntryText(std::string text) : text_(std::move(text)) {
   for (const SectionParts& section : sections_) {
     if (static_cast<bool>(section.version) != static_cast<bool>(section.changes)) Scanner::fail("a section's version or changes are missing");
   }
-  write_.id = decode_string((*this)[id_]);
-  write_.thing = decode_string((*this)[thing_]);
-  write_.name = decode_string((*this)[name_]);
-  write_.timestamp_ns = parse_rfc3339(decode_string((*this)[timestamp_])).value_or(now()).unix_nanos();
+  write_.id = decode_string((*this)[id_], decoded_[0]);
+  write_.thing = decode_string((*this)[thing_], decoded_[1]);
+  write_.name = decode_string((*this)[name_], decoded_[2]);
+  std::string timestamp;
+  write_.timestamp_ns = parse_rfc3339(decode_string((*this)[timestamp_], timestamp)).value_or(now()).unix_nanos();
   write_.deleted = (*this)[op_] == R"("delete")";
   write_.reported = static_cast<bool>(sections_[0].version);
   write_.desired = static_cast<bool>(sections_[1].version);

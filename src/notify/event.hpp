@@ -23,11 +23,12 @@
 
 namespace deviceshadow::notify {
 
-// The parts of a feed entry that decide whether a registration gets an event.
+// The parts of a feed entry that decide whether a registration gets an event. The names are
+// views into the FeedEntryText that made it.
 struct FeedWrite {
-  std::string id;       // the change event's id; receivers deduplicate by it
-  std::string thing;
-  std::string name;
+  std::string_view id;  // the change event's id; receivers deduplicate by it
+  std::string_view thing;
+  std::string_view name;
   std::int64_t timestamp_ns = 0;  // when the write was stored
   bool deleted = false;           // a delete, not an update
   bool reported = false;  // the write stored reported
@@ -39,10 +40,13 @@ struct FeedWrite {
 // A feed entry's text (FeedEntry::json), read once for every registration: what matching needs
 // is decoded (`write()`), and events copy the rest (versions, states, changes,
 // acknowledgements) straight from the text, never parsed. The text is the engine's compact
-// JSON; construction throws std::invalid_argument for text that is not a feed entry.
+// JSON; construction throws std::invalid_argument for text that is not a feed entry. Neither
+// copied nor moved: write() views its text.
 class FeedEntryText {
  public:
   explicit FeedEntryText(std::string text);
+  FeedEntryText(const FeedEntryText&) = delete;
+  FeedEntryText& operator=(const FeedEntryText&) = delete;
 
   const FeedWrite& write() const { return write_; }
 
@@ -58,6 +62,7 @@ class FeedEntryText {
   std::string_view operator[](Part p) const { return std::string_view(text_).substr(p.at, p.size); }
 
   std::string text_;
+  std::string decoded_[3];  // id, thing and name when their JSON strings hold escapes
   FeedWrite write_;
   Part id_, thing_, name_, op_, timestamp_, client_token_, acknowledged_;
   SectionParts sections_[2];  // reported, desired

@@ -137,8 +137,13 @@ std::pair<std::string, int> MqttSession::host_and_port(const std::string& broker
 }
 
 std::string escape_topic_name(std::string_view name) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
+  append_topic_name(out, name);
+  return out;
+}
+
+void append_topic_name(std::string& out, std::string_view name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
   for (unsigned char c : name) {
     if (c == '/' || c == '+' || c == '#' || c == '%' || c == '\0') {
       out += '%';
@@ -148,7 +153,6 @@ std::string escape_topic_name(std::string_view name) {
       out += static_cast<char>(c);
     }
   }
-  return out;
 }
 
 std::string unescape_topic_name(std::string_view level) {

@@ -79,8 +79,9 @@ class MqttSession {
 };
 
 // A name as one topic level: '/', '+', '#', '%' and NUL percent-encoded (%2F, %2B, %23, %25,
-// %00), so that a name never adds a level or a wildcard.
+// %00), so that a name never adds a level or a wildcard. The second form appends it to `out`.
 std::string escape_topic_name(std::string_view name);
+void append_topic_name(std::string& out, std::string_view name);
 // The reverse: every %XX decoded. Throws Error::invalid_name for a malformed escape.
 std::string unescape_topic_name(std::string_view level);
 

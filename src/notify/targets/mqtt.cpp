@@ -8,12 +8,11 @@
 #include "notify/mqtt_session.hpp"
 #include "notify/target.hpp"
 
-#include <atomic>
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
-#include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 namespace deviceshadow::notify {
 namespace {
@@ -49,7 +48,7 @@ class Connection {
   // Forgets a publish whose answer is no longer awaited.
   void forget(int mid) {
     std::lock_guard lock(mutex_);
-    awaiting_.erase(mid);
+    std::erase_if(awaiting_, [mid](const Awaiting& a) { return a.mid == mid; });
   }
   std::string state() { return session_.state(); }
 
@@ -69,13 +68,21 @@ class Connection {
  private:
   void answered(int mid);
 
+  struct Awaiting {
+    int mid;
+    Mqtt* target;
+    std::uint64_t tag;
+  };
   std::mutex mutex_;  // guards what follows; taken before a target's
-  std::unordered_map<int, std::pair<Mqtt*, std::uint64_t>> awaiting_;  // message id → target, tag
+  // Publishes awaiting their answer, in the order published (the broker answers in that order):
+  // as many as the targets sharing the connection keep in flight, so a vector searched from
+  // the front is cheaper than a map.
+  std::vector<Awaiting> awaiting_;
   // The lock is not held while libmosquitto publishes (the network thread would wait on it for
   // every answer meanwhile): an answer that comes before its publish has registered its message
   // id is kept in early_ while a publish is under way, and found there by it.
-  int publishing_ = 0;                 // publishes under way
-  std::unordered_set<int> early_;      // message ids answered before they were registered
+  int publishing_ = 0;      // publishes under way
+  std::vector<int> early_;  // message ids answered before they were registered
   MqttSession session_;  // last: its network thread stops before the members above go
 };
 
@@ -90,25 +97,32 @@ class Mqtt final : public Target {
     std::vector<int> mids;
     {
       std::lock_guard lock(mutex_);
-      for (const auto& [tag, flight] : in_flight_) mids.push_back(flight.mid);
+      for (const Flight& flight : in_flight_) mids.push_back(flight.mid);
       in_flight_.clear();
     }
     for (int mid : mids) connection_->forget(mid);
   }
 
   void start(std::uint64_t tag, const Delivery& d) override {
-    connection_->wait_until_first_connected();
+    if (!waited_for_connection_) {  // later calls would not wait: the connection is up, or the wait is over
+      connection_->wait_until_first_connected();
+      waited_for_connection_ = true;
+    }
     std::string error;
     {
       std::lock_guard lock(mutex_);
-      in_flight_[tag] = {-1, Clock::now() + kAnswerTimeout};
+      in_flight_.push_back({tag, -1, Clock::now() + kAnswerTimeout});
     }
     std::optional<int> mid = connection_->publish(this, tag, topic_for(d), d.body, target_.qos, error);
     std::lock_guard lock(mutex_);
+    auto flight = find_flight(tag);
     if (!mid) {
-      if (in_flight_.erase(tag)) finished_.emplace_back(tag, DeliveryResult{Outcome::retry, "mqtt: " + error});
-    } else if (auto it = in_flight_.find(tag); it != in_flight_.end()) {
-      it->second.mid = *mid;
+      if (flight != in_flight_.end()) {
+        erase_flight(flight);
+        finished_.emplace_back(tag, DeliveryResult{Outcome::retry, "mqtt: " + error});
+      }
+    } else if (flight != in_flight_.end()) {
+      flight->mid = *mid;
     }
   }
 
@@ -118,12 +132,12 @@ class Mqtt final : public Target {
     {
       std::unique_lock lock(mutex_);
       auto until = Clock::now() + timeout;
-      for (const auto& [tag, flight] : in_flight_) until = std::min(until, flight.deadline);
+      for (const Flight& flight : in_flight_) until = std::min(until, flight.deadline);
       cv_.wait_until(lock, until, [&] { return !finished_.empty() || woken_; });
       woken_ = false;
       const auto now = Clock::now();
-      for (const auto& [tag, flight] : in_flight_) {
-        if (flight.deadline <= now) expired.emplace_back(tag, flight.mid);
+      for (const Flight& flight : in_flight_) {
+        if (flight.deadline <= now) expired.emplace_back(flight.tag, flight.mid);
       }
     }
     if (!expired.empty()) {
@@ -152,27 +166,40 @@ class Mqtt final : public Target {
   // cannot destroy the condition variable while the network thread still uses it.
   void finish(std::uint64_t tag, DeliveryResult result) {
     std::lock_guard lock(mutex_);
-    if (!in_flight_.erase(tag)) return;
+    auto flight = find_flight(tag);
+    if (flight == in_flight_.end()) return;
+    erase_flight(flight);
     finished_.emplace_back(tag, std::move(result));
     if (finished_.size() == 1) cv_.notify_all();
   }
 
  private:
   struct Flight {
-    int mid;
+    std::uint64_t tag;
+    int mid;  // -1 until published
     Clock::time_point deadline;
   };
+  using Flights = std::vector<Flight>;  // at most the registration's concurrency
+
+  Flights::iterator find_flight(std::uint64_t tag) {
+    return std::find_if(in_flight_.begin(), in_flight_.end(), [tag](const Flight& f) { return f.tag == tag; });
+  }
+  void erase_flight(Flights::iterator flight) {
+    *flight = in_flight_.back();
+    in_flight_.pop_back();
+  }
 
   std::string topic_for(const Delivery& d) const {
     std::string topic;
     const std::string& t = target_.topic;
+    topic.reserve(t.size() + d.thing.size() + d.name.size());
     for (std::size_t i = 0; i < t.size();) {
       const std::size_t close = t[i] == '{' ? t.find('}', i) : std::string::npos;
       const std::string_view field = close == std::string::npos ? std::string_view() : std::string_view(t).substr(i + 1, close - i - 1);
       if (field == "thing") {
-        topic += escape_topic_name(d.thing);
+        append_topic_name(topic, d.thing);
       } else if (field == "name") {
-        topic += escape_topic_name(d.name);
+        append_topic_name(topic, d.name);
       } else if (field == "type") {
         topic += d.type.substr(d.type.rfind('.') + 1);  // "updated" or "deleted"
       } else if (field == "section" && needs_section_) {
@@ -202,9 +229,10 @@ class Mqtt final : public Target {
   const MqttTarget target_;
   const std::shared_ptr<Connection> connection_;
   const bool needs_section_;  // the template has {section}: each event is parsed for it
+  bool waited_for_connection_ = false;  // by start()
   std::mutex mutex_;  // guards what follows
   std::condition_variable cv_;
-  std::unordered_map<std::uint64_t, Flight> in_flight_;
+  Flights in_flight_;
   std::vector<std::pair<std::uint64_t, DeliveryResult>> finished_;
   bool woken_ = false;
 };
@@ -220,8 +248,8 @@ std::optional<int> Connection::publish(Mqtt* target, std::uint64_t tag, const st
   {
     std::lock_guard lock(mutex_);
     if (mid) {
-      answered_early = early_.erase(*mid) > 0;
-      if (!answered_early) awaiting_[*mid] = {target, tag};
+      answered_early = std::erase(early_, *mid) > 0;
+      if (!answered_early) awaiting_.push_back({*mid, target, tag});
     }
     if (--publishing_ == 0) early_.clear();  // answers to forgotten publishes
   }
@@ -231,14 +259,14 @@ std::optional<int> Connection::publish(Mqtt* target, std::uint64_t tag, const st
 
 void Connection::answered(int mid) {
   std::lock_guard lock(mutex_);
-  auto it = awaiting_.find(mid);
+  auto it = std::find_if(awaiting_.begin(), awaiting_.end(), [mid](const Awaiting& a) { return a.mid == mid; });
   if (it == awaiting_.end()) {  // forgotten (its target gave up on it or is gone), or not registered yet
-    if (publishing_ > 0) early_.insert(mid);
+    if (publishing_ > 0) early_.push_back(mid);
     return;
   }
-  auto [target, tag] = it->second;
-  awaiting_.erase(it);
-  target->finish(tag, {});
+  const Awaiting answered = *it;
+  awaiting_.erase(it);  // keeps the order: the oldest stay in front
+  answered.target->finish(answered.tag, {});
 }
 
 }  // namespace
