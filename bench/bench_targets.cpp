@@ -5,7 +5,8 @@
 // keeps in flight). Run under scripts/with-services.sh (DS_MOTO_ENDPOINT, DS_MQTT_URL):
 //
 //   scripts/with-services.sh build/default/bench/bench_targets [--events N] [--rounds R] [--dir DIR]
-//   environment: BENCH_CONCURRENCY=N sets --notify-concurrency (8); BENCH_ONLY=sqs|mqtt runs one
+//   environment: BENCH_CONCURRENCY=N sets --notify-concurrency (8); BENCH_NICE=N the nice levels
+//   the delivery threads run below the process (10); BENCH_ONLY=sqs|mqtt runs one
 //
 // Instructions per event: under `valgrind --tool=callgrind --instr-atstart=no` the drain (every
 // thread, from the dispatcher's start until the last event is delivered) is dumped as "drain",
@@ -235,13 +236,14 @@ int main(int argc, char** argv) {
   }
   notify::DispatcherOptions options;
   if (const char* c = std::getenv("BENCH_CONCURRENCY")) options.concurrency = std::stoul(c);
+  if (const char* n = std::getenv("BENCH_NICE")) options.nice = std::stoi(n);
   const char* moto = std::getenv("DS_MOTO_ENDPOINT");
   const char* mqtt = std::getenv("DS_MQTT_URL");
   if (!moto || !mqtt) {
     std::fprintf(stderr, "run under scripts/with-services.sh (DS_MOTO_ENDPOINT, DS_MQTT_URL)\n");
     return 2;
   }
-  std::printf("events per run: %ld, rounds: %d, concurrency: %zu\n\n", events, rounds, options.concurrency);
+  std::printf("events per run: %ld, rounds: %d, concurrency: %zu, nice: %d\n\n", events, rounds, options.concurrency, options.nice);
   std::printf("| round | SQS raw msg/s | SQS shadowd events/s | ratio | MQTT raw msg/s | MQTT shadowd events/s | ratio |\n|---|---|---|---|---|---|---|\n");
   std::vector<double> sqs_ratios, mqtt_ratios, sqs_raw, sqs_ours, mqtt_raw, mqtt_ours;
   Sqs sqs(moto);

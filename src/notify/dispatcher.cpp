@@ -370,8 +370,8 @@ class Dispatcher::Worker {
       }
       // The events that start next are built while the target works, not when places free.
       next.clear();
-      for (auto it = ready_.begin(); it != ready_.end() && next.size() < concurrency; ++it) {
-        Pending& p = shadows_.at(*it).events.front();
+      for (std::size_t i = 0; i < std::min(concurrency, ready_.size()); ++i) {
+        Pending& p = shadows_.at(ready_[i]).events.front();
         if (p.event.empty() && p.entry) next.push_back(&p);
       }
       lock.unlock();

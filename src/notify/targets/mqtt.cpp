@@ -50,6 +50,12 @@ class Connection {
     std::lock_guard lock(mutex_);
     std::erase_if(awaiting_, [mid](const Awaiting& a) { return a.mid == mid; });
   }
+  // Forgets the target's publishes; once it returns, no answer reaches the target (answers are
+  // handed over under the lock).
+  void forget(const Mqtt* target) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(awaiting_, [target](const Awaiting& a) { return a.target == target; });
+  }
   std::string state() { return session_.state(); }
 
   // The shared connection for the target's broker and credentials.
@@ -93,15 +99,7 @@ class Mqtt final : public Target {
         connection_(Connection::to(target)),
         needs_section_(target.topic.find("{section}") != std::string::npos) {}
 
-  ~Mqtt() override {
-    std::vector<int> mids;
-    {
-      std::lock_guard lock(mutex_);
-      for (const Flight& flight : in_flight_) mids.push_back(flight.mid);
-      in_flight_.clear();
-    }
-    for (int mid : mids) connection_->forget(mid);
-  }
+  ~Mqtt() override { connection_->forget(this); }
 
   void start(std::uint64_t tag, const Delivery& d) override {
     if (!waited_for_connection_) {  // later calls would not wait: the connection is up, or the wait is over
@@ -162,15 +160,18 @@ class Mqtt final : public Target {
 
   // Reports a publish's outcome once (a second report of the same tag is dropped). Wakes run()
   // only for the first outcome it has not collected yet: it takes every outcome there is when
-  // it wakes. The wake-up is made under the lock, so that the destructor (which takes it)
-  // cannot destroy the condition variable while the network thread still uses it.
+  // it wakes. Called by the thread that calls start(), or for an answer under the connection's
+  // lock, which the destructor takes before the condition variable goes.
   void finish(std::uint64_t tag, DeliveryResult result) {
-    std::lock_guard lock(mutex_);
-    auto flight = find_flight(tag);
-    if (flight == in_flight_.end()) return;
-    erase_flight(flight);
-    finished_.emplace_back(tag, std::move(result));
-    if (finished_.size() == 1) cv_.notify_all();
+    {
+      std::lock_guard lock(mutex_);
+      auto flight = find_flight(tag);
+      if (flight == in_flight_.end()) return;
+      erase_flight(flight);
+      finished_.emplace_back(tag, std::move(result));
+      if (finished_.size() != 1) return;
+    }
+    cv_.notify_all();  // after unlocking: the woken thread need not wait for the lock
   }
 
  private:
