@@ -81,6 +81,7 @@ struct Settings {
   std::size_t max_page_bytes = std::size_t{4} << 20;
   std::size_t notify_concurrency = 8;
   std::size_t notify_window = 10000;
+  int notify_nice = 10;
   std::string stream_lease_timeout = "10s";
   std::string log_format = "text";
   std::string log_level = "info";
@@ -254,6 +255,7 @@ int serve(const Settings& s) {
   notify::DispatcherOptions notify_options;
   notify_options.concurrency = s.notify_concurrency;
   notify_options.window = s.notify_window;
+  notify_options.nice = s.notify_nice;
   notify_options.keep_feed_on = history_from_stream;
   notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);
@@ -412,6 +414,9 @@ int main(int argc, char** argv) {
   app.add_option("--notify-window", s.notify_window,
                  "change-feed entries a registration holds in memory ahead of its checkpoint")
       ->envname(env("NOTIFY_WINDOW"))->check(kAtLeastOne)->capture_default_str();
+  app.add_option("--notify-nice", s.notify_nice,
+                 "nice levels the notification delivery threads run below request handling (0 to 19; 0: the same priority)")
+      ->envname(env("NOTIFY_NICE"))->check(CLI::Range(0, 19))->capture_default_str();
   app.add_option("--stream-lease-timeout", s.stream_lease_timeout,
                  "on DynamoDB: how long a shadowd that stopped renewing its stream shard leases keeps them before "
                  "the others take them over")

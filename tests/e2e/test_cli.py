@@ -77,6 +77,13 @@ class ServerOptions(unittest.TestCase):
         r = self.shadowd("--io-threads", "-1")  # not read as 2^64 - 1
         self.assertIn("--io-threads: must be a whole number of at least 1, not -1", r.stderr)
 
+    def test_a_nice_level_outside_0_to_19_is_refused(self):
+        for value in ("-1", "20"):
+            with self.subTest(value=value):
+                r = self.shadowd("--notify-nice", value)
+                self.assertNotIn(r.returncode, (0, 1), r.stderr)
+                self.assertIn(f"--notify-nice: Value {value} not in range 0 to 19", r.stderr)
+
     def test_help_shows_defaults_as_they_are_written(self):
         r = subprocess.run([SHADOWD, "--help"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0)
