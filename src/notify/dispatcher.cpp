@@ -14,6 +14,7 @@
 #include <deque>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -96,7 +97,7 @@ std::uint64_t count_dead_letters(Store& store, std::string_view registration) {
 }
 
 // The wanted feed entries a worker has not finished, with their write times, by seq. They are
-// added in seq order and finished in any order: a sorted ring that keeps finished entries only
+// added in seq order and finished in any order: a sorted deque that keeps finished entries only
 // until the oldest open one before them finishes, compacted when they outnumber the open ones
 // (so it holds at most twice the open entries and a few more).
 class OpenEntries {
@@ -328,11 +329,24 @@ class Dispatcher::Worker {
   void send_loop() {
     std::vector<std::pair<std::uint64_t, DeliveryResult>> finished;
     const Target::Done collect = [&](std::uint64_t tag, DeliveryResult r) { finished.emplace_back(tag, std::move(r)); };
-    std::vector<std::pair<std::uint64_t, std::string>> in_flight;  // tag, shadow (at most `concurrency`)
+    // tag, shadow: at most `concurrency` unsettled, and the finished ones not settled yet
+    std::vector<std::pair<std::uint64_t, std::string>> in_flight;
     std::vector<Pending*> next;  // ready, to build before they start
     std::uint64_t next_tag = 0;
     const std::size_t concurrency = std::max<std::size_t>(1, options_.concurrency);
     std::unique_lock lock(mutex_);
+    // Settles the finished deliveries (mutex_ held).
+    auto settle = [&] {
+      for (auto& [tag, result] : finished) {
+        auto it = std::find_if(in_flight.begin(), in_flight.end(), [tag = tag](const auto& f) { return f.first == tag; });
+        if (it == in_flight.end()) continue;  // reported twice: a target's fault, settled once
+        const std::string key = std::move(it->second);
+        if (&*it != &in_flight.back()) *it = std::move(in_flight.back());
+        in_flight.pop_back();
+        finish(key, shadows_.at(key).events.front(), std::move(result), lock);
+      }
+      finished.clear();
+    };
     while (!stopping_) {
       while (!delayed_.empty() && delayed_.begin()->first <= Clock::now()) {
         ready_.push_back(std::move(delayed_.begin()->second));
@@ -354,14 +368,7 @@ class Dispatcher::Worker {
         if (std::optional<DeliveryResult> refused = start(tag, p)) finished.emplace_back(tag, std::move(*refused));
         lock.lock();
       }
-      for (auto& [tag, result] : finished) {
-        auto it = std::find_if(in_flight.begin(), in_flight.end(), [tag = tag](const auto& f) { return f.first == tag; });
-        const std::string key = std::move(it->second);
-        *it = std::move(in_flight.back());
-        in_flight.pop_back();
-        finish(key, shadows_.at(key).events.front(), std::move(result), lock);
-      }
-      finished.clear();
+      settle();
       if (in_flight.size() < concurrency && !ready_.empty()) continue;  // settling made shadows ready
       auto wait = options_.poll;
       if (!delayed_.empty()) {
@@ -381,14 +388,19 @@ class Dispatcher::Worker {
         } catch (const std::exception&) {  // start() tries again and refuses it
         }
       }
+      next.clear();
       target_->run(wait, collect);
       lock.lock();
     }
+    settle();  // what the last run() reported: a delivered event is not sent again after a restart
   }
 
   // Builds the event of a feed entry. A Pending in a shadow's queue stays where it is until
   // the sender pops it, and nobody else writes its event.
-  void build(Pending& p) { p.event = build_event(registration_, *p.entry, target_->max_event_bytes()); }
+  void build(Pending& p) {
+    if (!p.entry) throw std::invalid_argument("the dead letter holds no event");
+    p.event = build_event(registration_, *p.entry, target_->max_event_bytes());
+  }
 
   // Starts delivering the event; an event that cannot be built is refused at once, and its
   // dead letter says why.

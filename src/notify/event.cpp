@@ -30,6 +30,7 @@ class Scanner {
     const char c = text_[at];
     if (c == '"') return skip_string(at);
     if (c == '{' || c == '[') {
+      char closers[kMaxDepth];  // what closes each open object or array, innermost last
       int depth = 0;
       const char* p = text_.data() + at;
       while ((p = std::strpbrk(p, "\"{}[]")) != nullptr) {
@@ -39,8 +40,11 @@ class Scanner {
           continue;
         }
         if (d == '{' || d == '[') {
-          ++depth;
-        } else if (--depth == 0) {
+          if (depth == kMaxDepth) fail("objects and arrays are nested too deeply");
+          closers[depth++] = d == '{' ? '}' : ']';
+        } else if (closers[--depth] != d) {
+          fail("an object or array is closed by the wrong bracket");
+        } else if (depth == 0) {
           return static_cast<std::size_t>(p - text_.data()) + 1;
         }
         ++p;
@@ -49,7 +53,10 @@ class Scanner {
     }
     std::size_t end = at;
     while (end < text_.size() && text_[end] != ',' && text_[end] != '}' && text_[end] != ']' && !space(text_[end])) ++end;
-    if (end == at) fail("a value is missing");
+    const std::string_view literal = std::string_view(text_).substr(at, end - at);
+    if (literal != "true" && literal != "false" && literal != "null" && !(c == '-' || (c >= '0' && c <= '9'))) {
+      fail("a value is not JSON");
+    }
     return end;
   }
 
@@ -64,7 +71,7 @@ class Scanner {
       const std::size_t key_end = skip_string(i);
       const std::size_t colon = skip_space(key_end);
       if (colon >= text_.size() || text_[colon] != ':') fail("':' is expected");
-      return each(text_.substr(i + 1, key_end - i - 2), skip_space(colon + 1));
+      return each(std::string_view(text_).substr(i + 1, key_end - i - 2), skip_space(colon + 1));
     });
   }
 
@@ -108,6 +115,7 @@ class Scanner {
     }
   }
 
+  static constexpr int kMaxDepth = 64;  // far deeper than an entry gets (documents nest 32 levels at most)
   const std::string& text_;
 };
 
@@ -117,7 +125,12 @@ std::string_view decode_string(std::string_view json_text, std::string& storage)
   if (json_text.size() >= 2 && json_text.front() == '"' && json_text.find('\\') == std::string_view::npos) {
     return json_text.substr(1, json_text.size() - 2);
   }
-  const json::value v = parse_json(json_text);
+  json::value v;
+  try {
+    v = parse_json(json_text);
+  } catch (const std::exception& e) {
+    Scanner::fail(e.what());
+  }
   if (!v.is_string()) Scanner::fail("a string is expected");
   storage = v.get_string();
   return storage;
@@ -125,8 +138,7 @@ std::string_view decode_string(std::string_view json_text, std::string& storage)
 
 std::string decode_string(std::string_view json_text) {
   std::string storage;
-  const std::string_view text = decode_string(json_text, storage);
-  return storage.empty() ? std::string(text) : storage;
+  return std::string(decode_string(json_text, storage));
 }
 
 }  // namespace

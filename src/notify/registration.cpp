@@ -222,7 +222,9 @@ bool valid_registration_id(std::string_view id) noexcept {
 }
 
 bool Registration::matches_shadow(std::string_view thing, std::string_view name) const {
-  if (match == ".*") return true;  // the default: names hold no newline, so it matches every subject
+  // The default: names are valid UTF-8 without control characters (no newline), so it matches
+  // every subject.
+  if (match == ".*") return true;
   std::string subject;
   subject.reserve(thing.size() + 1 + name.size());
   subject.append(thing).append(1, '#').append(name);

@@ -36,6 +36,8 @@ class ScriptedTargets {
     std::lock_guard lock(mutex_);
     script_ = std::move(script);
   }
+  // Targets report outcomes only when woken (as when their worker stops), not as they come.
+  void report_only_when_woken() { report_only_when_woken_ = true; }
 
   notify::TargetFactory factory() {
     return [this](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
@@ -83,7 +85,8 @@ class ScriptedTargets {
       std::vector<std::pair<std::uint64_t, notify::DeliveryResult>> finished;
       {
         std::unique_lock lock(mutex_);
-        cv_.wait_for(lock, timeout, [&] { return !finished_.empty() || woken_; });
+        cv_.wait_for(lock, timeout, [&] { return (!finished_.empty() && !owner_.report_only_when_woken_) || woken_; });
+        if (owner_.report_only_when_woken_ && !woken_) return;
         woken_ = false;
         finished.swap(finished_);
       }
@@ -106,6 +109,7 @@ class ScriptedTargets {
     std::vector<std::pair<std::uint64_t, notify::DeliveryResult>> finished_;
   };
   std::mutex mutex_;
+  std::atomic<bool> report_only_when_woken_ = false;
   Script script_ = [](auto&, auto&, int) { return Outcome::delivered; };
   std::map<std::string, std::vector<ds::json::value>> delivered_;
   std::map<std::string, int> attempts_;
@@ -307,6 +311,15 @@ TEST_P(DispatcherTest, AStuckShadowOrRegistrationDelaysNoOther) {
   ASSERT_TRUE(eventually([&] { return store->checkpoint("up") == store->feed_end(); }));
   EXPECT_EQ(dispatcher->status("up")->pending, 0u);
   EXPECT_EQ(targets.delivered("up").size(), kFree + 1u);
+}
+
+TEST_P(DispatcherTest, OutcomesReportedAsAWorkerStopsAreSettled) {
+  targets.report_only_when_woken();
+  dispatcher->put("r", hook());
+  report(*engine, "t", "main", 0);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 1; }));  // its outcome not reported yet
+  dispatcher->put("r", hook(R"(,"enabled":false)"));  // stops the worker, which wakes the target
+  EXPECT_EQ(store->checkpoint("r"), store->feed_end());  // delivered: not sent again
 }
 
 TEST_P(DispatcherTest, ARegistrationWithAFullWindowCatchesUpWithoutHoldingOthersBack) {

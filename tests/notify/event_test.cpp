@@ -192,6 +192,12 @@ TEST_F(Events, TheSplicedEventIsTheDocumentBuiltFromTheParsedEntry) {
   EXPECT_EQ(notify::FeedEntryText(all[1]).write().thing, "h\u00e9 \"quoted\" \\ #1");
 }
 
+std::string replaced(std::string text, std::string_view what, std::string_view with) {
+  const std::size_t at = text.find(what);
+  EXPECT_NE(at, std::string::npos) << what;
+  return text.replace(at, what.size(), with);
+}
+
 TEST(FeedEntryText, RefusesTextThatIsNotAFeedEntry) {
   const std::string good =
       R"({"event":{"id":"1","thing":"t","name":"main","op":"report","timestamp":"2026-01-01T00:00:00Z",)"
@@ -202,7 +208,11 @@ TEST(FeedEntryText, RefusesTextThatIsNotAFeedEntry) {
         good.substr(0, good.size() - 1), good.substr(0, 40), std::string(R"({"event":{"id":"1)"),
         std::string(R"({"event":{"id":"1","thing":"t","name":"main","op":"report","timestamp":"x","reported":{"version":1}}})"),
         std::string(R"({"event":{"id":1,"thing":"t","name":"main","op":"report","timestamp":"x"}})"),
-        std::string(R"({"event":{"id":"1" "thing":"t"}})")}) {
+        std::string(R"({"event":{"id":"1" "thing":"t"}})"),
+        replaced(good, R"("new":{"a":1}})", R"("new":{"a":1]})"),  // closed by the wrong bracket
+        replaced(good, R"("op":"report")", R"("op":nul)"), replaced(good, R"("version":1)", R"("version":x1)"),
+        replaced(good, R"("thing":"t")", R"("thing":"t\q")"),  // an escape JSON does not have
+        replaced(good, R"("new":{"a":1})", R"("new":{"a":)" + std::string(100, '[') + std::string(100, ']') + "}")}) {
     EXPECT_THROW(notify::FeedEntryText{bad}, std::invalid_argument) << bad;
   }
 }
