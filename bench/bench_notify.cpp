@@ -5,7 +5,8 @@
 //   bench_notify [--seconds S] [--threads N] [--rounds R] [--backlog M] [--dir DIR]
 //   environment: BENCH_ONLY=writes|drain|latency|memory runs one scenario; BENCH_CONCURRENCY=N
 //   sets --notify-concurrency; BENCH_SECTIONS=desired makes the registrations match no write
-//   (reports only), which leaves the cost of the feed and of reading and matching it.
+//   (reports only), which leaves the cost of the feed and of reading and matching it;
+//   BENCH_NONDURABLE=1 runs the writes scenario without fsync (synchronous=OFF).
 //
 //  1. write throughput with no registration and with three (all delivered to the receiver),
 //     alternating R times; the ratio of the medians;
@@ -279,7 +280,7 @@ int main(int argc, char** argv) {
     for (int with : {0, 1}) {
       std::filesystem::remove_all(dir);
       std::filesystem::create_directories(dir);
-      auto store = open_store(dir, true);
+      auto store = open_store(dir, std::getenv("BENCH_NONDURABLE") == nullptr);
       ds::Engine engine(*store);
       notify::Dispatcher dispatcher(engine, options);
       for (int r = 0; with && r < 3; ++r) dispatcher.put("r" + std::to_string(r), webhook(receiver.url()));
