@@ -4,9 +4,10 @@
 //
 //   bench_notify [--seconds S] [--threads N] [--rounds R] [--backlog M] [--dir DIR]
 //   environment: BENCH_ONLY=writes|drain|latency|memory runs one scenario; BENCH_CONCURRENCY=N
-//   sets --notify-concurrency; BENCH_SECTIONS=desired makes the registrations match no write
-//   (reports only), which leaves the cost of the feed and of reading and matching it;
-//   BENCH_NONDURABLE=1 runs the writes scenario without fsync (synchronous=OFF).
+//   sets --notify-concurrency; BENCH_NICE=N --notify-nice; BENCH_SECTIONS=desired makes the
+//   registrations match no write (reports only), which leaves the cost of the feed and of
+//   reading and matching it; BENCH_NONDURABLE=1 runs the writes scenario without fsync
+//   (synchronous=OFF).
 //
 //  1. write throughput with no registration and with three (all delivered to the receiver),
 //     alternating R times; the ratio of the medians;
@@ -266,6 +267,7 @@ int main(int argc, char** argv) {
   }
   notify::DispatcherOptions options;
   if (const char* c = std::getenv("BENCH_CONCURRENCY")) options.concurrency = std::stoul(c);
+  if (const char* n = std::getenv("BENCH_NICE")) options.nice = std::stoi(n);
   Receiver receiver;
 
   const char* only = std::getenv("BENCH_ONLY");  // run one scenario: "writes", "drain", "latency" or "memory"

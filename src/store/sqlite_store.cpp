@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 #include <type_traits>
 
@@ -497,7 +498,7 @@ class SqliteStore final : public Store {
   struct Job {
     std::function<void(Connection&)> run;
     std::exception_ptr error;
-    bool done = false;
+    std::binary_semaphore done{0};  // released by the writer once `error` is final
   };
 
   static void migrate(Connection& c) {
@@ -523,10 +524,12 @@ class SqliteStore final : public Store {
 
   void run_on_writer(std::function<void(Connection&)> work) {
     Job job{std::move(work)};
-    std::unique_lock lock(queue_mutex_);
-    queue_.push_back(&job);
-    queue_cv_.notify_all();
-    done_cv_.wait(lock, [&] { return job.done; });
+    {
+      std::lock_guard lock(queue_mutex_);
+      queue_.push_back(&job);
+    }
+    queue_cv_.notify_one();
+    job.done.acquire();
     if (job.error) std::rethrow_exception(job.error);
   }
 
@@ -542,11 +545,9 @@ class SqliteStore final : public Store {
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
       }
       commit_group(group);
-      {
-        std::lock_guard lock(queue_mutex_);
-        for (Job* job : group) job->done = true;
-      }
-      done_cv_.notify_all();
+      // Wakes exactly the group's callers. A job lives on its caller's stack: release() is the
+      // writer's last touch of it.
+      for (Job* job : group) job->done.release();
     }
   }
 
@@ -647,7 +648,6 @@ class SqliteStore final : public Store {
   std::thread writer_thread_;
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
-  std::condition_variable done_cv_;
   std::deque<Job*> queue_;
   bool stopping_ = false;
 
