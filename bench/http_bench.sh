@@ -10,14 +10,7 @@ build=build/default
 data=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$data"' EXIT
 
-port_of() {  # waits for "listening address=…:PORT" in a log file
-  for _ in $(seq 100); do
-    p=$(sed -n 's/.*listening address=[0-9.]*:\([0-9]*\).*/\1/p' "$1" | head -1)
-    [ -n "$p" ] && { echo "$p"; return; }
-    sleep 0.1
-  done
-  echo "server did not start" >&2; exit 1
-}
+source bench/lib.sh
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 run_wrk() {  # label url script
   echo "### $1"
