@@ -35,6 +35,6 @@ struct SqliteOptions {
 std::unique_ptr<Store> open_sqlite_store(const SqliteOptions& options);
 
 // The schema version this build writes.
-inline constexpr int kSqliteSchemaVersion = 3;
+inline constexpr int kSqliteSchemaVersion = 4;
 
 }  // namespace deviceshadow

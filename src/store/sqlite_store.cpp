@@ -168,6 +168,19 @@ ALTER TABLE sections ADD COLUMN times TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 3;
 )sql";
 
+// Version 4: the feed numbers its entries itself instead of by AUTOINCREMENT, which rewrote a
+// page of sqlite_sequence in every transaction that appended. feed_trimmed keeps the largest seq
+// trimmed, so that seqs are never reused once the table is empty.
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE feed_trimmed(seq INTEGER NOT NULL);
+INSERT INTO feed_trimmed SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'feed'), 0);
+CREATE TABLE feed_v4(seq INTEGER PRIMARY KEY, thing TEXT NOT NULL, name TEXT NOT NULL, entry TEXT NOT NULL);
+INSERT INTO feed_v4 SELECT seq, thing, name, entry FROM feed;
+DROP TABLE feed;
+ALTER TABLE feed_v4 RENAME TO feed;
+PRAGMA user_version = 4;
+)sql";
+
 constexpr const char* kSelectSections =
     "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires, times "
     "FROM sections WHERE thing = ?1 AND name = ?2";
@@ -211,11 +224,18 @@ constexpr const char* kDeadLetters =
     "SELECT registration, event_id, event, attempts, last_error, failed FROM dead_letters "
     "WHERE registration = ?1 AND event_id > ?2 ORDER BY event_id LIMIT ?3";
 constexpr const char* kRemoveDeadLetter = "DELETE FROM dead_letters WHERE registration = ?1 AND event_id = ?2";
-constexpr const char* kAppendFeed = "INSERT INTO feed(thing, name, entry) VALUES (?1, ?2, ?3)";
+// The largest seq ever used: the last entry's, or the largest trimmed once none is left.
+constexpr const char* kFeedEnd =
+    "SELECT max(coalesce((SELECT max(seq) FROM feed), 0), feed_trimmed.seq) FROM feed_trimmed";
+// VALUES, not INSERT ... SELECT: a SELECT that reads the table it inserts into is first copied
+// to a temporary table.
+constexpr const char* kAppendFeed =
+    "INSERT INTO feed(seq, thing, name, entry) VALUES "
+    "((SELECT max(coalesce((SELECT max(seq) FROM feed), 0), feed_trimmed.seq) FROM feed_trimmed) + 1, ?1, ?2, ?3)";
 constexpr const char* kReadFeed = "SELECT seq, thing, name, entry FROM feed WHERE seq > ?1 ORDER BY seq LIMIT ?2";
+constexpr const char* kRecordTrim =
+    "UPDATE feed_trimmed SET seq = max(seq, coalesce((SELECT max(seq) FROM feed WHERE seq <= ?1), 0))";
 constexpr const char* kTrimFeed = "DELETE FROM feed WHERE seq <= ?1";
-// AUTOINCREMENT keeps the largest seq ever used here, also once its rows are trimmed.
-constexpr const char* kFeedEnd = "SELECT seq FROM sqlite_sequence WHERE name = 'feed'";
 
 ShadowRecord read_record(Connection& c, const ShadowKey& key) {
   ShadowRecord record;
@@ -464,7 +484,10 @@ class SqliteStore final : public Store {
   }
 
   void trim_feed(std::uint64_t up_to) override {
-    run_on_writer([&](Connection& c) { Query(c.statement(kTrimFeed)).bind(1, static_cast<std::int64_t>(up_to)).run(); });
+    run_on_writer([&](Connection& c) {
+      Query(c.statement(kRecordTrim)).bind(1, static_cast<std::int64_t>(up_to)).run();
+      Query(c.statement(kTrimFeed)).bind(1, static_cast<std::int64_t>(up_to)).run();
+    });
   }
 
   std::uint64_t feed_end() override {
@@ -513,7 +536,8 @@ class SqliteStore final : public Store {
                                               std::to_string(kSqliteSchemaVersion) + ")");
     }
     // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
-    for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3}}) {
+    for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
+                             std::pair{3, kSchemaV4}}) {
       if (version > from) continue;
       c.exec("BEGIN IMMEDIATE");
       c.exec(sql);

@@ -70,6 +70,7 @@ TEST(Sqlite, MigratesAVersion1Database) {
   scalar(db, "ALTER TABLE sections DROP COLUMN times");
   scalar(db, "DROP TABLE registrations");
   scalar(db, "DROP TABLE feed");
+  scalar(db, "DROP TABLE feed_trimmed");
   scalar(db, "DROP TABLE dead_letters");
   scalar(db, "PRAGMA user_version = 1");
   auto store = ds::open_sqlite_store(options_in(dir));
@@ -81,6 +82,47 @@ TEST(Sqlite, MigratesAVersion1Database) {
 
 // A version 2 database (before per-leaf times) gains the column; its sections read with no
 // times (every leaf at the section's time) and keep them from their next write on.
+// A version 3 feed (seq by AUTOINCREMENT) keeps its entries and its seqs: the next entry is
+// numbered after the largest seq ever used, whether entries are left or all were trimmed.
+TEST(Sqlite, MigratesAVersion3FeedWithoutReusingSeqs) {
+  for (const bool entries_left : {true, false}) {
+    TempDir dir;
+    auto db = dir.path() / "nested" / "dir" / "shadows.db";
+    { auto store = ds::open_sqlite_store(options_in(dir)); }
+    scalar(db, "DROP TABLE feed");
+    scalar(db, "DROP TABLE feed_trimmed");
+    scalar(db, "CREATE TABLE feed(seq INTEGER PRIMARY KEY AUTOINCREMENT, thing TEXT NOT NULL, name TEXT NOT NULL, "
+               "entry TEXT NOT NULL)");
+    for (const char* insert : {R"(INSERT INTO feed VALUES (10, 't', 'main', '{"n":10}'))",
+                               R"(INSERT INTO feed VALUES (11, 't', 'main', '{"n":11}'))",
+                               R"(INSERT INTO feed VALUES (12, 'u', 'aux', '{"n":12}'))"}) {
+      scalar(db, insert);
+    }
+    scalar(db, entries_left ? "DELETE FROM feed WHERE seq <= 10" : "DELETE FROM feed");
+    scalar(db, "PRAGMA user_version = 3");
+
+    auto store = ds::open_sqlite_store(options_in(dir));
+    EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+    EXPECT_EQ(store->feed_end(), 12u);
+    std::vector<ds::FeedEntry> kept = store->read_feed(0, 10);
+    if (entries_left) {
+      EXPECT_EQ(kept, (std::vector<ds::FeedEntry>{{11, {"t", "main"}, R"({"n":11})"}, {12, {"u", "aux"}, R"({"n":12})"}}));
+    } else {
+      EXPECT_TRUE(kept.empty());
+    }
+    ds::ShadowWrite w;
+    w.key = {"v", "main"};
+    ds::SectionRecord r;
+    r.version = 1;
+    r.state_json = "{}";
+    w.sections.push_back({ds::Section::reported, 0, r, false});
+    w.feed = R"({"n":13})";
+    store->write(w);
+    EXPECT_EQ(store->read_feed(12, 10), (std::vector<ds::FeedEntry>{{13, {"v", "main"}, R"({"n":13})"}}));
+    EXPECT_EQ(scalar(db, "PRAGMA integrity_check"), "ok");
+  }
+}
+
 TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
   TempDir dir;
   auto db = dir.path() / "nested" / "dir" / "shadows.db";
@@ -95,6 +137,7 @@ TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
     first_ns = engine.update(r).shadow.record.reported.timestamp_ns;
   }
   scalar(db, "ALTER TABLE sections DROP COLUMN times");
+  scalar(db, "DROP TABLE feed_trimmed");
   scalar(db, "PRAGMA user_version = 2");
   auto store = ds::open_sqlite_store(options_in(dir));
   EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
