@@ -222,9 +222,6 @@ class Engine {
   // enabled.
   void set_change_feed(bool on) noexcept { feed_.store(on, std::memory_order_relaxed); }
   bool change_feed() const noexcept { return feed_.load(std::memory_order_relaxed); }
-  // Called on the writing thread after each stored write that carried a feed entry, so that
-  // the feed's reader needs not poll. Set before writes begin; must not throw.
-  void set_feed_listener(std::function<void()> listener) { feed_listener_ = std::move(listener); }
   // Called on the writing thread after each stored write (update or delete), while the shadow's
   // writers in this process wait: one shadow's writes are observed in version order. For
   // in-process followers (the MQTT bridge publishes writes to devices); nothing durable. Set
@@ -245,7 +242,6 @@ class Engine {
   EngineOptions options_;
   EngineStats stats_;
   std::atomic<bool> feed_{false};
-  std::function<void()> feed_listener_;
   std::function<void(const WriteNotice&)> write_observer_;
   std::unique_ptr<Impl> impl_;
 };

@@ -213,6 +213,11 @@ class Store {
   // The seq of the last entry ever appended (0: none), trimmed or not: a registration created
   // now starts after it.
   virtual std::uint64_t feed_end() = 0;
+  // Called after each commit that appended entries (once for a group commit), on the thread
+  // that committed and before the commit's writes return, so that the feed's reader needs not
+  // poll; must not throw. Replacing it waits for a call in progress. A store without an outbox
+  // never calls it.
+  virtual void set_feed_listener(std::function<void()> listener) { (void)listener; }
 };
 
 }  // namespace deviceshadow

@@ -425,7 +425,6 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
       }
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
-      if (write.feed && feed_listener_) feed_listener_();
       std::optional<ShadowRecord> before;
       if (plan.keep_previous || write_observer_) before = record;
       const std::uint64_t new_version = write.sections.front().record.version;
@@ -526,7 +525,6 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);
     store_.write(write);
-    if (write.feed && feed_listener_) feed_listener_();
     if (store_.shares_versions()) share_version(result.record, write.sections.front().record.version);
     if (write_observer_) {
       WriteNotice notice{key, record, result.record};

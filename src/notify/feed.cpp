@@ -17,6 +17,6 @@ bool OutboxFeed::available(Store& store) {
   }
 }
 
-void OutboxFeed::set_listener(std::function<void()> listener) { engine_.set_feed_listener(std::move(listener)); }
+void OutboxFeed::set_listener(std::function<void()> listener) { store_.set_feed_listener(std::move(listener)); }
 
 }  // namespace deviceshadow::notify

@@ -39,7 +39,7 @@ class Feed {
 };
 
 // The outbox of a store that keeps one (SQLite, memory): entries, checkpoints and trimming are
-// the store's; the engine's feed listener tells of appends.
+// the store's, and so is the listener told of appends.
 class OutboxFeed final : public Feed {
  public:
   explicit OutboxFeed(Engine& engine);

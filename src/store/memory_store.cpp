@@ -2,6 +2,7 @@
 
 #include "deviceshadow/error.hpp"
 #include "store/conditions.hpp"
+#include "store/feed_listener.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -26,14 +27,17 @@ class MemoryStore final : public Store {
   }
 
   void write(const ShadowWrite& write) override {
-    std::unique_lock lock(mutex_);
-    auto it = shadows_.find(write.key);
-    const ShadowRecord current = it == shadows_.end() ? ShadowRecord{} : it->second;
-    check_conditions(current, write);
-    ShadowRecord& stored = shadows_[write.key];
-    for (const SectionPut& put : write.sections) stored.section(put.section) = put.record;
-    if (write.event) history_[write.key][write.event->id] = *write.event;
-    if (write.feed) feed_.push_back({++last_seq_, write.key, *write.feed});
+    {
+      std::unique_lock lock(mutex_);
+      auto it = shadows_.find(write.key);
+      const ShadowRecord current = it == shadows_.end() ? ShadowRecord{} : it->second;
+      check_conditions(current, write);
+      ShadowRecord& stored = shadows_[write.key];
+      for (const SectionPut& put : write.sections) stored.section(put.section) = put.record;
+      if (write.event) history_[write.key][write.event->id] = *write.event;
+      if (write.feed) feed_.push_back({++last_seq_, write.key, *write.feed});
+    }
+    if (write.feed) feed_listener_.call();
   }
 
   void append_history(std::span<const ShadowHistoryEvent> events) override {
@@ -176,6 +180,8 @@ class MemoryStore final : public Store {
     return last_seq_;
   }
 
+  void set_feed_listener(std::function<void()> listener) override { feed_listener_.set(std::move(listener)); }
+
  private:
   std::shared_mutex mutex_;
   std::map<ShadowKey, ShadowRecord> shadows_;
@@ -184,6 +190,7 @@ class MemoryStore final : public Store {
   std::map<std::string, std::uint64_t> checkpoints_;
   std::map<std::string, std::map<std::string, DeadLetter>> dead_letters_;  // registration -> event id ->
   std::deque<FeedEntry> feed_;  // in seq order
+  FeedListener feed_listener_;
   std::uint64_t last_seq_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include "deviceshadow/error.hpp"
 #include "store/conditions.hpp"
+#include "store/feed_listener.hpp"
 
 #include <sqlite3.h>
 
@@ -15,6 +16,7 @@
 #include <semaphore>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 namespace deviceshadow {
 namespace {
@@ -326,7 +328,10 @@ class SqliteStore final : public Store {
   }
 
   void write(const ShadowWrite& write) override {
-    run_on_writer([&](Connection& c) { apply_write(c, write); });
+    run_on_writer([&](Connection& c) {
+      apply_write(c, write);
+      appended_ = appended_ || write.feed.has_value();
+    });
   }
 
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
@@ -490,6 +495,8 @@ class SqliteStore final : public Store {
     });
   }
 
+  void set_feed_listener(std::function<void()> listener) override { feed_listener_.set(std::move(listener)); }
+
   std::uint64_t feed_end() override {
     return with_reader([](Connection& c) -> std::uint64_t {
       Query q(c.statement(kFeedEnd));
@@ -571,6 +578,7 @@ class SqliteStore final : public Store {
       commit_group(group);
       // Wakes exactly the group's callers. A job lives on its caller's stack: release() is the
       // writer's last touch of it.
+      if (std::exchange(appended_, false)) feed_listener_.call();
       for (Job* job : group) job->done.release();
     }
   }
@@ -674,6 +682,8 @@ class SqliteStore final : public Store {
   std::condition_variable queue_cv_;
   std::deque<Job*> queue_;
   bool stopping_ = false;
+  bool appended_ = false;  // writer thread: the group being committed appended feed entries
+  FeedListener feed_listener_;
 
   std::mutex readers_mutex_;
   std::condition_variable readers_cv_;

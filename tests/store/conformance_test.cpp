@@ -314,16 +314,22 @@ TEST_P(Conformance, FeedEntriesAreWrittenWithTheirWritesOnly) {
     return;
   }
   EXPECT_EQ(store().feed_end(), 0u);
+  std::atomic<int> told{0};  // the listener hears of each commit that appended
+  store().set_feed_listener([&] { ++told; });
   ds::ShadowWrite w1 = put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"a":1})"));
   w1.feed = R"({"event":{"n":1}})";
   store().write(w1);
+  EXPECT_EQ(told, 1);
   ds::ShadowWrite lost = put({"t", "main"}, ds::Section::reported, 0, record(1, R"({"a":9})"));
   lost.feed = R"({"event":{"n":"lost"}})";
   conflict_version([&] { store().write(lost); });
   store().write(put({"t", "main"}, ds::Section::reported, 1, record(2, R"({"a":2})")));  // feed off
+  EXPECT_EQ(told, 1);
   ds::ShadowWrite w3 = put({"u", "aux"}, ds::Section::desired, 0, record(1, R"({"b":1})"));
   w3.feed = R"({"event":{"n":3}})";
   store().write(w3);
+  EXPECT_EQ(told, 2);
+  store().set_feed_listener({});
 
   std::vector<ds::FeedEntry> all = store().read_feed(0, 100);
   ASSERT_EQ(all.size(), 2u);

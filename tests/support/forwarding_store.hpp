@@ -43,6 +43,7 @@ class ForwardingStore : public deviceshadow::Store {
   }
   void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
   std::uint64_t feed_end() override { return inner_.feed_end(); }
+  void set_feed_listener(std::function<void()> listener) override { inner_.set_feed_listener(std::move(listener)); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  protected:

@@ -32,10 +32,7 @@ std::size_t StreamFeed::take(const std::string& shard_id, std::span<const Stream
   }
   const bool appended = end_ != end_before;
   lock.unlock();
-  if (appended) {
-    std::lock_guard listener(listener_mutex_);
-    if (listener_) listener_();
-  }
+  if (appended) listener_.call();
   return done;
 }
 
@@ -122,9 +119,6 @@ void StreamFeed::put_checkpoint(std::string_view registration, std::uint64_t seq
   checkpoints_.insert_or_assign(std::string(registration), seq);
 }
 
-void StreamFeed::set_listener(std::function<void()> listener) {
-  std::lock_guard lock(listener_mutex_);  // a call in progress ends first
-  listener_ = std::move(listener);
-}
+void StreamFeed::set_listener(std::function<void()> listener) { listener_.set(std::move(listener)); }
 
 }  // namespace deviceshadow::notify::stream

@@ -12,6 +12,7 @@
 
 #include "notify/feed.hpp"
 #include "notify/stream/assembler.hpp"
+#include "store/feed_listener.hpp"
 
 #include <deque>
 #include <map>
@@ -73,8 +74,7 @@ class StreamFeed final : public Feed {
   std::map<std::string, std::deque<Taken>, std::less<>> shards_;
   std::unordered_map<std::string, Taken*> parts_;  // records of incomplete writes, by sequence number
   std::map<std::string, std::uint64_t, std::less<>> checkpoints_;
-  std::mutex listener_mutex_;  // held while the listener runs or changes
-  std::function<void()> listener_;
+  FeedListener listener_;
 };
 
 }  // namespace deviceshadow::notify::stream

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <functional>
+#include <mutex>
+
+namespace deviceshadow {
+
+// A store's feed listener (Store::set_feed_listener): replaced and called under a mutex, so
+// that replacing it waits for a call in progress.
+class FeedListener {
+ public:
+  void set(std::function<void()> listener) {
+    std::lock_guard lock(mutex_);
+    listener_ = std::move(listener);
+  }
+  void call() {
+    std::lock_guard lock(mutex_);
+    if (listener_) listener_();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::function<void()> listener_;
+};
+
+}  // namespace deviceshadow
