@@ -576,9 +576,9 @@ class SqliteStore final : public Store {
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
       }
       commit_group(group);
+      if (std::exchange(appended_, false)) feed_listener_.call();
       // Wakes exactly the group's callers. A job lives on its caller's stack: release() is the
       // writer's last touch of it.
-      if (std::exchange(appended_, false)) feed_listener_.call();
       for (Job* job : group) job->done.release();
     }
   }
