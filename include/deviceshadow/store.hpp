@@ -8,6 +8,7 @@
 #include "deviceshadow/document.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -215,9 +216,9 @@ class Store {
   virtual std::uint64_t feed_end() = 0;
   // Called after each commit that appended entries (once for a group commit), on the thread
   // that committed and before the commit's writes return, so that the feed's reader needs not
-  // poll; must not throw. Replacing it waits for a call in progress. A store without an outbox
-  // never calls it.
-  virtual void set_feed_listener(std::function<void()> listener) { (void)listener; }
+  // poll; must neither throw nor call the store. Replacing it waits for a call in progress. A
+  // store without an outbox never calls it.
+  virtual void set_feed_listener(std::function<void()> listener) = 0;
 };
 
 }  // namespace deviceshadow

@@ -5,7 +5,7 @@
 
 namespace deviceshadow::notify {
 
-OutboxFeed::OutboxFeed(Engine& engine) : engine_(engine), store_(engine.store()) {}
+OutboxFeed::OutboxFeed(Engine& engine) : store_(engine.store()) {}
 
 bool OutboxFeed::available(Store& store) {
   try {

@@ -55,7 +55,6 @@ class OutboxFeed final : public Feed {
   void set_listener(std::function<void()> listener) override;
 
  private:
-  Engine& engine_;
   Store& store_;
 };
 

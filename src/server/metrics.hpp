@@ -85,6 +85,7 @@ class MeteredStore final : public Store {
   std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override { return inner_.read_feed(after, limit); }
   void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
   std::uint64_t feed_end() override { return inner_.feed_end(); }
+  void set_feed_listener(std::function<void()> listener) override { inner_.set_feed_listener(std::move(listener)); }
   bool shares_versions() const override { return inner_.shares_versions(); }
 
  private:

@@ -667,6 +667,7 @@ class DynamoDbStore final : public Store {
   std::uint64_t feed_end() override {
     throw Error(ErrorCode::unavailable, "a DynamoDB table's change feed is its stream, not an outbox");
   }
+  void set_feed_listener(std::function<void()>) override {}  // no outbox: the stream's reader polls
 
   std::optional<std::string> unready() override {
     try {

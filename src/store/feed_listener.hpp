@@ -5,15 +5,15 @@
 
 namespace deviceshadow {
 
-// A store's feed listener (Store::set_feed_listener): replaced and called under a mutex, so
-// that replacing it waits for a call in progress.
+// A listener told of new change-feed entries (Store::set_feed_listener, the stream feed's):
+// replaced and called under a mutex, so that replacing it waits for a call in progress.
 class FeedListener {
  public:
   void set(std::function<void()> listener) {
     std::lock_guard lock(mutex_);
     listener_ = std::move(listener);
   }
-  void call() {
+  void call() noexcept {
     std::lock_guard lock(mutex_);
     if (listener_) listener_();
   }

@@ -578,7 +578,7 @@ class SqliteStore final : public Store {
       commit_group(group);
       if (std::exchange(appended_, false)) feed_listener_.call();
       // Wakes exactly the group's callers. A job lives on its caller's stack: release() is the
-      // writer's last touch of it.
+      // writer's last use of it (the wake-up that may follow passes on its address only).
       for (Job* job : group) job->done.release();
     }
   }

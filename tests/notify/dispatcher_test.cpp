@@ -345,6 +345,20 @@ TEST_P(DispatcherTest, ARegistrationWithAFullWindowCatchesUpWithoutHoldingOthers
   ASSERT_TRUE(eventually([&] { return store->read_feed(0, 10).empty(); }));
 }
 
+// The store wakes the reader after each commit that appended: with a poll of an hour, every
+// write is still delivered.
+TEST_P(DispatcherTest, EachWriteWakesTheReader) {
+  notify::DispatcherOptions o = fast_options();
+  o.poll = std::chrono::hours(1);
+  dispatcher.reset();  // before its successor: stopping clears the store's listener
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher->put("r", hook());
+  for (std::size_t i = 1; i <= 3; ++i) {
+    report(*engine, "t", "main", static_cast<int>(i));
+    ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == i; })) << i;
+  }
+}
+
 TEST_P(DispatcherTest, ANewRegistrationStartsAtTheFeedsEndAndADisabledOneSkipsWrites) {
   EXPECT_FALSE(engine->change_feed());  // nothing registered: writes carry no entry
   report(*engine, "t", "main", 0);

@@ -357,6 +357,12 @@ TEST_P(Conformance, FeedEntriesAreWrittenWithTheirWritesOnly) {
     EXPECT_GT(after[0].seq, all[1].seq);  // a durable store never reuses one
   }
   EXPECT_EQ(store().feed_end(), after[0].seq);
+  store().trim_feed(after[0].seq + 5);  // beyond the end: the next entry still follows the last
+  EXPECT_EQ(store().feed_end(), after[0].seq);
+  ds::ShadowWrite w5 = put({"v", "main"}, ds::Section::reported, 1, record(2, R"({"a":4})"));
+  w5.feed = R"({"event":{"n":5}})";
+  store().write(w5);
+  EXPECT_EQ(store().read_feed(0, 100).at(0).seq, after[0].seq + 1);
 }
 
 TEST_P(Conformance, KeepsDeliveryStateWithItsRegistration) {

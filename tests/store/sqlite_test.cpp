@@ -80,8 +80,6 @@ TEST(Sqlite, MigratesAVersion1Database) {
   EXPECT_EQ(store->read({"t", "main"}).reported.state_json, R"({"a":1})");
 }
 
-// A version 2 database (before per-leaf times) gains the column; its sections read with no
-// times (every leaf at the section's time) and keep them from their next write on.
 // A version 3 feed (seq by AUTOINCREMENT) keeps its entries and its seqs: the next entry is
 // numbered after the largest seq ever used, whether entries are left or all were trimmed.
 TEST(Sqlite, MigratesAVersion3FeedWithoutReusingSeqs) {
@@ -123,6 +121,8 @@ TEST(Sqlite, MigratesAVersion3FeedWithoutReusingSeqs) {
   }
 }
 
+// A version 2 database (before per-leaf times) gains the column; its sections read with no
+// times (every leaf at the section's time) and keep them from their next write on.
 TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
   TempDir dir;
   auto db = dir.path() / "nested" / "dir" / "shadows.db";
