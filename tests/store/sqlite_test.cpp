@@ -152,7 +152,8 @@ TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
 }
 
 // The write-ahead log is copied into the database while the store is open, and stays bounded
-// (8 * checkpoint_pages, plus the last transaction) under steady writes from many threads.
+// under steady writes from many threads: 8 * checkpoint_pages, plus the transactions committed
+// while readers still use the log's end (a few, on a loaded machine).
 TEST(Sqlite, CheckpointsKeepTheWriteAheadLogBounded) {
   TempDir dir;
   ds::SqliteOptions o = options_in(dir);
@@ -180,7 +181,7 @@ TEST(Sqlite, CheckpointsKeepTheWriteAheadLogBounded) {
   }
   for (auto& t : writers) t.join();
   constexpr std::uintmax_t kFrame = 4096 + 24;
-  EXPECT_LE(largest_wal, (8 * 16 + 256) * kFrame);  // without the writer checkpointing: tens of MB
+  EXPECT_LE(largest_wal, (8 * 16 + 1024) * kFrame);  // without the writer checkpointing: tens of MB
   EXPECT_GT(std::filesystem::file_size(db), empty_db + 960 * 3000);  // the shadows reached the database
   store.reset();
   EXPECT_EQ(scalar(db, "SELECT count(*) FROM sections"), "960");
