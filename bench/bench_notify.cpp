@@ -7,7 +7,7 @@
 //   sets --notify-concurrency; BENCH_NICE=N --notify-nice; BENCH_SECTIONS=desired makes the
 //   registrations match no write (reports only), which leaves the cost of the feed and of
 //   reading and matching it; BENCH_NONDURABLE=1 runs the writes scenario without fsync
-//   (synchronous=OFF).
+//   (synchronous=OFF); BENCH_REGISTRATIONS=N registers N instead of three in it.
 //
 //  1. write throughput with no registration and with three (all delivered to the receiver),
 //     alternating R times; the ratio of the medians;
@@ -268,6 +268,7 @@ int main(int argc, char** argv) {
   notify::DispatcherOptions options;
   if (const char* c = std::getenv("BENCH_CONCURRENCY")) options.concurrency = std::stoul(c);
   if (const char* n = std::getenv("BENCH_NICE")) options.nice = std::stoi(n);
+  const int registrations = std::getenv("BENCH_REGISTRATIONS") ? std::stoi(std::getenv("BENCH_REGISTRATIONS")) : 3;
   Receiver receiver;
 
   const char* only = std::getenv("BENCH_ONLY");  // run one scenario: "writes", "drain", "latency" or "memory"
@@ -285,7 +286,7 @@ int main(int argc, char** argv) {
       auto store = open_store(dir, std::getenv("BENCH_NONDURABLE") == nullptr);
       ds::Engine engine(*store);
       notify::Dispatcher dispatcher(engine, options);
-      for (int r = 0; with && r < 3; ++r) dispatcher.put("r" + std::to_string(r), webhook(receiver.url()));
+      for (int r = 0; with && r < registrations; ++r) dispatcher.put("r" + std::to_string(r), webhook(receiver.url()));
       receiver.received = 0;
       const double cpu = cpu_seconds();
       phases[with].rate.push_back(write_for(engine, threads, seconds));
@@ -293,16 +294,16 @@ int main(int argc, char** argv) {
       phases[with].delivered.push_back(static_cast<double>(receiver.received.load()) / seconds);
     }
   }
-  const double none = median(phases[0].rate), three = median(phases[1].rate);
+  const double none = median(phases[0].rate), registered = median(phases[1].rate);
   if (runs("writes")) {
   std::printf("| durable writes/s, %d writers, no registration (median of %d) | %.0f |\n", threads, rounds, none);
-  std::printf("| durable writes/s, 3 webhook registrations (median of %d) | %.0f |\n", rounds, three);
+  std::printf("| durable writes/s, %d webhook registrations (median of %d) | %.0f |\n", registrations, rounds, registered);
   std::vector<double> ratios;  // per round: the two runs of a round are neighbours in time
   for (int round = 0; round < rounds; ++round) ratios.push_back(phases[1].rate[round] / phases[0].rate[round]);
-  std::printf("| ratio 3 registrations / none: median of the rounds' ratios (min, max) | %.2f (%.2f, %.2f) |\n",
+  std::printf("| ratio %d registrations / none: median of the rounds' ratios (min, max) | %.2f (%.2f, %.2f) |\n", registrations,
               median(ratios), *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()));
-  std::printf("| events delivered/s meanwhile (3 registrations together) | %.0f |\n", median(phases[1].delivered));
-  std::printf("| CPU used, cores of %u: none / 3 registrations | %.2f / %.2f |\n", std::thread::hardware_concurrency(),
+  std::printf("| events delivered/s meanwhile (%d registrations together) | %.0f |\n", registrations, median(phases[1].delivered));
+  std::printf("| CPU used, cores of %u: none / %d registrations | %.2f / %.2f |\n", std::thread::hardware_concurrency(), registrations,
               median(phases[0].cpu), median(phases[1].cpu));
   }
 
