@@ -12,14 +12,10 @@ shadows="${3:-10000}"
 build=build/default
 data=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$data"' EXIT
+source bench/lib.sh
 
 "$build/shadowd" --listen 127.0.0.1:0 --store "sqlite:$data/shadows.db" 2>"$data/shadowd.log" &
-for _ in $(seq 100); do
-  port=$(sed -n 's/.*listening address=[0-9.]*:\([0-9]*\).*/\1/p' "$data/shadowd.log" | head -1)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-url="http://127.0.0.1:$port"
+url="http://127.0.0.1:$(port_of "$data/shadowd.log")"
 python3 bench/populate.py "$url" "$shadows" >/dev/null
 
 rate() {  # api script → requests/s

@@ -8,6 +8,7 @@
 # Usage: bench/dynamodb_bench.sh [seconds per run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 seconds="${1:-5}"
 build=build/default
 dir=$(mktemp -d)
@@ -45,12 +46,8 @@ shadowd_run() {  # layout history(on|off|stream): reports to 2 × 1,024 things, 
   table create "$name" $([ "$2" = stream ] && echo stream)
   "$build/shadowd" --listen 127.0.0.1:0 --store "dynamodb:$name" --dynamodb-endpoint "$endpoint" \
     --layout "$1" --history "$history" 2>"$log" &
-  local pid=$! port=""
-  for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening address=[0-9.]*:\([0-9]*\).*/\1/p' "$log" 2>/dev/null | head -1 || true)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  local pid=$! port
+  port=$(port_of "$log")
   local url="http://127.0.0.1:$port"
   wrk -t2 -c32 -d"${seconds}s" -s bench/wrk_report.lua "$url" -- 1024 >/dev/null
   wrk -t2 -c32 -d"${seconds}s" --latency -s bench/wrk_report.lua "$url" -- 1024 >"$dir/wrk.out"

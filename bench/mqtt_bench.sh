@@ -9,6 +9,7 @@
 # Usage: [scripts/with-services.sh] bench/mqtt_bench.sh [seconds per round] [rounds] [clients]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 seconds="${1:-5}"
 rounds="${2:-3}"
 clients="${3:-32}"
@@ -29,7 +30,7 @@ start_shadowd() {  # log file, shadowd options… → waits until it serves MQTT
 }
 rate() { awk '{sub("/s", "", $2); print $2}' <<<"$1"; }
 mean_ms() {  # log file, store operation → its mean latency in ms, from shadowd's /metrics
-  local port; port=$(sed -n 's/.*listening address=[0-9.]*:\([0-9]*\).*/\1/p' "$1" | head -1)
+  local port; port=$(port_of "$1")
   curl -s "http://127.0.0.1:$port/metrics" | awk -v op="operation=\"$2\"" '
     index($0, "shadowd_store_operation_duration_seconds_sum{" op) == 1 {s = $2}
     index($0, "shadowd_store_operation_duration_seconds_count{" op) == 1 {n = $2}

@@ -8,6 +8,7 @@
 # Usage: bench/stream_bench.sh [seconds per rate] [rates...]   (default: 10 s at 100 500 1000/s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 seconds="${1:-10}"
 shift || true
 rates=("$@")
@@ -26,12 +27,8 @@ start_shadowd() {  # NAME: starts shadowd on the table; prints its URL and PID
   local log="$dir/$1.log"
   "$build/shadowd" --listen 127.0.0.1:0 --store "dynamodb:$table" --dynamodb-endpoint "$endpoint" \
     --layout combined --history stream 2>"$log" &
-  local pid=$! port=""
-  for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening address=[0-9.]*:\([0-9]*\).*/\1/p' "$log" 2>/dev/null | head -1 || true)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  local pid=$! port
+  port=$(port_of "$log")
   echo "http://127.0.0.1:$port $pid"
 }
 
