@@ -1,6 +1,10 @@
-// The webhook target against a real HTTP receiver (the project's own transport, in process).
+// The webhook target against real HTTP receivers (the project's own transport, in process, and
+// raw sockets for answers it would not give), with each of its two clients; and the HTTP/1.x
+// response reader of the plain one.
 #include "notify/event.hpp"
 #include "notify/target.hpp"
+#include "notify/targets/http1.hpp"
+#include "notify/targets/webhook.hpp"
 #include "server/http.hpp"
 #include "support/http_receiver.hpp"
 
@@ -11,7 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -39,10 +45,25 @@ class Receiver {
 
 notify::Delivery delivery(std::string_view body) { return {"id-1", "deviceshadow.shadow.updated", "t", "main", body}; }
 
-TEST(Webhook, PostsTheEventSignedWithTheRegistrationsHeaders) {
+// Each test runs with each client: the plain one (http://) and libcurl (https://, proxies).
+using Client = std::unique_ptr<notify::Target> (*)(const notify::WebhookTarget&);
+
+class Webhook : public ::testing::TestWithParam<Client> {
+ protected:
+  std::unique_ptr<notify::Target> make(const notify::WebhookTarget& config) {
+    auto target = GetParam()(config);
+    if (!target) throw std::runtime_error("no client for " + config.url);
+    return target;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Clients, Webhook, ::testing::Values(&notify::make_plain_webhook, &notify::make_curl_webhook),
+                         [](const auto& info) { return info.param == &notify::make_plain_webhook ? "plain" : "curl"; });
+
+TEST_P(Webhook, PostsTheEventSignedWithTheRegistrationsHeaders) {
   Receiver receiver;
   notify::WebhookTarget config{receiver.url(), "whsec", {{"X-Team", "ops"}}, std::chrono::milliseconds(5000)};
-  auto target = notify::make_webhook_target(config);
+  auto target = make(config);
   const std::string body = R"({"specversion":"1.0","id":"id-1"})";
   for (int i = 0; i < 3; ++i) EXPECT_EQ(notify::deliver_now(*target, delivery(body)).outcome, Outcome::delivered);
   const auto requests = receiver.requests();
@@ -60,16 +81,16 @@ TEST(Webhook, PostsTheEventSignedWithTheRegistrationsHeaders) {
   EXPECT_NEAR(static_cast<double>(t), static_cast<double>(std::time(nullptr)), 60);
 }
 
-TEST(Webhook, WithoutASecretThereIsNoSignature) {
+TEST_P(Webhook, WithoutASecretThereIsNoSignature) {
   Receiver receiver;
-  auto target = notify::make_webhook_target({receiver.url(), "", {}, std::chrono::milliseconds(5000)});
+  auto target = make({receiver.url(), "", {}, std::chrono::milliseconds(5000)});
   EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);
   EXPECT_EQ(Receiver::header(receiver.requests().at(0), "X-Shadow-Signature"), "(none)");
 }
 
-TEST(Webhook, StatusClassesDecideRetryOrReject) {
+TEST_P(Webhook, StatusClassesDecideRetryOrReject) {
   Receiver receiver;
-  auto target = notify::make_webhook_target({receiver.url(), "", {}, std::chrono::milliseconds(5000)});
+  auto target = make({receiver.url(), "", {}, std::chrono::milliseconds(5000)});
   const std::vector<std::pair<int, Outcome>> cases = {
       {200, Outcome::delivered}, {204, Outcome::delivered}, {299, Outcome::delivered},
       {408, Outcome::retry},     {429, Outcome::retry},     {500, Outcome::retry},   {503, Outcome::retry},
@@ -87,20 +108,20 @@ TEST(Webhook, StatusClassesDecideRetryOrReject) {
   EXPECT_EQ(receiver.requests().size(), cases.size());  // a 3xx is not followed
 }
 
-TEST(Webhook, ARefusedConnectionOrATimeoutIsRetried) {
+TEST_P(Webhook, ARefusedConnectionOrATimeoutIsRetried) {
   std::string closed_url;
   {
     Receiver gone;
     closed_url = gone.url();
   }
-  auto refused = notify::make_webhook_target({closed_url, "", {}, std::chrono::milliseconds(2000)});
+  auto refused = make({closed_url, "", {}, std::chrono::milliseconds(2000)});
   notify::DeliveryResult r = notify::deliver_now(*refused, delivery("{}"));
   EXPECT_EQ(r.outcome, Outcome::retry);
   EXPECT_FALSE(r.error.empty());
 
   Receiver slow;
   slow.delay_ms = 1500;
-  auto target = notify::make_webhook_target({slow.url(), "", {}, std::chrono::milliseconds(200)});
+  auto target = make({slow.url(), "", {}, std::chrono::milliseconds(200)});
   r = notify::deliver_now(*target, delivery("{}"));
   EXPECT_EQ(r.outcome, Outcome::retry);
   EXPECT_NE(r.error.find("imeout"), std::string::npos) << r.error;
@@ -153,10 +174,10 @@ class ClosingReceiver {
 // A cached connection the receiver closed wakes the target once (it stops watching it), not at
 // every run(); the next delivery opens a new connection. Also through a host name, which
 // libcurl resolves on sockets of its own.
-TEST(Webhook, AnIdleConnectionClosedByTheReceiverNeitherSpinsNorFailsTheNextDelivery) {
+TEST_P(Webhook, AnIdleConnectionClosedByTheReceiverNeitherSpinsNorFailsTheNextDelivery) {
   ClosingReceiver receiver;
   for (const std::string host : {"127.0.0.1", "localhost"}) {
-    auto target = notify::make_webhook_target({receiver.url(host), "", {}, std::chrono::milliseconds(5000)});
+    auto target = make({receiver.url(host), "", {}, std::chrono::milliseconds(5000)});
     for (int i = 0; i < 3; ++i) {
       EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered) << host << " " << i;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the receiver has closed the connection
@@ -166,6 +187,269 @@ TEST(Webhook, AnIdleConnectionClosedByTheReceiverNeitherSpinsNorFailsTheNextDeli
     }
   }
   EXPECT_EQ(receiver.answered, 6);
+}
+
+// A receiver on raw sockets that answers the requests it reads, in order, with the bytes of a
+// script: kClose closes the connection without an answer; an answer with "Connection: close",
+// of HTTP/1.0 or without a length closes it after.
+class ScriptedReceiver {
+ public:
+  static constexpr const char* kClose = "<close>";
+
+  explicit ScriptedReceiver(std::vector<std::string> script) : script_(std::move(script)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(listener_, 8);
+    socklen_t len = sizeof addr;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (int c; (c = ::accept(listener_, nullptr, nullptr)) >= 0;) {
+        ++connections;
+        serve(c);
+        ::close(c);
+      }
+    });
+  }
+  ~ScriptedReceiver() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook?via=script"; }
+  std::atomic<int> connections{0};
+  std::vector<std::string> heads() {
+    std::lock_guard lock(mutex_);
+    return heads_;
+  }
+
+ private:
+  // Serves one connection until an answer closes it, the client does, or the script ends.
+  void serve(int c) {
+    std::string in;
+    char chunk[4096];
+    for (;;) {
+      std::size_t end;
+      while ((end = in.find("\r\n\r\n")) == std::string::npos) {
+        const ssize_t got = ::read(c, chunk, sizeof chunk);
+        if (got <= 0) return;
+        in.append(chunk, static_cast<std::size_t>(got));
+      }
+      const std::size_t at = in.find("Content-Length: ");
+      const std::size_t length = at < end ? std::stoul(in.substr(at + 16)) : 0;
+      while (in.size() < end + 4 + length) {
+        const ssize_t got = ::read(c, chunk, sizeof chunk);
+        if (got <= 0) return;
+        in.append(chunk, static_cast<std::size_t>(got));
+      }
+      std::string answer;
+      {
+        std::lock_guard lock(mutex_);
+        heads_.push_back(in.substr(0, end));
+        if (next_ == script_.size()) return;
+        answer = script_[next_++];
+      }
+      in.erase(0, end + 4 + length);
+      if (answer == kClose) return;
+      for (std::size_t sent = 0; sent < answer.size();) {  // in two writes: answers arrive in pieces too
+        const std::size_t piece = sent == 0 ? answer.size() / 2 + 1 : answer.size() - sent;
+        const ssize_t put = ::write(c, answer.data() + sent, piece);
+        if (put <= 0) return;
+        sent += static_cast<std::size_t>(put);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      const bool framed = answer.find("ength: ") != std::string::npos || answer.find("chunked") != std::string::npos || answer.find(" 204 ") != std::string::npos;
+      if (!framed || answer.find("Connection: close") != std::string::npos || answer.rfind("HTTP/1.0", 0) == 0) return;
+    }
+  }
+
+  std::vector<std::string> script_;
+  std::size_t next_ = 0;
+  std::vector<std::string> heads_;
+  std::mutex mutex_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST_P(Webhook, ReadsEveryFramingOfAnAnswerAndKeepsTheConnectionWhenItMay) {
+  ScriptedReceiver receiver({
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\nfine\r\n0\r\nX-Trailer: t\r\n\r\n",
+      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+      "HTTP/1.1 503 Unavailable\r\nContent-Length: 4\r\n\r\nbusy",
+      "HTTP/1.0 202 Accepted\r\nContent-Length: 0\r\n\r\n",  // 1.0: the connection ends
+      "HTTP/1.1 500 Oops\r\nContent-Type: text/plain\r\n\r\ndown",  // until the close
+      "HTTP/1.1 201 Created\r\ncontent-length: 2\r\nConnection: close\r\n\r\nok",
+  });
+  auto target = make({receiver.url(), "", {{"X-Team", "ops"}}, std::chrono::milliseconds(5000)});
+  EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);
+  EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);
+  notify::DeliveryResult busy = notify::deliver_now(*target, delivery("{}"));
+  EXPECT_EQ(busy.outcome, Outcome::retry);
+  EXPECT_NE(busy.error.find("HTTP 503: busy"), std::string::npos) << busy.error;
+  EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);
+  notify::DeliveryResult down = notify::deliver_now(*target, delivery("{}"));
+  EXPECT_EQ(down.outcome, Outcome::retry);
+  EXPECT_NE(down.error.find("HTTP 500: down"), std::string::npos) << down.error;
+  EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);
+  EXPECT_EQ(receiver.connections, 3);  // the first four answers on one, then after 1.0 and the close
+  const auto heads = receiver.heads();
+  ASSERT_EQ(heads.size(), 6u);
+  EXPECT_EQ(heads[0].rfind("POST /hook?via=script HTTP/1.1\r\n", 0), 0u) << heads[0];
+  EXPECT_NE(heads[0].find("\r\nHost: 127.0.0.1:"), std::string::npos) << heads[0];
+  EXPECT_NE(heads[0].find("\r\nX-Team: ops"), std::string::npos) << heads[0];
+}
+
+TEST_P(Webhook, GarbageOrNoAnswerIsRetriedAndTheNextDeliveryGetsThrough) {
+  using namespace std::string_literals;
+  ScriptedReceiver receiver({ScriptedReceiver::kClose, "\0\xffSMTP ready\r\n\r\n"s, "HTTP/1.1 2xx Fine\r\n\r\n",
+                             "HTTP/1.1 503 Unavailable\r\nContent-Length: 4\r\n\r\n\0\xff\n!"s, "HTTP/1.1 204 No Content\r\n\r\n"});
+  auto target = make({receiver.url(), "", {}, std::chrono::milliseconds(5000)});
+  for (int i = 0; i < 4; ++i) {
+    const notify::DeliveryResult r = notify::deliver_now(*target, delivery("{}"));
+    EXPECT_EQ(r.outcome, Outcome::retry) << i;
+    EXPECT_FALSE(r.error.empty()) << i;
+    // What the receiver sent shows escaped: errors go to logs and JSON.
+    EXPECT_TRUE(std::ranges::all_of(r.error, [](char c) { return c >= 0x20 && c < 0x7f; })) << r.error;
+  }
+  EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);
+}
+
+// A receiver that answers 413 as soon as it has read a request's head, and then reads no more:
+// the answer counts although the body could not be sent.
+TEST_P(Webhook, AnAnswerBeforeTheWholeRequestIsSentCounts) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ::listen(listener, 4);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::atomic<bool> answered{false};
+  std::thread receiver([listener, &answered] {
+    const int c = ::accept(listener, nullptr, nullptr);
+    std::string head;
+    char byte;
+    while (head.find("\r\n\r\n") == std::string::npos && ::read(c, &byte, 1) == 1) head += byte;
+    const std::string reply = "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\n\r\ntoo much";
+    [[maybe_unused]] const auto put = ::write(c, reply.data(), reply.size());
+    for (int i = 0; i < 500 && !answered; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // reading nothing
+    ::close(c);
+  });
+  auto target = make({"http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/hook", "", {}, std::chrono::milliseconds(2500)});
+  const std::string huge(64 << 20, 'x');
+  const notify::DeliveryResult r = notify::deliver_now(*target, delivery(huge));
+  answered = true;
+  EXPECT_EQ(r.outcome, Outcome::reject) << r.error;
+  EXPECT_NE(r.error.find("HTTP 413: too much"), std::string::npos) << r.error;
+  receiver.join();
+  ::close(listener);
+}
+
+// Many deliveries in flight at once, some larger than a socket's buffer, each answered.
+TEST_P(Webhook, ManyDeliveriesInFlightAreEachAnswered) {
+  Receiver receiver;
+  receiver.status = 204;
+  auto target = make({receiver.url(), "s", {}, std::chrono::milliseconds(10000)});
+  const std::string small = R"({"n":1})", large(900 << 10, 'x');
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back("id-" + std::to_string(i));
+  for (int i = 0; i < 40; ++i) target->start(i, {ids[i], "deviceshadow.shadow.updated", "t", "main", i % 10 == 0 ? large : small});
+  std::vector<int> outcomes(40, -1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::ranges::count(outcomes, -1) > 0 && std::chrono::steady_clock::now() < deadline) {
+    target->run(std::chrono::milliseconds(100), [&](std::uint64_t tag, notify::DeliveryResult r) {
+      ASSERT_EQ(outcomes.at(tag), -1) << "reported twice: " << tag;
+      outcomes.at(tag) = static_cast<int>(r.outcome);
+    });
+  }
+  EXPECT_EQ(std::ranges::count(outcomes, static_cast<int>(Outcome::delivered)), 40);
+  const auto requests = receiver.requests();
+  ASSERT_EQ(requests.size(), 40u);
+  EXPECT_EQ(std::ranges::count_if(requests, [&](const auto& r) { return r.body == large; }), 4);
+  for (const auto& r : requests) {
+    const std::string signature = Receiver::header(r, "X-Shadow-Signature");
+    EXPECT_EQ(signature, notify::webhook_signature("s", std::stoll(signature.substr(2)), r.body));
+  }
+}
+
+TEST(WebhookClient, PlainHttpWithoutProxyOrOwnFramingHeadersSkipsLibcurl) {
+  auto plain = [](std::string url, std::vector<std::pair<std::string, std::string>> headers = {}) {
+    return notify::make_plain_webhook({std::move(url), "", std::move(headers), std::chrono::milliseconds(1000)}) != nullptr;
+  };
+  EXPECT_TRUE(plain("http://127.0.0.1:1/x?y=1"));
+  EXPECT_TRUE(plain("http://[::1]/x"));
+  EXPECT_TRUE(plain("http://hooks.example.com/x", {{"Authorization", "Bearer t"}}));
+  EXPECT_FALSE(plain("https://hooks.example.com/x"));
+  EXPECT_FALSE(plain("http://user:pw@hooks.example.com/x"));
+  EXPECT_FALSE(plain("http://hooks.example.com/x", {{"host", "other.example.com"}}));
+  EXPECT_FALSE(plain("http://hooks.example.com/x", {{"Content-Length", "1"}}));
+  ::setenv("http_proxy", "http://proxy.example.com:3128", 1);
+  EXPECT_FALSE(plain("http://hooks.example.com/x"));
+  ::unsetenv("http_proxy");
+  EXPECT_TRUE(plain("http://hooks.example.com/x"));
+}
+
+using Progress = notify::Http1Response::Progress;
+
+// Feeds `text` one byte at a time: every split of an answer must read the same.
+Progress feed_bytewise(notify::Http1Response& r, std::string_view text) {
+  Progress p = Progress::incomplete;
+  for (char c : text) p = r.feed(std::string_view(&c, 1));
+  return p;
+}
+
+TEST(Http1Response, ReadsLengthChunksAndInterimAnswersInAnyPieces) {
+  notify::Http1Response chunked;
+  EXPECT_EQ(feed_bytewise(chunked, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                                   "3\r\nnot\r\n9;x=y\r\n here, no\r\n0\r\nTrailer: 1\r\n\r\n"),
+            Progress::complete);
+  EXPECT_EQ(chunked.status(), 404);
+  EXPECT_EQ(chunked.body(), "not here, no");
+  EXPECT_TRUE(chunked.reusable());
+
+  notify::Http1Response length;
+  EXPECT_EQ(length.feed("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 5\r\n\r\nhel"), Progress::incomplete);
+  EXPECT_EQ(length.feed("lo"), Progress::complete);
+  EXPECT_EQ(length.body(), "hello");
+  EXPECT_TRUE(length.reusable());
+  length.feed("HTTP/1.1 200 OK\r\n");  // an answer nobody asked for
+  EXPECT_FALSE(length.reusable());
+
+  notify::Http1Response until_close;
+  EXPECT_EQ(until_close.feed("HTTP/1.1 500 Error\r\n\r\n" + std::string(2000, 'e')), Progress::incomplete);
+  EXPECT_EQ(until_close.end_of_stream(), Progress::complete);
+  EXPECT_EQ(until_close.body().size(), notify::Http1Response::kBodyKept);
+  EXPECT_FALSE(until_close.reusable());
+
+  notify::Http1Response closing;
+  EXPECT_EQ(closing.feed("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"), Progress::complete);
+  EXPECT_FALSE(closing.reusable());
+}
+
+TEST(Http1Response, RefusesWhatIsNotAnAnswer) {
+  for (const std::string bad : {"SMTP ready\r\n", "HTTP/2 200\r\n", "HTTP/1.1 20 OK\r\n", "HTTP/1.1 200OK\r\n",
+                                "HTTP/1.1 200 OK\r\nno colon\r\n", "HTTP/1.1 200 OK\r\n folded: x\r\n",
+                                "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n",
+                                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n",
+                                "HTTP/1.1 101 Switching Protocols\r\n\r\n"}) {
+    notify::Http1Response r;
+    EXPECT_EQ(r.feed(bad), Progress::malformed) << bad;
+    EXPECT_NE(r.error().find("malformed"), std::string::npos) << r.error();
+  }
+  notify::Http1Response huge;
+  EXPECT_EQ(huge.feed("HTTP/1.1 200 OK\r\n" + std::string(notify::Http1Response::kHeadLimit, 'h')), Progress::malformed);
+  notify::Http1Response cut;
+  EXPECT_EQ(cut.feed("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort"), Progress::incomplete);
+  EXPECT_EQ(cut.end_of_stream(), Progress::malformed);
+  notify::Http1Response nothing;
+  EXPECT_EQ(nothing.end_of_stream(), Progress::malformed);
+  EXPECT_FALSE(nothing.started());
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
-// The webhook target (docs/notifications.md): an HTTP POST per event, many at once on one
-// libcurl multi handle, whose connection cache keeps connections alive between events. The
-// multi handle is driven by socket events (curl_multi_socket_action on an epoll set of this
-// target's own), so libcurl touches only the transfers whose sockets are ready instead of
-// polling every one on each pass.
+// The webhook target (docs/notifications.md), and its libcurl client (targets/webhook.hpp): an
+// HTTP POST per event, many at once on one libcurl multi handle, whose connection cache keeps
+// connections alive between events. The multi handle is driven by socket events
+// (curl_multi_socket_action on an epoll set of this target's own), so libcurl touches only the
+// transfers whose sockets are ready instead of polling every one on each pass.
+#include "notify/targets/webhook.hpp"
+
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
-#include "notify/target.hpp"
+#include "notify/targets/http1.hpp"
 
 #include <curl/curl.h>
 #include <sys/epoll.h>
@@ -32,19 +34,15 @@ std::size_t keep_body(char* data, std::size_t size, std::size_t n, void* out) {
   return size * n;
 }
 
-// 2xx is delivered; 408, 429, 5xx and failures to connect or to answer in time are retried;
-// any other answer is final.
+// Failures to connect or to answer in time are retried; answers as webhook_answer says.
 DeliveryResult classify(CURLcode rc, long status, const std::string& response) {
   if (rc != CURLE_OK) return {DeliveryResult::Outcome::retry, std::string("webhook: ") + curl_easy_strerror(rc)};
-  if (status >= 200 && status < 300) return {};
-  const bool retry = status == 408 || status == 429 || status >= 500;
-  return {retry ? DeliveryResult::Outcome::retry : DeliveryResult::Outcome::reject,
-          "webhook: HTTP " + std::to_string(status) + (response.empty() ? "" : ": " + response)};
+  return webhook_answer(status, response);
 }
 
-class Webhook final : public Target {
+class CurlWebhook final : public Target {
  public:
-  explicit Webhook(WebhookTarget target) : target_(std::move(target)) {
+  explicit CurlWebhook(WebhookTarget target) : target_(std::move(target)) {
     static std::once_flag initialized;
     std::call_once(initialized, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     multi_ = curl_multi_init();
@@ -55,16 +53,16 @@ class Webhook final : public Target {
     ev.events = EPOLLIN;
     ev.data.fd = wake_;
     ::epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev);
-    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Webhook::on_socket);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &CurlWebhook::on_socket);
     curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
-    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Webhook::on_timer);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &CurlWebhook::on_timer);
     curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
     headers_ = curl_slist_append(headers_, "Content-Type: application/cloudevents+json");
     headers_ = curl_slist_append(headers_, "Expect:");  // no 100-continue round trip
     for (const auto& [name, value] : target_.headers) headers_ = curl_slist_append(headers_, (name + ": " + value).c_str());
   }
 
-  ~Webhook() override {
+  ~CurlWebhook() override {
     for (auto& transfer : in_flight_) {
       curl_multi_remove_handle(multi_, transfer->handle);
       curl_easy_cleanup(transfer->handle);
@@ -200,7 +198,7 @@ class Webhook final : public Target {
   }
 
   static int on_socket(CURL*, curl_socket_t fd, int what, void* self, void*) {
-    auto& target = *static_cast<Webhook*>(self);
+    auto& target = *static_cast<CurlWebhook*>(self);
     auto it = target.sockets_.try_emplace(fd).first;
     Socket& socket = it->second;
     if (what == CURL_POLL_REMOVE) {
@@ -219,7 +217,7 @@ class Webhook final : public Target {
   }
 
   static int on_timer(CURLM*, long ms, void* self) {
-    auto& target = *static_cast<Webhook*>(self);
+    auto& target = *static_cast<CurlWebhook*>(self);
     if (ms < 0) {
       target.timer_.reset();
     } else {
@@ -230,12 +228,12 @@ class Webhook final : public Target {
 
   static curl_socket_t open_socket(void* self, curlsocktype, curl_sockaddr* address) {
     const int fd = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
-    if (fd >= 0) static_cast<Webhook*>(self)->sockets_[fd].own = true;
+    if (fd >= 0) static_cast<CurlWebhook*>(self)->sockets_[fd].own = true;
     return fd >= 0 ? fd : CURL_SOCKET_BAD;
   }
 
   static int close_socket(void* self, curl_socket_t fd) {
-    auto& target = *static_cast<Webhook*>(self);
+    auto& target = *static_cast<CurlWebhook*>(self);
     if (auto it = target.sockets_.find(fd); it != target.sockets_.end()) {
       target.unwatch(it);
       target.sockets_.erase(it);
@@ -281,9 +279,9 @@ class Webhook final : public Target {
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_body);
-    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, &Webhook::open_socket);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, &CurlWebhook::open_socket);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, this);
-    curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, &Webhook::close_socket);
+    curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, &CurlWebhook::close_socket);
     curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, this);
     return h;
   }
@@ -302,6 +300,18 @@ class Webhook final : public Target {
 
 }  // namespace
 
-std::unique_ptr<Target> make_webhook_target(const WebhookTarget& target) { return std::make_unique<Webhook>(target); }
+DeliveryResult webhook_answer(long status, std::string_view body) {
+  if (status >= 200 && status < 300) return {};
+  const bool retry = status == 408 || status == 429 || status >= 500;
+  return {retry ? DeliveryResult::Outcome::retry : DeliveryResult::Outcome::reject,
+          "webhook: HTTP " + std::to_string(status) + (body.empty() ? "" : ": " + printable(body, Http1Response::kBodyKept))};
+}
+
+std::unique_ptr<Target> make_curl_webhook(const WebhookTarget& target) { return std::make_unique<CurlWebhook>(target); }
+
+std::unique_ptr<Target> make_webhook_target(const WebhookTarget& target) {
+  if (auto plain = make_plain_webhook(target)) return plain;
+  return make_curl_webhook(target);
+}
 
 }  // namespace deviceshadow::notify
