@@ -129,20 +129,27 @@ TEST_P(Webhook, ARefusedConnectionOrATimeoutIsRetried) {
   EXPECT_EQ(notify::deliver_now(*target, delivery("{}")).outcome, Outcome::delivered);  // a new connection after the broken one
 }
 
+// A listening socket on a free port of 127.0.0.1.
+int listen_on_loopback(int& port) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 8) != 0) {
+    throw std::runtime_error("cannot listen on 127.0.0.1");
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  port = ntohs(addr.sin_port);
+  return listener;
+}
+
 // A receiver that answers each request as if keeping the connection alive, then closes it: the
 // target's idle connection is closed under it between deliveries.
 class ClosingReceiver {
  public:
   ClosingReceiver() {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::listen(listener_, 8);
-    socklen_t len = sizeof addr;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    listener_ = listen_on_loopback(port_);
     thread_ = std::thread([this] {
       for (int c; (c = ::accept(listener_, nullptr, nullptr)) >= 0;) {
         std::string request;
@@ -197,15 +204,7 @@ class ScriptedReceiver {
   static constexpr const char* kClose = "<close>";
 
   explicit ScriptedReceiver(std::vector<std::string> script) : script_(std::move(script)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::listen(listener_, 8);
-    socklen_t len = sizeof addr;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    listener_ = listen_on_loopback(port_);
     thread_ = std::thread([this] {
       for (int c; (c = ::accept(listener_, nullptr, nullptr)) >= 0;) {
         ++connections;
@@ -321,14 +320,8 @@ TEST_P(Webhook, GarbageOrNoAnswerIsRetriedAndTheNextDeliveryGetsThrough) {
 // A receiver that answers 413 as soon as it has read a request's head, and then reads no more:
 // the answer counts although the body could not be sent.
 TEST_P(Webhook, AnAnswerBeforeTheWholeRequestIsSentCounts) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ::listen(listener, 4);
-  socklen_t len = sizeof addr;
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = 0;
+  const int listener = listen_on_loopback(port);
   std::atomic<bool> answered{false};
   std::thread receiver([listener, &answered] {
     const int c = ::accept(listener, nullptr, nullptr);
@@ -340,7 +333,7 @@ TEST_P(Webhook, AnAnswerBeforeTheWholeRequestIsSentCounts) {
     for (int i = 0; i < 500 && !answered; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // reading nothing
     ::close(c);
   });
-  auto target = make({"http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/hook", "", {}, std::chrono::milliseconds(2500)});
+  auto target = make({"http://127.0.0.1:" + std::to_string(port) + "/hook", "", {}, std::chrono::milliseconds(2500)});
   const std::string huge(64 << 20, 'x');
   const notify::DeliveryResult r = notify::deliver_now(*target, delivery(huge));
   answered = true;
