@@ -23,7 +23,7 @@ template <typename F>
 void each_token(std::string_view value, F f) {
   while (!value.empty()) {
     const std::size_t comma = value.find(',');
-    f(trim(value.substr(0, comma)));
+    if (const std::string_view element = trim(value.substr(0, comma)); !element.empty()) f(element);  // "a, ,b": two
     value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
   }
 }
@@ -66,7 +66,8 @@ Http1Response::Progress Http1Response::feed(std::string_view bytes) {
     const std::size_t newline = bytes.find('\n');
     const std::string_view piece = bytes.substr(0, newline);
     const bool in_head = part_ == Part::status_line || part_ == Part::header;
-    if (line_.size() + piece.size() > kHeadLimit || (in_head && (head_bytes_ += piece.size() + 1) > kHeadLimit)) {
+    if (in_head) head_bytes_ += piece.size() + (newline == std::string_view::npos ? 0 : 1);
+    if (line_.size() + piece.size() > kHeadLimit || head_bytes_ > kHeadLimit) {
       return fail("its head is over " + std::to_string(kHeadLimit) + " bytes");
     }
     line_.append(piece);
@@ -106,7 +107,7 @@ Http1Response::Progress Http1Response::line(std::string_view text) {
         return fail("not an HTTP/1.x status line: " + printable(text));
       }
       status_ = status;
-      keep_alive_ = text[7] != '0';  // HTTP/1.0 closes unless it says keep-alive
+      http10_ = text[7] == '0';
       part_ = Part::header;
       return progress_;
     }
@@ -130,8 +131,8 @@ Http1Response::Progress Http1Response::line(std::string_view text) {
         each_token(value, [&](std::string_view coding) { chunked_ = iequals(coding, "chunked"); });  // the last one counts
       } else if (iequals(name, "Connection")) {
         each_token(value, [&](std::string_view option) {
-          if (iequals(option, "close")) keep_alive_ = false;
-          if (iequals(option, "keep-alive")) keep_alive_ = true;
+          close_ = close_ || iequals(option, "close");
+          keep_alive_asked_ = keep_alive_asked_ || iequals(option, "keep-alive");
         });
       }
       return progress_;
@@ -167,19 +168,21 @@ Http1Response::Progress Http1Response::end_of_head() {
     started_ = true;
     return progress_;
   }
+  // HTTP/1.0 closes unless it asks to keep alive; "close" wins; framing by Transfer-Encoding in
+  // HTTP/1.0 or beside a Content-Length is suspect: the connection ends after it (RFC 9112 6.3).
+  keep_alive_ = !close_ && (!http10_ || keep_alive_asked_) && !(transfer_coded_ && (http10_ || has_length_));
   if (status_ == 204 || status_ == 304) {
     progress_ = Progress::complete;
     part_ = Part::done;
   } else if (transfer_coded_) {
     part_ = chunked_ ? Part::chunk_size : Part::until_close;
-    if (!chunked_) keep_alive_ = false;
   } else if (has_length_) {
     part_ = remaining_ == 0 ? Part::done : Part::length;
     if (remaining_ == 0) progress_ = Progress::complete;
   } else {
     part_ = Part::until_close;
-    keep_alive_ = false;
   }
+  if (part_ == Part::until_close) keep_alive_ = false;
   return progress_;
 }
 

@@ -43,7 +43,10 @@ class Http1Response {
   std::string line_;            // the line being read
   std::size_t head_bytes_ = 0;  // of this response's head so far
   int status_ = 0;
-  bool keep_alive_ = true;
+  bool http10_ = false;
+  bool close_ = false;             // Connection: close
+  bool keep_alive_asked_ = false;  // Connection: keep-alive
+  bool keep_alive_ = false;        // decided at the end of the head
   bool transfer_coded_ = false;  // a Transfer-Encoding header came
   bool chunked_ = false;         // ... ending in chunked
   bool extra_ = false;

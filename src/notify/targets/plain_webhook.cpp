@@ -3,8 +3,8 @@
 // goes out in one sendmsg (head and body); the answer is read as it arrives (Http1Response).
 // A connection whose answer was complete and kept alive waits for the next delivery; one the
 // receiver closes meanwhile is dropped when it stirs, and a delivery that finds its reused
-// connection dead before any answer byte goes again once on a new one. Host names are resolved
-// when a connection opens (blocking this registration's sender, not the others').
+// connection dead before any answer byte goes again once on a new one. Host names are looked
+// up on a thread of their own (Resolver).
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
 #include "notify/targets/http1.hpp"
@@ -26,7 +26,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -41,7 +44,7 @@ using Clock = std::chrono::steady_clock;
 struct Endpoint {
   std::string host;     // as in the URL ("[::1]" for an IPv6 address)
   std::string port;     // "80" when the URL has none
-  std::string authority;  // the Host header: host, and the port when the URL has one
+  std::string authority;  // the Host header: host, and the port unless it is 80
   std::string target;   // path and query: the request target
 };
 
@@ -57,12 +60,13 @@ std::optional<Endpoint> plain_endpoint(const std::string& url) {
     curl_free(text);
     return value;
   };
+  // Left to libcurl: credentials, an IPv6 zone, a host name to be converted to ASCII (IDN).
   if (curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK && part(CURLUPART_SCHEME) == "http" && !part(CURLUPART_USER) &&
-      !part(CURLUPART_PASSWORD)) {
+      !part(CURLUPART_PASSWORD) && !part(CURLUPART_ZONEID)) {
     const auto host = part(CURLUPART_HOST), port = part(CURLUPART_PORT, CURLU_DEFAULT_PORT), path = part(CURLUPART_PATH);
-    if (host && port && path) {
-      const auto explicit_port = part(CURLUPART_PORT), query = part(CURLUPART_QUERY);
-      endpoint = Endpoint{*host, *port, *host + (explicit_port ? ":" + *explicit_port : ""), *path + (query ? "?" + *query : "")};
+    if (host && port && path && std::ranges::all_of(*host, [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+      const auto query = part(CURLUPART_QUERY);
+      endpoint = Endpoint{*host, *port, *host + (*port == "80" ? "" : ":" + *port), *path + (query ? "?" + *query : "")};
     }
   }
   curl_url_cleanup(u);
@@ -85,24 +89,114 @@ bool written_by_the_client(std::string_view header) {
   return false;
 }
 
+// A host's addresses. A literal address is known at once; a name is looked up on a thread of
+// its own, so that a slow resolver holds up only the deliveries that wait for a new connection
+// (within their timeouts), never run() or wake(). Addresses are kept a minute, or until every
+// one of them failed.
+class Resolver {
+ public:
+  Resolver(std::string host, std::string port) : port_(std::move(port)), lookup_(std::make_shared<Lookup>()) {
+    host_ = host.size() > 2 && host.front() == '[' ? host.substr(1, host.size() - 2) : std::move(host);
+    if (lookup_->event < 0) throw std::runtime_error("webhook: cannot set up its resolver");
+    literal_ = resolve(host_, port_, AI_NUMERICHOST, addresses_).empty();
+  }
+
+  // Readable while a finished lookup waits to be collected.
+  int fd() const { return lookup_->event; }
+
+  // The addresses, or null while they are being looked up (a lookup is started if none runs).
+  const std::vector<sockaddr_storage>* addresses() {
+    if (literal_ || (!addresses_.empty() && Clock::now() - resolved_at_ < std::chrono::minutes(1))) return &addresses_;
+    if (!looking_up_) {
+      looking_up_ = true;
+      std::thread([lookup = lookup_, host = host_, port = port_] {
+        std::vector<sockaddr_storage> found;
+        std::string error = resolve(host, port, 0, found);
+        std::lock_guard lock(lookup->mutex);
+        lookup->found = std::move(found);
+        lookup->error = std::move(error);
+        const std::uint64_t one = 1;
+        [[maybe_unused]] const auto put = ::write(lookup->event, &one, sizeof one);
+      }).detach();
+    }
+    return nullptr;
+  }
+
+  // Takes the outcome of the lookup that finished (fd() was readable): empty, or why it failed.
+  std::string collect() {
+    std::uint64_t count;
+    [[maybe_unused]] const auto got = ::read(lookup_->event, &count, sizeof count);
+    std::lock_guard lock(lookup_->mutex);
+    looking_up_ = false;
+    addresses_ = std::move(lookup_->found);
+    resolved_at_ = Clock::now();
+    return std::move(lookup_->error);
+  }
+
+  // Every address failed: the next connection looks the name up again.
+  void forget() {
+    if (!literal_) addresses_.clear();
+  }
+
+ private:
+  struct Lookup {  // shared with the lookup's thread, which may outlive the target
+    std::mutex mutex;
+    std::vector<sockaddr_storage> found;
+    std::string error;
+    int event = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ~Lookup() { ::close(event); }
+  };
+
+  static std::string resolve(const std::string& host, const std::string& port, int flags, std::vector<sockaddr_storage>& out) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = flags;
+    addrinfo* found = nullptr;
+    if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) return "cannot resolve " + host + ": " + ::gai_strerror(rc);
+    for (addrinfo* a = found; a; a = a->ai_next) {
+      sockaddr_storage address{};
+      std::memcpy(&address, a->ai_addr, std::min<std::size_t>(a->ai_addrlen, sizeof address));
+      out.push_back(address);
+    }
+    ::freeaddrinfo(found);
+    return out.empty() ? "cannot resolve " + host + ": no address" : "";
+  }
+
+  std::string host_;  // without the brackets of an IPv6 address
+  std::string port_;
+  bool literal_ = false;
+  bool looking_up_ = false;
+  std::vector<sockaddr_storage> addresses_;
+  Clock::time_point resolved_at_;
+  std::shared_ptr<Lookup> lookup_;
+};
+
 class PlainWebhook final : public Target {
  public:
-  PlainWebhook(WebhookTarget target, Endpoint endpoint) : target_(std::move(target)), endpoint_(std::move(endpoint)) {
+  PlainWebhook(WebhookTarget target, Endpoint endpoint)
+      : target_(std::move(target)), endpoint_(std::move(endpoint)), resolver_(endpoint_.host, endpoint_.port) {
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (epoll_ < 0 || wake_ < 0) throw std::runtime_error("webhook: cannot set up its event loop");
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = wake_;
-    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev);
-    head_ = "POST " + endpoint_.target + " HTTP/1.1\r\nHost: " + endpoint_.authority + "\r\nContent-Type: application/cloudevents+json\r\n";
-    for (const auto& [name, value] : target_.headers) head_ += name + ": " + value + "\r\n";
+    for (const int fd : {wake_, resolver_.fd()}) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = fd;
+      ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
+    }
+    // As libcurl writes it: Accept, and no header of the registration's whose value is empty.
+    head_ = "POST " + endpoint_.target + " HTTP/1.1\r\nHost: " + endpoint_.authority +
+            "\r\nAccept: */*\r\nContent-Type: application/cloudevents+json\r\n";
+    for (const auto& [name, value] : target_.headers) {
+      if (!value.empty()) head_ += name + ": " + value + "\r\n";
+    }
     head_ += "Content-Length: ";
   }
 
   ~PlainWebhook() override {
     for (auto& [fd, exchange] : busy_) ::close(fd);
-    for (const Idle& idle : idle_) ::close(idle.fd);
+    for (const int fd : idle_) ::close(fd);
     ::close(wake_);
     ::close(epoll_);
   }
@@ -118,38 +212,38 @@ class PlainWebhook final : public Target {
     }
     x->head += "\r\n";
     x->body = d.body;
-    if (!idle_.empty()) {
-      x->fd = idle_.back().fd;
-      x->watched = idle_.back().watched;
-      x->reused = true;
-      idle_.pop_back();
-    } else if (std::string why; !connect(*x, why)) {
-      return fail(std::move(x), why);
-    }
+    if (idle_.empty()) return open(std::move(x));
+    x->fd = idle_.back();
+    x->watched = EPOLLIN;
+    x->reused = true;
+    idle_.pop_back();
     advance(std::move(x), 0);
   }
 
   void run(std::chrono::milliseconds timeout, const Done& done) override {
-    if (finished_.empty()) {
-      for (const auto& [fd, x] : busy_) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(x->deadline - Clock::now());
-        timeout = std::clamp(left, std::chrono::milliseconds(0), timeout);
+    if (!finished_.empty()) timeout = std::chrono::milliseconds(0);  // report them now
+    const auto now = Clock::now();
+    auto until = [&](Clock::time_point t) {
+      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(t - now), std::chrono::milliseconds(0), timeout);
+    };
+    for (const auto& [fd, x] : busy_) until(x->connecting ? std::min(x->deadline, x->attempt_deadline) : x->deadline);
+    for (const auto& x : waiting_) until(x->deadline);
+    epoll_event events[32];
+    const int n = ::epoll_wait(epoll_, events, 32, static_cast<int>(timeout.count()));
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == wake_) {
+        std::uint64_t count;
+        [[maybe_unused]] const auto got = ::read(wake_, &count, sizeof count);
+      } else if (fd == resolver_.fd()) {
+        resolved(resolver_.collect());
+      } else if (auto node = busy_.extract(fd)) {
+        advance(std::move(node.mapped()), events[i].events);
+      } else if (std::erase(idle_, fd)) {
+        ::close(fd);  // an idle connection stirred: closed by the receiver, or an answer nobody asked for
       }
-      epoll_event events[32];
-      const int n = ::epoll_wait(epoll_, events, 32, static_cast<int>(timeout.count()));
-      for (int i = 0; i < n; ++i) {
-        const int fd = events[i].data.fd;
-        if (fd == wake_) {
-          std::uint64_t count;
-          [[maybe_unused]] const auto got = ::read(wake_, &count, sizeof count);
-        } else if (auto node = busy_.extract(fd)) {
-          advance(std::move(node.mapped()), events[i].events);
-        } else if (std::erase_if(idle_, [&](const Idle& idle) { return idle.fd == fd; })) {
-          ::close(fd);  // an idle connection stirred: closed by the receiver, or an answer nobody asked for
-        }
-      }
-      expire();
     }
+    expire();
     for (auto& [tag, result] : std::exchange(finished_, {})) done(tag, std::move(result));
   }
 
@@ -160,6 +254,7 @@ class PlainWebhook final : public Target {
 
  private:
   static constexpr std::size_t kIdleMax = 64;  // kept-alive connections waiting for a delivery
+  static constexpr int kReadsPerWake = 8;       // reads of one answer before run() looks at others
 
   struct Exchange {
     std::uint64_t tag = 0;
@@ -173,56 +268,52 @@ class PlainWebhook final : public Target {
     bool reused = false;  // fd carried an earlier exchange
     std::vector<sockaddr_storage> addresses;  // the host's, while connecting
     std::size_t next_address = 0;
+    Clock::time_point attempt_deadline;  // when connecting to this address gives way to the next
     Http1Response response;
   };
 
-  struct Idle {
-    int fd;
-    std::uint32_t watched;
-  };
+  // Gets x a new connection, once the host's addresses are known.
+  void open(std::unique_ptr<Exchange> x) {
+    const std::vector<sockaddr_storage>* addresses = resolver_.addresses();
+    if (!addresses) return waiting_.push_back(std::move(x));
+    x->addresses = *addresses;
+    x->next_address = 0;
+    connect(std::move(x), "cannot connect to " + endpoint_.host + ":" + endpoint_.port);
+  }
 
-  // Opens a connection for x: to the host's next address that accepts a non-blocking connect.
-  bool connect(Exchange& x, std::string& why) {
-    if (x.addresses.empty()) {
-      addrinfo hints{};
-      hints.ai_family = AF_UNSPEC;
-      hints.ai_socktype = SOCK_STREAM;
-      std::string host = endpoint_.host;
-      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-      addrinfo* found = nullptr;
-      if (const int rc = ::getaddrinfo(host.c_str(), endpoint_.port.c_str(), &hints, &found); rc != 0) {
-        why = "cannot resolve " + endpoint_.host + ": " + ::gai_strerror(rc);
-        return false;
+  // A lookup finished: the deliveries that waited for it connect, or fail with `error`.
+  void resolved(const std::string& error) {
+    for (auto& x : std::exchange(waiting_, {})) {
+      if (error.empty()) {
+        open(std::move(x));
+      } else {
+        fail(std::move(x), error);
       }
-      for (addrinfo* a = found; a; a = a->ai_next) {
-        sockaddr_storage address{};
-        std::memcpy(&address, a->ai_addr, std::min<std::size_t>(a->ai_addrlen, sizeof address));
-        x.addresses.push_back(address);
-      }
-      ::freeaddrinfo(found);
-      x.next_address = 0;
     }
-    why = "cannot connect to " + endpoint_.host + ":" + endpoint_.port;
-    while (x.next_address < x.addresses.size()) {
-      const sockaddr_storage& address = x.addresses[x.next_address++];
+  }
+
+  // Connects x to its next address that takes a non-blocking connect; each address gets an
+  // equal share of the time left. Fails x with `why` when none is left.
+  void connect(std::unique_ptr<Exchange> x, std::string why) {
+    while (x->next_address < x->addresses.size()) {
+      const std::size_t left = x->addresses.size() - x->next_address;
+      const sockaddr_storage& address = x->addresses[x->next_address++];
       const int fd = ::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (fd < 0) {
-        why += std::string(": ") + std::strerror(errno);
-        continue;
-      }
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       const socklen_t length = address.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-      if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) == 0 || errno == EINPROGRESS) {
-        x.fd = fd;
-        x.watched = 0;
-        x.connecting = true;  // a connect that completed at once shows as writable
-        return true;
+      const int one = 1;
+      if (fd >= 0 && ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0 &&
+          (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) == 0 || errno == EINPROGRESS)) {
+        x->fd = fd;
+        x->watched = 0;
+        x->connecting = true;  // a connect that completed at once shows as writable
+        x->attempt_deadline = Clock::now() + (x->deadline - Clock::now()) / static_cast<int>(left);
+        return advance(std::move(x), 0);
       }
       why = "cannot connect to " + endpoint_.host + ":" + endpoint_.port + ": " + std::strerror(errno);
-      ::close(fd);
+      if (fd >= 0) ::close(fd);
     }
-    return false;
+    resolver_.forget();
+    fail(std::move(x), why);
   }
 
   // Moves x on as far as its socket allows (`events`: what epoll reported, 0 when starting),
@@ -233,16 +324,15 @@ class PlainWebhook final : public Target {
       int error = 0;
       socklen_t length = sizeof error;
       if (::getsockopt(x->fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
-      if (error != 0) {  // the next address, if any
+      if (error != 0) {
         close(*x);
-        std::string why;
-        if (!connect(*x, why)) return fail(std::move(x), why + ": " + std::strerror(error));
-        return advance(std::move(x), 0);
+        return connect(std::move(x), "cannot connect to " + endpoint_.host + ":" + endpoint_.port + ": " + std::strerror(error));
       }
       x->connecting = false;
       x->addresses.clear();
     }
     const std::size_t total = x->head.size() + x->body.size();
+    std::string send_error;  // the receiver may have answered before it stopped reading
     while (x->sent < total) {
       iovec parts[2];
       std::size_t count = 0;
@@ -258,23 +348,28 @@ class PlainWebhook final : public Target {
         if (events & EPOLLIN) break;  // the receiver answers early (a 413, say): read it
         return park(std::move(x), EPOLLIN | EPOLLOUT);
       }
-      if (n < 0) return broken(std::move(x), std::strerror(errno));
+      if (n < 0) {
+        send_error = std::strerror(errno);
+        break;
+      }
       x->sent += static_cast<std::size_t>(n);
     }
-    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return park(std::move(x), EPOLLIN);
+    if (send_error.empty() && !(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return park(std::move(x), EPOLLIN);
+    const std::uint32_t wait_for = x->sent < total && send_error.empty() ? EPOLLIN | EPOLLOUT : EPOLLIN;
     char buffer[16384];
-    for (;;) {
+    for (int reads = 0; reads < kReadsPerWake; ++reads) {
       const ssize_t n = ::recv(x->fd, buffer, sizeof buffer, MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return park(std::move(x), x->sent < total ? EPOLLIN | EPOLLOUT : EPOLLIN);
-      if (n < 0) return broken(std::move(x), std::strerror(errno));
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && send_error.empty()) return park(std::move(x), wait_for);
+      if (n < 0) return broken(std::move(x), send_error.empty() ? std::strerror(errno) : send_error);
       const auto progress = n == 0 ? x->response.end_of_stream() : x->response.feed({buffer, static_cast<std::size_t>(n)});
       if (progress == Http1Response::Progress::complete) return finish(std::move(x));
       if (progress == Http1Response::Progress::malformed) {
-        return n == 0 ? broken(std::move(x), x->response.error()) : fail(std::move(x), x->response.error());
+        return n == 0 ? broken(std::move(x), send_error.empty() ? x->response.error() : send_error) : fail(std::move(x), x->response.error());
       }
-      if (static_cast<std::size_t>(n) < sizeof buffer) return park(std::move(x), x->sent < total ? EPOLLIN | EPOLLOUT : EPOLLIN);
+      if (static_cast<std::size_t>(n) < sizeof buffer && send_error.empty()) return park(std::move(x), wait_for);
     }
+    park(std::move(x), wait_for);  // more to read: epoll is level-triggered
   }
 
   // The connection failed. One that carried an earlier exchange may have been closed by the
@@ -285,14 +380,13 @@ class PlainWebhook final : public Target {
     x->reused = false;
     x->sent = 0;
     x->response = {};
-    if (std::string failed; !connect(*x, failed)) return fail(std::move(x), failed);
-    advance(std::move(x), 0);
+    open(std::move(x));
   }
 
   void finish(std::unique_ptr<Exchange> x) {
     const bool sent = x->sent == x->head.size() + x->body.size();  // else the answer came early
-    if (sent && x->response.reusable() && idle_.size() < kIdleMax) {
-      idle_.push_back({x->fd, x->watched});
+    if (sent && x->response.reusable() && idle_.size() < kIdleMax && watch(*x, EPOLLIN)) {
+      idle_.push_back(x->fd);
       x->fd = -1;
     }
     close(*x);
@@ -304,30 +398,54 @@ class PlainWebhook final : public Target {
     finished_.emplace_back(x->tag, DeliveryResult{DeliveryResult::Outcome::retry, "webhook: " + why});
   }
 
-  // Fails the exchanges whose time is up.
+  // Fails the exchanges whose time is up; one still connecting when its address's share of the
+  // time is up tries the next address.
   void expire() {
     const auto now = Clock::now();
+    const std::string timeout = "timeout: no answer within " + std::to_string(target_.timeout.count()) + " ms";
+    std::vector<std::unique_ptr<Exchange>> due;  // taken out first: connecting again adds to busy_
     for (auto it = busy_.begin(); it != busy_.end();) {
-      if (it->second->deadline > now) {
+      const Exchange& x = *it->second;
+      const bool next_address = x.connecting && x.attempt_deadline <= now && x.next_address < x.addresses.size();
+      if (x.deadline > now && !next_address) {
+        ++it;
+      } else {
+        due.push_back(std::move(it->second));
+        it = busy_.erase(it);
+      }
+    }
+    for (auto& x : due) {
+      close(*x);
+      if (x->deadline > now) {
+        connect(std::move(x), timeout);
+      } else {
+        fail(std::move(x), timeout);
+      }
+    }
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if ((*it)->deadline > now) {
         ++it;
         continue;
       }
-      auto x = std::move(it->second);
-      it = busy_.erase(it);
-      fail(std::move(x), "timeout: no answer within " + std::to_string(target_.timeout.count()) + " ms");
+      auto expired = std::move(*it);
+      it = waiting_.erase(it);
+      fail(std::move(expired), "timeout: " + endpoint_.host + " not resolved within " + std::to_string(target_.timeout.count()) + " ms");
     }
   }
 
+  // Makes epoll watch `events` on x's socket.
+  bool watch(Exchange& x, std::uint32_t events) {
+    if (x.watched == events) return true;
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.fd = x.fd;
+    if (::epoll_ctl(epoll_, x.watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, x.fd, &ev) != 0) return false;
+    x.watched = events;
+    return true;
+  }
+
   void park(std::unique_ptr<Exchange> x, std::uint32_t events) {
-    if (x->watched != events) {
-      epoll_event ev{};
-      ev.events = events;
-      ev.data.fd = x->fd;
-      if (::epoll_ctl(epoll_, x->watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, x->fd, &ev) != 0) {
-        return fail(std::move(x), std::string("cannot watch its connection: ") + std::strerror(errno));
-      }
-      x->watched = events;
-    }
+    if (!watch(*x, events)) return fail(std::move(x), std::string("cannot watch its connection: ") + std::strerror(errno));
     const int fd = x->fd;
     busy_.emplace(fd, std::move(x));
   }
@@ -340,11 +458,13 @@ class PlainWebhook final : public Target {
 
   const WebhookTarget target_;
   const Endpoint endpoint_;
+  Resolver resolver_;
   std::string head_;  // the request head up to the Content-Length value
   int epoll_ = -1;
   int wake_ = -1;  // an eventfd: wake() makes run() return
   std::unordered_map<int, std::unique_ptr<Exchange>> busy_;  // by socket
-  std::vector<Idle> idle_;
+  std::vector<std::unique_ptr<Exchange>> waiting_;           // for the host's addresses
+  std::vector<int> idle_;  // kept-alive connections, watched for EPOLLIN
   std::vector<std::pair<std::uint64_t, DeliveryResult>> finished_;  // reported by the next run()
 };
 
