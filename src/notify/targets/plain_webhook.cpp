@@ -31,6 +31,7 @@
 #include <optional>
 #include <thread>
 #include <stdexcept>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -109,7 +110,7 @@ class Resolver {
     if (literal_ || (!addresses_.empty() && Clock::now() - resolved_at_ < std::chrono::minutes(1))) return &addresses_;
     if (!looking_up_) {
       looking_up_ = true;
-      std::thread([lookup = lookup_, host = host_, port = port_] {
+      auto look_up = [lookup = lookup_, host = host_, port = port_] {
         std::vector<sockaddr_storage> found;
         std::string error = resolve(host, port, 0, found);
         std::lock_guard lock(lookup->mutex);
@@ -117,7 +118,12 @@ class Resolver {
         lookup->error = std::move(error);
         const std::uint64_t one = 1;
         [[maybe_unused]] const auto put = ::write(lookup->event, &one, sizeof one);
-      }).detach();
+      };
+      try {
+        std::thread(look_up).detach();
+      } catch (const std::system_error&) {
+        look_up();  // no thread to be had: look it up here
+      }
     }
     return nullptr;
   }
