@@ -1,6 +1,7 @@
 // The MQTT target against a Mosquitto broker (scripts/with-services.sh starts one and sets
 // DS_MQTT_URL), read back by a libmosquitto subscriber.
 #include "notify/target.hpp"
+#include "support/targets.hpp"
 
 #include <gtest/gtest.h>
 #include <mosquitto.h>
@@ -139,14 +140,7 @@ TEST(MqttTarget, AnUnreachableBrokerIsRetried) {
 
 TEST(MqttTarget, WakeEndsAWaitingRun) {
   auto target = notify::make_mqtt_target({"mqtt://127.0.0.1:9", "x", 1});
-  std::thread waker([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    target->wake();
-  });
-  const auto started = std::chrono::steady_clock::now();
-  target->run(std::chrono::seconds(30), [](std::uint64_t, notify::DeliveryResult) {});
-  waker.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  expect_wake_ends_a_waiting_run(*target);
 }
 
 }  // namespace
