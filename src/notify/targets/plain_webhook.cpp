@@ -31,7 +31,6 @@
 #include <optional>
 #include <thread>
 #include <stdexcept>
-#include <system_error>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -121,8 +120,8 @@ class Resolver {
       };
       try {
         std::thread(look_up).detach();
-      } catch (const std::system_error&) {
-        look_up();  // no thread to be had: look it up here
+      } catch (...) {
+        look_up();  // no thread to be had: look it up here (its outcome is collected all the same)
       }
     }
     return nullptr;
@@ -184,12 +183,18 @@ class PlainWebhook final : public Target {
       : target_(std::move(target)), endpoint_(std::move(endpoint)), resolver_(endpoint_.host, endpoint_.port) {
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (epoll_ < 0 || wake_ < 0) throw std::runtime_error("webhook: cannot set up its event loop");
+    bool ready = epoll_ >= 0 && wake_ >= 0;
     for (const int fd : {wake_, resolver_.fd()}) {
       epoll_event ev{};
       ev.events = EPOLLIN;
       ev.data.fd = fd;
-      ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
+      ready = ready && ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) == 0;
+    }
+    if (!ready) {
+      for (const int fd : {epoll_, wake_}) {
+        if (fd >= 0) ::close(fd);
+      }
+      throw std::runtime_error("webhook: cannot set up its event loop");
     }
     // As libcurl writes it: Accept, and no header of the registration's whose value is empty.
     head_ = "POST " + endpoint_.target + " HTTP/1.1\r\nHost: " + endpoint_.authority +
@@ -375,6 +380,7 @@ class PlainWebhook final : public Target {
       }
       if (static_cast<std::size_t>(n) < sizeof buffer && send_error.empty()) return park(std::move(x), wait_for);
     }
+    if (!send_error.empty()) return broken(std::move(x), send_error);  // a dead socket is not watched again
     park(std::move(x), wait_for);  // more to read: epoll is level-triggered
   }
 
