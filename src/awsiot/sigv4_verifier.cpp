@@ -1,6 +1,7 @@
 #include "awsiot/sigv4_verifier.hpp"
 
 #include "aws/sigv4.hpp"
+#include "deviceshadow/ascii.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/uri.hpp"
 
@@ -28,17 +29,6 @@ struct Authorization {
 
 Verification refuse(Refusal refusal, std::string detail) { return {nullptr, refusal, std::move(detail)}; }
 
-bool equals_ignoring_case(std::string_view a, std::string_view b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                    [](unsigned char x, unsigned char y) { return std::tolower(x) == std::tolower(y); });
-}
-
-std::string_view trim(std::string_view s) {
-  const std::size_t first = s.find_first_not_of(" \t");
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
-}
-
 std::vector<std::string_view> split(std::string_view s, char separator) {
   std::vector<std::string_view> parts;
   for (std::size_t start = 0;;) {
@@ -54,7 +44,7 @@ bool is_lower_hex(std::string_view s) { return s.find_first_not_of("0123456789ab
 // The first value of a header (names compared ignoring case), or nullopt.
 std::optional<std::string_view> header(const server::HttpRequest& request, std::string_view name) {
   for (const auto& [n, v] : request.headers) {
-    if (equals_ignoring_case(n, name)) return trim(v);
+    if (equals_ignoring_case(n, name)) return trim_spaces_and_tabs(v);
   }
   return std::nullopt;
 }
@@ -67,7 +57,7 @@ std::optional<Authorization> parse_authorization(std::string_view value) {
   if (value.empty() || (value.front() != ' ' && value.front() != '\t')) return std::nullopt;
   std::optional<std::string_view> credential, signed_headers, signature;
   for (std::string_view component : split(value, ',')) {
-    component = trim(component);
+    component = trim_spaces_and_tabs(component);
     const std::size_t eq = component.find('=');
     if (eq == std::string_view::npos) return std::nullopt;
     const std::string_view name = component.substr(0, eq);

@@ -1,6 +1,7 @@
 #include "cli/listen.hpp"
 
 #include "aws/sigv4.hpp"
+#include "deviceshadow/ascii.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "server/http.hpp"
@@ -26,22 +27,11 @@ constexpr std::string_view kSignatureHeader = "X-Shadow-Signature";
 constexpr std::string_view kEventTypePrefix = "deviceshadow.shadow.";
 constexpr std::size_t kMaxValueChars = 60;  // longer values are cut in the readable summary
 
-bool iequals(std::string_view a, std::string_view b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                    [](char x, char y) { return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y)); });
-}
-
 std::optional<std::string> header(const srv::HttpRequest& r, std::string_view name) {
   for (const auto& [n, v] : r.headers) {
-    if (iequals(n, name)) return v;
+    if (equals_ignoring_case(n, name)) return v;
   }
   return std::nullopt;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // Empty when `value` ("t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>", more
@@ -52,7 +42,7 @@ std::string check_signature(std::string_view value, std::string_view secret, std
   std::vector<std::string> signatures;
   while (!value.empty()) {
     const std::size_t comma = value.find(',');
-    const std::string_view item = trim(value.substr(0, comma));
+    const std::string_view item = trim_spaces_and_tabs(value.substr(0, comma));
     value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos) continue;

@@ -3,10 +3,9 @@
 // AWS API clients.
 #pragma once
 
+#include "deviceshadow/ascii.hpp"
 #include "server/http.hpp"
 
-#include <algorithm>
-#include <cctype>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -38,7 +37,7 @@ class HttpReceiver {
   // A request header's value (names compare case-insensitively), "(none)" when absent.
   static std::string header(const deviceshadow::server::HttpRequest& r, std::string_view name) {
     for (const auto& [n, v] : r.headers) {
-      if (std::equal(n.begin(), n.end(), name.begin(), name.end(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) return v;
+      if (deviceshadow::equals_ignoring_case(n, name)) return v;
     }
     return "(none)";
   }

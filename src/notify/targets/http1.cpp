@@ -1,5 +1,7 @@
 #include "notify/targets/http1.hpp"
 
+#include "deviceshadow/ascii.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -8,22 +10,12 @@
 namespace deviceshadow::notify {
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-  return std::ranges::equal(a, b, [](char x, char y) { return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y)); });
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // Calls `f` with each comma-separated element of a header value, trimmed.
 template <typename F>
 void each_token(std::string_view value, F f) {
   while (!value.empty()) {
     const std::size_t comma = value.find(',');
-    if (const std::string_view element = trim(value.substr(0, comma)); !element.empty()) f(element);  // "a, ,b": two
+    if (const std::string_view element = trim_spaces_and_tabs(value.substr(0, comma)); !element.empty()) f(element);  // "a, ,b": two
     value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
   }
 }
@@ -117,8 +109,8 @@ Http1Response::Progress Http1Response::line(std::string_view text) {
       if (colon == 0 || colon == std::string_view::npos || text.front() == ' ' || text.front() == '\t') {
         return fail("not a header line: " + printable(text));
       }
-      const std::string_view name = text.substr(0, colon), value = trim(text.substr(colon + 1));
-      if (iequals(name, "Content-Length")) {
+      const std::string_view name = text.substr(0, colon), value = trim_spaces_and_tabs(text.substr(colon + 1));
+      if (equals_ignoring_case(name, "Content-Length")) {
         std::uint64_t length = 0;
         const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
         if (value.empty() || ec != std::errc() || end != value.data() + value.size() || (has_length_ && length != remaining_)) {
@@ -126,19 +118,19 @@ Http1Response::Progress Http1Response::line(std::string_view text) {
         }
         has_length_ = true;
         remaining_ = length;
-      } else if (iequals(name, "Transfer-Encoding")) {
+      } else if (equals_ignoring_case(name, "Transfer-Encoding")) {
         transfer_coded_ = true;
-        each_token(value, [&](std::string_view coding) { chunked_ = iequals(coding, "chunked"); });  // the last one counts
-      } else if (iequals(name, "Connection")) {
+        each_token(value, [&](std::string_view coding) { chunked_ = equals_ignoring_case(coding, "chunked"); });  // the last one counts
+      } else if (equals_ignoring_case(name, "Connection")) {
         each_token(value, [&](std::string_view option) {
-          close_ = close_ || iequals(option, "close");
-          keep_alive_asked_ = keep_alive_asked_ || iequals(option, "keep-alive");
+          close_ = close_ || equals_ignoring_case(option, "close");
+          keep_alive_asked_ = keep_alive_asked_ || equals_ignoring_case(option, "keep-alive");
         });
       }
       return progress_;
     }
     case Part::chunk_size: {  // hex size [; extensions]
-      const std::string_view digits = trim(text.substr(0, text.find(';')));
+      const std::string_view digits = trim_spaces_and_tabs(text.substr(0, text.find(';')));
       std::uint64_t size = 0;
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size, 16);
       if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return fail("a bad chunk size");
