@@ -229,8 +229,8 @@ constexpr const char* kRemoveDeadLetter = "DELETE FROM dead_letters WHERE regist
 // The largest seq ever used: the last entry's, or the largest trimmed once none is left.
 constexpr const char* kFeedEnd =
     "SELECT max(coalesce((SELECT max(seq) FROM feed), 0), feed_trimmed.seq) FROM feed_trimmed";
-// VALUES, not INSERT ... SELECT: a SELECT that reads the table it inserts into is first copied
-// to a temporary table.
+// The seq is kFeedEnd's + 1 (the same subquery). VALUES, not INSERT ... SELECT: a SELECT that
+// reads the table it inserts into is first copied to a temporary table.
 constexpr const char* kAppendFeed =
     "INSERT INTO feed(seq, thing, name, entry) VALUES "
     "((SELECT max(coalesce((SELECT max(seq) FROM feed), 0), feed_trimmed.seq) FROM feed_trimmed) + 1, ?1, ?2, ?3)";

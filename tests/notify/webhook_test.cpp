@@ -366,7 +366,9 @@ TEST_P(Webhook, ADeadKeptConnectionIsReplacedUnlessItHadBegunToAnswer) {
   EXPECT_EQ(notify::deliver_now(*second, delivery("{}")).outcome, Outcome::retry);
   // Not sent a third time by the plain client (libcurl sends it again when no whole header
   // line came; a receiver sees a duplicate either way, which ids make harmless).
-  if (GetParam() == &notify::make_plain_webhook) EXPECT_EQ(partial.heads().size(), 2u);
+  if (GetParam() == &notify::make_plain_webhook) {
+    EXPECT_EQ(partial.heads().size(), 2u);
+  }
 }
 
 // Time runs out while connecting (the listener's queue is full, so the connect hangs) and while

@@ -5,6 +5,7 @@
 // receiver closes meanwhile is dropped when it stirs, and a delivery that finds its reused
 // connection dead before any answer byte goes again once on a new one. Host names are looked
 // up on a thread of their own (Resolver).
+#include "deviceshadow/ascii.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
 #include "notify/targets/http1.hpp"
@@ -21,7 +22,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -82,9 +82,7 @@ bool proxy_in_environment() {
 
 bool written_by_the_client(std::string_view header) {
   for (std::string_view own : {"Host", "Content-Length", "Transfer-Encoding", "Connection", "Expect"}) {
-    if (std::ranges::equal(header, own, [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b)); })) {
-      return true;
-    }
+    if (equals_ignoring_case(header, own)) return true;
   }
   return false;
 }
@@ -289,7 +287,7 @@ class PlainWebhook final : public Target {
     if (!addresses) return waiting_.push_back(std::move(x));
     x->addresses = *addresses;
     x->next_address = 0;
-    connect(std::move(x), "cannot connect to " + endpoint_.host + ":" + endpoint_.port);
+    connect(std::move(x), cannot_connect_);
   }
 
   // A lookup finished: the deliveries that waited for it connect, or fail with `error`.
@@ -320,7 +318,7 @@ class PlainWebhook final : public Target {
         x->attempt_deadline = Clock::now() + (x->deadline - Clock::now()) / static_cast<int>(left);
         return advance(std::move(x), 0);
       }
-      why = "cannot connect to " + endpoint_.host + ":" + endpoint_.port + ": " + std::strerror(errno);
+      why = cannot_connect_ + ": " + std::strerror(errno);
       if (fd >= 0) ::close(fd);
     }
     resolver_.forget();
@@ -337,13 +335,13 @@ class PlainWebhook final : public Target {
       if (::getsockopt(x->fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
       if (error != 0) {
         close(*x);
-        return connect(std::move(x), "cannot connect to " + endpoint_.host + ":" + endpoint_.port + ": " + std::strerror(error));
+        return connect(std::move(x), cannot_connect_ + ": " + std::strerror(error));
       }
       x->connecting = false;
       x->addresses.clear();
     }
     const std::size_t total = x->head.size() + x->body.size();
-    std::string send_error;  // the receiver may have answered before it stopped reading
+    std::string send_error;
     while (x->sent < total) {
       iovec parts[2];
       std::size_t count = 0;
@@ -365,22 +363,25 @@ class PlainWebhook final : public Target {
       }
       x->sent += static_cast<std::size_t>(n);
     }
-    if (send_error.empty() && !(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return park(std::move(x), EPOLLIN);
-    const std::uint32_t wait_for = x->sent < total && send_error.empty() ? EPOLLIN | EPOLLOUT : EPOLLIN;
+    // After a failed send the socket is read to its end (what the receiver answered before it
+    // stopped reading counts) and never watched again; the send's error is the one reported.
+    const bool dead = !send_error.empty();
+    if (!dead && !(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return park(std::move(x), EPOLLIN);
+    const std::uint32_t wait_for = x->sent < total ? EPOLLIN | EPOLLOUT : EPOLLIN;
     char buffer[16384];
     for (int reads = 0; reads < kReadsPerWake; ++reads) {
       const ssize_t n = ::recv(x->fd, buffer, sizeof buffer, MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && send_error.empty()) return park(std::move(x), wait_for);
-      if (n < 0) return broken(std::move(x), send_error.empty() ? std::strerror(errno) : send_error);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !dead) return park(std::move(x), wait_for);
+      if (n < 0) return broken(std::move(x), dead ? send_error : std::strerror(errno));
       const auto progress = n == 0 ? x->response.end_of_stream() : x->response.feed({buffer, static_cast<std::size_t>(n)});
       if (progress == Http1Response::Progress::complete) return finish(std::move(x));
       if (progress == Http1Response::Progress::malformed) {
-        return n == 0 ? broken(std::move(x), send_error.empty() ? x->response.error() : send_error) : fail(std::move(x), x->response.error());
+        return n == 0 ? broken(std::move(x), dead ? send_error : x->response.error()) : fail(std::move(x), x->response.error());
       }
-      if (static_cast<std::size_t>(n) < sizeof buffer && send_error.empty()) return park(std::move(x), wait_for);
+      if (static_cast<std::size_t>(n) < sizeof buffer && !dead) return park(std::move(x), wait_for);
     }
-    if (!send_error.empty()) return broken(std::move(x), send_error);  // a dead socket is not watched again
+    if (dead) return broken(std::move(x), send_error);
     park(std::move(x), wait_for);  // more to read: epoll is level-triggered
   }
 
@@ -470,6 +471,7 @@ class PlainWebhook final : public Target {
 
   const WebhookTarget target_;
   const Endpoint endpoint_;
+  const std::string cannot_connect_ = "cannot connect to " + endpoint_.host + ":" + endpoint_.port;
   Resolver resolver_;
   std::string head_;  // the request head up to the Content-Length value
   int epoll_ = -1;
