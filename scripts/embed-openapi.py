@@ -27,9 +27,9 @@ def main(source, out):
     literals = "".join(f"    R\"{delimiter}({part}){delimiter}\",\n" for part in parts)
     with open(out, "w", encoding="utf-8") as f:
         f.write("// Generated from docs/openapi.yaml by scripts/embed-openapi.py; do not edit.\n"
-                "#include \"server/openapi.hpp\"\n\n"
+                "#include \"api/openapi.hpp\"\n\n"
                 "#include <string>\n\n"
-                "namespace deviceshadow::server {\n"
+                "namespace deviceshadow::api {\n"
                 "namespace {\n\n"
                 "constexpr std::string_view kParts[] = {\n"
                 f"{literals}"
@@ -43,7 +43,7 @@ def main(source, out):
                 "  }();\n"
                 "  return json;\n"
                 "}\n\n"
-                "}  // namespace deviceshadow::server\n")
+                "}  // namespace deviceshadow::api\n")
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
 #include <string_view>
 
 namespace deviceshadow {
@@ -17,6 +18,33 @@ inline std::string_view trim_spaces_and_tabs(std::string_view s) {
   const std::size_t first = s.find_first_not_of(" \t");
   if (first == std::string_view::npos) return {};
   return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// s as it may be shown on a terminal or in a text log line: control characters (C0, DEL, and
+// the C1 range U+0080-U+009F, which some terminals obey as escape sequences) escaped as \xNN
+// or \u00NN, so that text from a client can neither forge lines nor drive the terminal.
+// keep_newlines leaves '\n' (for JSON laid out on several lines, whose strings are escaped).
+inline std::string printable(std::string_view s, bool keep_newlines = false) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && !(keep_newlines && c == '\n')) || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      const auto c1 = static_cast<unsigned char>(s[++i]);
+      out += "\\u00";
+      out += kHex[c1 >> 4];
+      out += kHex[c1 & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace deviceshadow

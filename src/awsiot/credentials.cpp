@@ -59,7 +59,7 @@ std::string read_private_file(const std::string& path) {
 
 CredentialsTable CredentialsTable::parse(std::string_view text) {
   CredentialsTable table;
-  server::for_each_entry(text, [&](int number, std::span<const std::string_view> fields) {
+  http::for_each_entry(text, [&](int number, std::span<const std::string_view> fields) {
     auto bad = [&](const std::string& why) {
       return std::runtime_error("AWS credentials file line " + std::to_string(number) + ": " + why);
     };
@@ -69,7 +69,7 @@ CredentialsTable CredentialsTable::parse(std::string_view text) {
     if (table.keys_.contains(id)) throw bad("access key id " + std::string(id) + " is listed twice");
     AccessKey key;
     try {
-      static_cast<server::Grant&>(key.principal) = server::parse_grant(fields.subspan(2));
+      static_cast<http::Grant&>(key.principal) = http::parse_grant(fields.subspan(2));
     } catch (const std::invalid_argument& e) {
       throw bad(e.what());
     }

@@ -11,7 +11,7 @@
 // clear (SigV4 needs them), so the file must not be readable or writable by group or others.
 #pragma once
 
-#include "server/auth.hpp"
+#include "http/auth.hpp"
 
 #include <string>
 #include <string_view>
@@ -20,7 +20,7 @@
 namespace deviceshadow::awsiot {
 
 // Who signed a request: the access key and the rights it carries.
-struct Principal : server::Grant {
+struct Principal : http::Grant {
   std::string access_key_id;
 };
 

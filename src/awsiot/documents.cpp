@@ -21,7 +21,7 @@ void append_member(std::string& out, std::string_view name, std::string_view val
 std::int64_t epoch_seconds(std::int64_t unix_ns) noexcept { return unix_ns / 1'000'000'000; }
 std::int64_t now_seconds() { return epoch_seconds(now().unix_nanos()); }
 
-AwsError aws_error(const Error& e) {
+AwsShadowError aws_shadow_error(const Error& e) {
   switch (e.code()) {
     case ErrorCode::invalid_json: return {400, "InvalidRequestException", "Payload contains invalid json"};
     case ErrorCode::invalid_request:
@@ -46,7 +46,7 @@ Error shadow_not_found(const ShadowKey& key, bool classic) {
   return Error::not_found("No shadow exists with name: '" + (classic ? key.thing : key.name) + "'");
 }
 
-std::string render_error_body(const AwsError& error) {
+std::string render_error_body(const AwsShadowError& error) {
   std::string body = "{\"code\":" + std::to_string(error.status) + ",\"message\":";
   append_json_string(body, error.message);
   return body + '}';

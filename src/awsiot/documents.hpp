@@ -14,15 +14,15 @@
 namespace deviceshadow::awsiot {
 
 // An error as AWS names it: HTTP status (also MQTT's "code"), exception name and message.
-struct AwsError {
+struct AwsShadowError {
   int status = 500;
   std::string_view type;  // "ConflictException", …
   std::string message;
 };
-AwsError aws_error(const Error& error);
+AwsShadowError aws_shadow_error(const Error& error);
 
 // {"code":<status>,"message":"…"} (+ "clientToken" and "timestamp" on MQTT's rejected topics).
-std::string render_error_body(const AwsError& error);
+std::string render_error_body(const AwsShadowError& error);
 
 // AWS's not-found error of a shadow: it names the shadow, or the thing for the classic shadow.
 Error shadow_not_found(const ShadowKey& key, bool classic);

@@ -11,13 +11,13 @@
 
 namespace deviceshadow::awsiot {
 
-using server::HttpResponse;
+using http::HttpResponse;
 
 struct Facade::Context {
-  const server::HttpRequest& request;
-  server::RequestTarget target;
+  const http::HttpRequest& request;
+  http::RequestTarget target;
   std::string route = "unmatched";
-  const server::Grant* grant = nullptr;  // null: the facade is open
+  const http::Grant* grant = nullptr;  // null: the facade is open
   ShadowKey key;                         // of a shadow route
   bool classic = false;                  // the key is the classic shadow's
 };
@@ -26,7 +26,7 @@ namespace {
 
 constexpr std::string_view kListPrefix = "/api/things/shadow/ListNamedShadowsForThing/";
 
-constexpr server::Route kRoutes[] = {
+constexpr http::Route kRoutes[] = {
     {"/things/{thing}/shadow", "GET, POST, DELETE"},
     {"/api/things/shadow/ListNamedShadowsForThing/{thing}", "GET"},
 };
@@ -35,7 +35,7 @@ constexpr std::size_t kMaxPageSize = 100;  // AWS's limit for ListNamedShadowsFo
 
 // AWS's rendering of an error: the exception name in x-amzn-ErrorType, {"code","message"}.
 HttpResponse error_response(const Error& e) {
-  const AwsError aws = aws_error(e);
+  const AwsShadowError aws = aws_shadow_error(e);
   return {aws.status, "application/json", render_error_body(aws), {{"x-amzn-ErrorType", std::string(aws.type) + ":"}}};
 }
 
@@ -43,40 +43,46 @@ HttpResponse json_response(std::string body) { return {200, "application/json", 
 
 }  // namespace
 
-std::span<const server::Route> Facade::routes() noexcept { return kRoutes; }
+std::span<const http::Route> Facade::routes() noexcept { return kRoutes; }
 
 bool Facade::serves(std::string_view target) noexcept {
   const std::string_view path = target.substr(0, target.find('?'));
   return path.starts_with("/things/") || path.starts_with(kListPrefix);
 }
 
-Facade::Facade(Engine& engine, FacadeAuth auth, server::Metrics& metrics, server::Logger& logger, FacadeOptions options)
+Facade::Facade(Engine& engine, FacadeAuth auth, http::Metrics& metrics, http::Logger& logger, FacadeOptions options)
     : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger), options_(std::move(options)) {}
 
-HttpResponse Facade::handle(const server::HttpRequest& request) {
+HttpResponse Facade::refuse(int status, const std::string& message) const {
+  HttpResponse r = error_response(Error(http::refusal_code(status), message));
+  r.status = status;
+  return r;
+}
+
+HttpResponse Facade::handle(const http::HttpRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   metrics_.request_started();
   Context ctx{request, {}};
   HttpResponse response;
   try {
-    ctx.target = server::split_target(request.target);
+    ctx.target = http::split_target(request.target);
     authenticate(ctx);
     response = route(ctx);
     response.sheddable = request.method == "GET";
   } catch (const Error& e) {
     response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) {
-      for (const server::Route& r : kRoutes) {
+      for (const http::Route& r : kRoutes) {
         if (r.path == ctx.route) response.headers.emplace_back("Allow", std::string(r.methods));
       }
     }
     if (response.status >= 500) {
-      logger_.log(server::LogLevel::error, "request failed",
+      logger_.log(http::LogLevel::error, "request failed",
                   {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
     }
   } catch (const std::exception& e) {
     response = error_response(Error(ErrorCode::internal, "internal error"));
-    logger_.log(server::LogLevel::error, "unexpected exception",
+    logger_.log(http::LogLevel::error, "unexpected exception",
                 {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -88,7 +94,10 @@ void Facade::authenticate(Context& ctx) const {
   if (auth_.verifier) {
     const Verification v = auth_.verifier->verify(ctx.request, std::chrono::system_clock::now());
     if (!v.ok()) {
-      logger_.log(server::LogLevel::info, "signature refused", {{"target", ctx.request.target}, {"why", v.detail}});
+      if (std::uint64_t suppressed = 0; refusal_log_.admit(suppressed)) {
+        logger_.log(http::LogLevel::info, "signature refused",
+                    {{"target", ctx.request.target}, {"why", v.detail}, {"suppressed", std::to_string(suppressed)}});
+      }
       throw Error(ErrorCode::forbidden, "the request signature is not valid: " + v.detail);
     }
     ctx.grant = v.principal;
@@ -98,7 +107,7 @@ void Facade::authenticate(Context& ctx) const {
   }
 }
 
-void Facade::authorize(const Context& ctx, server::Action action, std::string_view thing) const {
+void Facade::authorize(const Context& ctx, http::Action action, std::string_view thing) const {
   if (!ctx.grant) return;
   if (!ctx.grant->may(action)) throw Error(ErrorCode::forbidden, "this key's role may not do that");
   if (!ctx.grant->covers(thing)) throw Error(ErrorCode::forbidden, "this key does not cover thing " + std::string(thing));
@@ -107,13 +116,13 @@ void Facade::authorize(const Context& ctx, server::Action action, std::string_vi
 HttpResponse Facade::route(Context& ctx) {
   const std::vector<std::string>& s = ctx.target.segments;
   const std::string& m = ctx.request.method;
-  auto only = [&](const server::Route& r) {
+  auto only = [&](const http::Route& r) {
     ctx.route = r.path;
     if (!r.allows(m)) throw Error(ErrorCode::method_not_allowed, "Method " + m + " is not allowed here");
   };
   if (s.size() == 3 && s[0] == "things" && s[2] == "shadow") {
     only(kRoutes[0]);
-    server::allow_only(ctx.target.query, {"name"});
+    http::allow_only(ctx.target.query, {"name"});
     auto name = ctx.target.query.find("name");
     ctx.classic = name == ctx.target.query.end();
     ctx.key = {s[1], ctx.classic ? options_.classic_shadow : name->second};
@@ -134,7 +143,7 @@ HttpResponse Facade::route(Context& ctx) {
 }
 
 HttpResponse Facade::get(Context& ctx) {
-  authorize(ctx, server::Action::read, ctx.key.thing);
+  authorize(ctx, http::Action::read, ctx.key.thing);
   return json_response(render_document(engine_.get(ctx.key), engine_.store().shares_versions(),
                                        engine_.options().document.timestamp_keys, now_seconds()));
 }
@@ -143,27 +152,27 @@ HttpResponse Facade::update(Context& ctx) {
   UpdateRequestBody request =
       read_update_request(ctx.request.body, engine_.options().document.limits, options_.acknowledge);
   request.update.key = ctx.key;
-  if (request.update.reported) authorize(ctx, server::Action::write_reported, ctx.key.thing);
-  if (request.update.desired) authorize(ctx, server::Action::write_desired, ctx.key.thing);
+  if (request.update.reported) authorize(ctx, http::Action::write_reported, ctx.key.thing);
+  if (request.update.desired) authorize(ctx, http::Action::write_desired, ctx.key.thing);
   const UpdateResult result = engine_.update(request.update);
   return json_response(render_accepted(request.body.at("state"), result.shadow.record, engine_.store().shares_versions(),
                                        engine_.options().document.timestamp_keys, request.update.client_token));
 }
 
 HttpResponse Facade::remove(Context& ctx) {
-  authorize(ctx, server::Action::remove, ctx.key.thing);
+  authorize(ctx, http::Action::remove, ctx.key.thing);
   const DeleteResult result = engine_.remove(ctx.key);
   return json_response(render_deleted(result.record, engine_.store().shares_versions(), now_seconds(), ""));
 }
 
 HttpResponse Facade::list(Context& ctx) {
-  server::allow_only(ctx.target.query, {"nextToken", "pageSize"});
+  http::allow_only(ctx.target.query, {"nextToken", "pageSize"});
   const std::string& thing = ctx.target.segments[4];
   validate_thing(thing);
-  authorize(ctx, server::Action::list, thing);
+  authorize(ctx, http::Action::list, thing);
   std::size_t page = 25;
   if (auto it = ctx.target.query.find("pageSize"); it != ctx.target.query.end()) {
-    const std::uint64_t n = server::parse_uint(it->second, "pageSize");
+    const std::uint64_t n = http::parse_uint(it->second, "pageSize");
     if (n < 1 || n > kMaxPageSize) throw Error::invalid_request("pageSize must be between 1 and 100");
     page = static_cast<std::size_t>(n);
   }

@@ -9,10 +9,10 @@
 
 #include "awsiot/sigv4_verifier.hpp"
 #include "deviceshadow/engine.hpp"
-#include "server/auth.hpp"
-#include "server/http.hpp"
-#include "server/log.hpp"
-#include "server/metrics.hpp"
+#include "http/auth.hpp"
+#include "http/server.hpp"
+#include "http/log.hpp"
+#include "http/metrics.hpp"
 
 #include <span>
 #include <string>
@@ -29,35 +29,38 @@ struct FacadeOptions {
 // and gets its key's rights; else, with tokens, an API v1 bearer token; else it is open.
 struct FacadeAuth {
   const SigV4Verifier* verifier = nullptr;
-  const server::Authenticator* tokens = nullptr;
+  const http::Authenticator* tokens = nullptr;
 };
 
-class Facade {
+class Facade final : public http::Service {
  public:
-  Facade(Engine& engine, FacadeAuth auth, server::Metrics& metrics, server::Logger& logger, FacadeOptions options = {});
+  Facade(Engine& engine, FacadeAuth auth, http::Metrics& metrics, http::Logger& logger, FacadeOptions options = {});
 
   // Whether the request's path belongs to the facade (the rest is API v1's).
   static bool serves(std::string_view target) noexcept;
   // Never throws. Safe to call concurrently.
-  server::HttpResponse handle(const server::HttpRequest& request);
-  // The facade's routes, as server::Api::routes() lists API v1's.
-  static std::span<const server::Route> routes() noexcept;
+  http::HttpResponse handle(const http::HttpRequest& request) override;
+  // A refusal by the transport (an oversized body, …) in AWS's format, with `status` kept.
+  http::HttpResponse refuse(int status, const std::string& message) const override;
+  // The facade's routes, as http::Api::routes() lists API v1's.
+  static std::span<const http::Route> routes() noexcept;
 
  private:
   struct Context;
-  server::HttpResponse route(Context& ctx);
-  server::HttpResponse get(Context& ctx);
-  server::HttpResponse update(Context& ctx);
-  server::HttpResponse remove(Context& ctx);
-  server::HttpResponse list(Context& ctx);
+  http::HttpResponse route(Context& ctx);
+  http::HttpResponse get(Context& ctx);
+  http::HttpResponse update(Context& ctx);
+  http::HttpResponse remove(Context& ctx);
+  http::HttpResponse list(Context& ctx);
   void authenticate(Context& ctx) const;
-  void authorize(const Context& ctx, server::Action action, std::string_view thing) const;
+  void authorize(const Context& ctx, http::Action action, std::string_view thing) const;
 
   Engine& engine_;
   FacadeAuth auth_;
-  server::Metrics& metrics_;
-  server::Logger& logger_;
+  http::Metrics& metrics_;
+  http::Logger& logger_;
   FacadeOptions options_;
+  mutable http::LogRateLimit refusal_log_;  // any client can send bad signatures
 };
 
 }  // namespace deviceshadow::awsiot

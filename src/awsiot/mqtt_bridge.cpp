@@ -2,7 +2,7 @@
 
 #include "awsiot/documents.hpp"
 #include "notify/mqtt_session.hpp"
-#include "server/metrics.hpp"
+#include "deviceshadow/prometheus.hpp"
 
 #include "aws/sigv4.hpp"
 
@@ -78,7 +78,7 @@ std::string with_members(std::string document, std::optional<std::int64_t> times
 
 MqttMessage rejected(std::string_view base, const Error& error, std::string_view client_token) {
   return {std::string(base) + "/rejected",
-          with_members(render_error_body(aws_error(error)), now_seconds(), client_token)};
+          with_members(render_error_body(aws_shadow_error(error)), now_seconds(), client_token)};
 }
 
 // A get or delete request's payload: empty, or a JSON object (whose clientToken is echoed).
@@ -241,13 +241,13 @@ std::vector<MqttMessage> ShadowTopics::announce(const WriteNotice& write) const 
   return out;
 }
 
-MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions options)
+MqttBridge::MqttBridge(Engine& engine, http::Logger& logger, MqttBridgeOptions options)
     : engine_(engine),
       topics_(engine, options.classic_shadow, options.acknowledge),
       logger_(logger),
       options_(std::move(options)),
       owner_(random_owner()) {
-  if (options_.broker.rfind("mqtt://", 0) != 0) throw std::invalid_argument("--mqtt must be mqtt://HOST[:PORT], not " + options_.broker);
+  notify::parse_mqtt_broker(options_.broker);  // throws std::invalid_argument for a bad URL (shadowd checks it first)
   for (std::size_t i = 0; i < std::max<std::size_t>(options_.workers, 1); ++i) shards_.push_back(std::make_unique<Shard>());
   for (auto& shard : shards_) shard->thread = std::thread([this, s = shard.get()] { work(*s); });
   notify::MqttSessionOptions session;
@@ -260,7 +260,7 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
     // A clean session forgets its subscriptions: subscribe again on every connect.
     for (const std::string& filter : ShadowTopics::filters()) {
       if (std::string error = session_->subscribe(filter, kQos); !error.empty()) {
-        logger_.log(server::LogLevel::error, "mqtt: cannot subscribe", {{"filter", filter}, {"error", error}});
+        logger_.log(http::LogLevel::error, "mqtt: cannot subscribe", {{"filter", filter}, {"error", error}});
       }
     }
     const std::uint64_t n = ++stats_.connects;
@@ -269,14 +269,14 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
       std::lock_guard lock(announce_mutex_);  // so that a waiter sees the new count or the wake-up
     }
     announce_cv_.notify_all();  // announcements waiting for the broker go now
-    logger_.log(server::LogLevel::info, n == 1 ? "mqtt: connected" : "mqtt: reconnected",
+    logger_.log(http::LogLevel::info, n == 1 ? "mqtt: connected" : "mqtt: reconnected",
                 {{"broker", options_.broker}, {"connects", std::to_string(n)}});
   };
   session.on_disconnect = [this](const std::string& why) {
     stats_.connected = 0;
     ++stats_.disconnects;
     if (!stopping_) {
-      logger_.log(server::LogLevel::warn, "mqtt: connection lost, reconnecting", {{"broker", options_.broker}, {"why", why}});
+      logger_.log(http::LogLevel::warn, "mqtt: connection lost, reconnecting", {{"broker", options_.broker}, {"why", why}});
     }
   };
   session.on_message = [this](std::string_view topic, std::string_view payload) { received(topic, payload); };
@@ -285,7 +285,7 @@ MqttBridge::MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions
   announcer_ = std::thread([this] { announce_writes(); });
   engine_.set_write_observer([this](const WriteNotice& write) { observe(write); });
   if (!session_->wait_until_first_connected(kFirstConnectWait)) {
-    logger_.log(server::LogLevel::warn, "mqtt: not connected yet, still trying",
+    logger_.log(http::LogLevel::warn, "mqtt: not connected yet, still trying",
                 {{"broker", options_.broker}, {"state", session_->state()}});
   }
 }
@@ -306,7 +306,7 @@ MqttBridge::~MqttBridge() {
   engine_.set_write_observer({});  // no writer left: the workers are gone, and REST's before us
   announcer_.join();
   if (!announcements_.empty()) {
-    logger_.log(server::LogLevel::warn, "mqtt: stopping with writes not announced",
+    logger_.log(http::LogLevel::warn, "mqtt: stopping with writes not announced",
                 {{"writes", std::to_string(announcements_.size())}});
   }
   session_.reset();
@@ -345,7 +345,7 @@ void MqttBridge::work(Shard& shard) {
     std::vector<MqttMessage> answers = topics_.serve(request.message.topic, request.message.payload);
     if (answers.empty()) {
       ++stats_.ignored;
-      logger_.log(server::LogLevel::info, "mqtt: not a shadow request topic, ignored", {{"topic", request.message.topic}});
+      logger_.log(http::LogLevel::info, "mqtt: not a shadow request topic, ignored", {{"topic", request.message.topic}});
       continue;
     }
     if (answers.front().topic.ends_with("/rejected")) ++stats_.rejected;
@@ -360,7 +360,7 @@ bool MqttBridge::claim(const Request& request) {
   // the others. The device's request times out, and it asks again.
   auto unclaimed = [&](std::string_view why, std::string_view error) {
     ++stats_.unclaimed;
-    logger_.log(server::LogLevel::warn, "mqtt: request not served", {{"topic", request.message.topic}, {"why", std::string(why)},
+    logger_.log(http::LogLevel::warn, "mqtt: request not served", {{"topic", request.message.topic}, {"why", std::string(why)},
                                                                       {"error", std::string(error)}});
     return false;
   };
@@ -402,7 +402,7 @@ void MqttBridge::observe(const WriteNotice& write) noexcept {
     }
     announce_cv_.notify_one();
     if (first_drop) {
-      logger_.log(server::LogLevel::error, "mqtt: too many writes waiting to be announced, dropping the oldest",
+      logger_.log(http::LogLevel::error, "mqtt: too many writes waiting to be announced, dropping the oldest",
                   {{"broker", options_.broker}, {"waiting", std::to_string(options_.max_announcements)}});
     }
   } catch (const std::exception&) {  // out of memory: the write stands, its announcement is lost
@@ -452,14 +452,14 @@ void MqttBridge::publish(const std::vector<MqttMessage>& messages) {
     std::string error;
     if (!session_->publish(m.topic, m.payload, kQos, error)) {
       ++stats_.publish_failures;
-      logger_.log(server::LogLevel::warn, "mqtt: cannot publish an answer", {{"topic", m.topic}, {"error", error}});
+      logger_.log(http::LogLevel::warn, "mqtt: cannot publish an answer", {{"topic", m.topic}, {"error", error}});
     }
   }
 }
 
 void MqttBridge::render_metrics(std::string& out) const {
   auto metric = [&](const char* type, const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
-    server::append_metric(out, type, name, help, v.load(std::memory_order_relaxed));
+    prometheus::append_metric(out, type, name, help, v.load(std::memory_order_relaxed));
   };
   metric("counter", "shadowd_mqtt_requests_total", "Messages received on the AWS IoT shadow request topics.", stats_.requests);
   metric("counter", "shadowd_mqtt_rejected_total", "Requests answered on .../rejected.", stats_.rejected);

@@ -12,7 +12,7 @@
 #pragma once
 
 #include "deviceshadow/engine.hpp"
-#include "server/log.hpp"
+#include "http/log.hpp"
 
 #include <array>
 #include <atomic>
@@ -111,7 +111,7 @@ struct MqttBridgeStats {
 // writes begin, and destroy it after they end.
 class MqttBridge {
  public:
-  MqttBridge(Engine& engine, server::Logger& logger, MqttBridgeOptions options);
+  MqttBridge(Engine& engine, http::Logger& logger, MqttBridgeOptions options);
   ~MqttBridge();
   MqttBridge(const MqttBridge&) = delete;
   MqttBridge& operator=(const MqttBridge&) = delete;
@@ -149,7 +149,7 @@ class MqttBridge {
 
   Engine& engine_;
   ShadowTopics topics_;
-  server::Logger& logger_;
+  http::Logger& logger_;
   MqttBridgeOptions options_;
   MqttBridgeStats stats_;
   std::atomic<std::size_t> queued_{0};

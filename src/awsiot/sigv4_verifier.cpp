@@ -42,7 +42,7 @@ std::vector<std::string_view> split(std::string_view s, char separator) {
 bool is_lower_hex(std::string_view s) { return s.find_first_not_of("0123456789abcdef") == std::string_view::npos; }
 
 // The first value of a header (names compared ignoring case), or nullopt.
-std::optional<std::string_view> header(const server::HttpRequest& request, std::string_view name) {
+std::optional<std::string_view> header(const http::HttpRequest& request, std::string_view name) {
   for (const auto& [n, v] : request.headers) {
     if (equals_ignoring_case(n, name)) return trim_spaces_and_tabs(v);
   }
@@ -120,7 +120,7 @@ std::string canonical_query_of(std::string_view raw_query) {
 
 // The signed headers with their canonical values (repeated headers joined by ','), in the
 // order of SignedHeaders; or, second, the name of the first one that was not sent.
-std::pair<HeaderList, std::string_view> canonical_headers(const server::HttpRequest& request,
+std::pair<HeaderList, std::string_view> canonical_headers(const http::HttpRequest& request,
                                                          const std::vector<std::string_view>& names) {
   HeaderList headers;
   for (std::string_view name : names) {
@@ -151,7 +151,7 @@ bool is_presigned(std::string_view raw_query) {
 SigV4Verifier::SigV4Verifier(CredentialsTable credentials, VerifierOptions options)
     : credentials_(std::move(credentials)), options_(std::move(options)) {}
 
-Verification SigV4Verifier::verify(const server::HttpRequest& request, Clock::time_point now) const {
+Verification SigV4Verifier::verify(const http::HttpRequest& request, Clock::time_point now) const {
   const std::string_view target = request.target;
   const std::size_t question = target.find('?');
   const std::string_view path = target.substr(0, question);
@@ -168,6 +168,14 @@ Verification SigV4Verifier::verify(const server::HttpRequest& request, Clock::ti
     return refuse(Refusal::malformed_authorization,
                   "expected AWS4-HMAC-SHA256 Credential=KEY/DATE/REGION/SERVICE/aws4_request, "
                   "SignedHeaders=…, Signature=<64 hex digits>");
+  }
+  // Each signed header once, in the order SigV4's canonical form has them: listing one many times
+  // would make the canonical request grow with the square of the request's size.
+  for (std::size_t i = 1; i < auth->signed_headers.size(); ++i) {
+    if (auth->signed_headers[i] <= auth->signed_headers[i - 1]) {
+      return refuse(Refusal::malformed_authorization,
+                    "SignedHeaders must list lowercase header names in ascending order, each once");
+    }
   }
   if (std::find(options_.services.begin(), options_.services.end(), auth->service) == options_.services.end()) {
     return refuse(Refusal::wrong_service, "signed for service '" + std::string(auth->service) + "'");
@@ -213,7 +221,12 @@ Verification SigV4Verifier::verify(const server::HttpRequest& request, Clock::ti
   const aws::SigningScope scope{std::string(auth->region), std::string(auth->service), std::string(*amz_date)};
   const std::string expected = aws::signature(key->secret_access_key, scope, aws::string_to_sign(scope, canonical));
   if (CRYPTO_memcmp(expected.data(), auth->signature.data(), expected.size()) != 0) {
-    return refuse(Refusal::signature_mismatch, "signature does not match; canonical request:\n" + canonical);
+    // The canonical request helps a client find what it signed differently; only its start is
+    // told, so that a refusal stays small whatever the request.
+    constexpr std::size_t kShown = 1024;
+    std::string detail = "signature does not match; canonical request:\n" + canonical.substr(0, kShown);
+    if (canonical.size() > kShown) detail += "… (" + std::to_string(canonical.size()) + " bytes in all)";
+    return refuse(Refusal::signature_mismatch, std::move(detail));
   }
   return {&key->principal, Refusal::none, {}};
 }

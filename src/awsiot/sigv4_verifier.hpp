@@ -14,7 +14,7 @@
 #pragma once
 
 #include "awsiot/credentials.hpp"
-#include "server/http.hpp"
+#include "http/server.hpp"
 
 #include <chrono>
 #include <string>
@@ -55,7 +55,7 @@ class SigV4Verifier {
  public:
   explicit SigV4Verifier(CredentialsTable credentials, VerifierOptions options = {});
 
-  Verification verify(const server::HttpRequest& request, std::chrono::system_clock::time_point now) const;
+  Verification verify(const http::HttpRequest& request, std::chrono::system_clock::time_point now) const;
 
   const CredentialsTable& credentials() const { return credentials_; }
 

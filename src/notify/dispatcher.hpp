@@ -155,4 +155,8 @@ class Dispatcher {
   std::unique_ptr<Trimmer> trimmer_;
 };
 
+// Appends the notification metrics of each enabled registration (label registration), in the
+// Prometheus text format.
+void render_metrics(std::string& out, const std::vector<RegistrationStatus>& registrations);
+
 }  // namespace deviceshadow::notify

@@ -5,7 +5,9 @@
 
 #include <mosquitto.h>
 
+#include <charconv>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -55,9 +57,16 @@ MqttSession::MqttSession(MqttSessionOptions options) : options_(std::move(option
 }
 
 void MqttSession::start() {
-  auto [host, port] = host_and_port(options_.broker);
+  MqttBroker broker;
+  try {
+    broker = parse_mqtt_broker(options_.broker);
+  } catch (const std::invalid_argument& e) {  // refused before it was stored; kept for safety
+    set_state(false, e.what());
+    return;
+  }
   // Asynchronous: the network thread connects, and reconnects whenever the link drops.
-  if (const int rc = mosquitto_connect_async(mosq_, host.c_str(), port, kKeepAliveSeconds); rc != MOSQ_ERR_SUCCESS) {
+  if (const int rc = mosquitto_connect_async(mosq_, broker.host.c_str(), broker.port, kKeepAliveSeconds);
+      rc != MOSQ_ERR_SUCCESS) {
     set_state(false, rc == MOSQ_ERR_ERRNO ? "cannot connect" : mosquitto_strerror(rc));
   }
   if (const int rc = mosquitto_loop_start(mosq_); rc != MOSQ_ERR_SUCCESS) {
@@ -117,23 +126,35 @@ void MqttSession::set_state(bool connected, std::string error) {
   connected_cv_.notify_all();
 }
 
-std::pair<std::string, int> MqttSession::host_and_port(const std::string& broker) {
-  const std::size_t scheme = broker.find("://");
-  std::string_view rest = std::string_view(broker).substr(scheme == std::string::npos ? 0 : scheme + 3);
+MqttBroker parse_mqtt_broker(std::string_view url) {
+  if (!url.starts_with("mqtt://")) throw std::invalid_argument("expected mqtt://HOST[:PORT], not '" + std::string(url) + "'");
+  std::string_view rest = url.substr(7);
   rest = rest.substr(0, rest.find_first_of("/?#"));
   if (std::size_t at = rest.rfind('@'); at != std::string_view::npos) rest.remove_prefix(at + 1);
   std::string_view host = rest;
-  int port = 1883;
+  std::optional<std::string_view> port;
   if (!rest.empty() && rest.front() == '[') {  // [v6 address]:port
     const std::size_t close = rest.find(']');
+    if (close == std::string_view::npos) throw std::invalid_argument("unclosed '[' in " + std::string(url));
     host = rest.substr(1, close - 1);
     rest.remove_prefix(close + 1);
-    if (!rest.empty() && rest.front() == ':') port = std::atoi(std::string(rest.substr(1)).c_str());
+    if (!rest.empty() && rest.front() != ':') throw std::invalid_argument("expected :PORT after ] in " + std::string(url));
+    if (!rest.empty()) port = rest.substr(1);
   } else if (std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
     host = rest.substr(0, colon);
-    port = std::atoi(std::string(rest.substr(colon + 1)).c_str());
+    port = rest.substr(colon + 1);
   }
-  return {std::string(host), port > 0 && port < 65536 ? port : 1883};
+  if (host.empty()) throw std::invalid_argument("no host in " + std::string(url));
+  MqttBroker broker{std::string(host), 1883};
+  if (port) {
+    int n = 0;
+    const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
+    if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 || n > 65535) {
+      throw std::invalid_argument("port '" + std::string(*port) + "' is out of range (1-65535) in " + std::string(url));
+    }
+    broker.port = n;
+  }
+  return broker;
 }
 
 std::string escape_topic_name(std::string_view name) {

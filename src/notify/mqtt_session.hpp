@@ -63,8 +63,6 @@ class MqttSession {
   // Successful connects so far (1 after the first, +1 per reconnect).
   std::uint64_t connects();
 
-  static std::pair<std::string, int> host_and_port(const std::string& broker);
-
  private:
   void set_state(bool connected, std::string error);
 
@@ -77,6 +75,15 @@ class MqttSession {
   std::uint64_t connects_ = 0;
   std::string last_error_ = "connecting";
 };
+
+// A broker's address from mqtt://[user@]HOST[:PORT] (1883 when absent; [v6 address] allowed).
+// Throws std::invalid_argument saying what is wrong (another scheme, no host, a port that is
+// not a number from 1 to 65535).
+struct MqttBroker {
+  std::string host;
+  int port = 1883;
+};
+MqttBroker parse_mqtt_broker(std::string_view url);
 
 // A name as one topic level: '/', '+', '#', '%' and NUL percent-encoded (%2F, %2B, %23, %25,
 // %00), so that a name never adds a level or a wildcard. The second form appends it to `out`.

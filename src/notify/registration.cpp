@@ -2,11 +2,13 @@
 
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
+#include "notify/mqtt_session.hpp"
 
 #include <re2/re2.h>
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <initializer_list>
 #include <type_traits>
 
@@ -64,6 +66,20 @@ void check_url(const std::string& url, std::initializer_list<std::string_view> s
   if (authority.empty() || authority.front() == ':' ||
       url.find_first_of(" \t\r\n") != std::string::npos) {
     throw Error::invalid_request(field + " must name a host: " + url, field);
+  }
+  // A port, when given, is 1 to 65535: neither libcurl nor libmosquitto may be left to wrap or
+  // replace it (an event would go to another service than the one the registration names).
+  const std::size_t at = authority.rfind('@');
+  const std::string_view host_port = at == std::string_view::npos ? authority : authority.substr(at + 1);
+  const std::size_t bracket = host_port.rfind(']');
+  const std::size_t port_colon = host_port.rfind(':');
+  if (port_colon != std::string_view::npos && (bracket == std::string_view::npos || port_colon > bracket)) {
+    const std::string_view port = host_port.substr(port_colon + 1);
+    unsigned n = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 || n > 65535) {
+      throw Error::invalid_request(field + ": port '" + std::string(port) + "' is out of range (1-65535)", field);
+    }
   }
 }
 
@@ -132,6 +148,11 @@ TargetConfig parse_target(const json::object& t) {
     MqttTarget m;
     m.broker = required_string(t, "broker", "target.broker");
     check_url(m.broker, {"mqtt"}, "target.broker");
+    try {
+      parse_mqtt_broker(m.broker);
+    } catch (const std::invalid_argument& e) {
+      throw Error::invalid_request("target.broker: " + std::string(e.what()), "target.broker");
+    }
     m.topic = string_member(t, "topic", "target.topic", m.topic);
     if (m.topic.empty() || m.topic.find_first_of("+#") != std::string::npos || m.topic.find('\0') != std::string::npos) {
       throw Error::invalid_request("target.topic must be a non-empty topic without wildcards (+, #)", "target.topic");

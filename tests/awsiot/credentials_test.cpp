@@ -10,7 +10,7 @@
 #include <string>
 
 namespace awsiot = deviceshadow::awsiot;
-namespace srv = deviceshadow::server;
+namespace srv = deviceshadow::http;
 using P = deviceshadow::ThingPattern;
 
 namespace {

@@ -30,7 +30,7 @@ TEST(AwsErrors, EveryErrorCodeHasAwsStatusAndException) {
       {ds::ErrorCode::internal, 500, "InternalFailureException"},
   };
   for (const auto& e : expected) {
-    const awsiot::AwsError aws = awsiot::aws_error(ds::Error(e.code, "detail"));
+    const awsiot::AwsShadowError aws = awsiot::aws_shadow_error(ds::Error(e.code, "detail"));
     EXPECT_EQ(aws.status, e.status) << ds::code_name(e.code);
     EXPECT_EQ(aws.type, e.type) << ds::code_name(e.code);
     EXPECT_FALSE(aws.message.empty());
@@ -38,10 +38,10 @@ TEST(AwsErrors, EveryErrorCodeHasAwsStatusAndException) {
 }
 
 TEST(AwsErrors, FixedTextsAreAwsOwnAndInternalsStayHidden) {
-  EXPECT_EQ(awsiot::aws_error(ds::Error::version_conflict(7)).message, "Version conflict");
-  EXPECT_EQ(awsiot::aws_error(ds::Error(ds::ErrorCode::invalid_json, "at offset 3")).message,
+  EXPECT_EQ(awsiot::aws_shadow_error(ds::Error::version_conflict(7)).message, "Version conflict");
+  EXPECT_EQ(awsiot::aws_shadow_error(ds::Error(ds::ErrorCode::invalid_json, "at offset 3")).message,
             "Payload contains invalid json");
-  EXPECT_EQ(awsiot::aws_error(ds::Error(ds::ErrorCode::internal, "sqlite: disk I/O error")).message, "Internal failure");
+  EXPECT_EQ(awsiot::aws_shadow_error(ds::Error(ds::ErrorCode::internal, "sqlite: disk I/O error")).message, "Internal failure");
   EXPECT_EQ(awsiot::render_error_body({409, "ConflictException", "Version \"conflict\""}),
             R"({"code":409,"message":"Version \"conflict\""})");
 }

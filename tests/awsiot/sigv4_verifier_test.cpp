@@ -13,7 +13,7 @@
 
 namespace awsiot = deviceshadow::awsiot;
 namespace aws = deviceshadow::aws;
-namespace srv = deviceshadow::server;
+namespace srv = deviceshadow::http;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 using Clock = std::chrono::system_clock;
@@ -407,6 +407,43 @@ TEST(SigV4Verifier, RefusesAMalformedQueryEscape) {
   srv::HttpRequest r = signed_request();
   r.target += "&bad=%zz";
   EXPECT_EQ(refusal_of(r), Refusal::signature_mismatch);
+}
+
+// A 15 KB request naming one header thousands of times in SignedHeaders used to make an 11 MB
+// canonical request, echoed in the 403 and the log. Names must be ascending and each once.
+TEST(SigV4Verifier, RefusesRepeatedOrUnsortedSignedHeaders) {
+  const std::string good = signed_request().authorization;
+  const std::string head = good.substr(0, good.find("SignedHeaders=") + 14);
+  const std::string tail = good.substr(good.find(", Signature="));
+  for (const std::string& names : {std::string("host;host;x-amz-date"), std::string("x-amz-date;host"),
+                                   std::string("content-type;host;x-amz-date;x-amz-date")}) {
+    srv::HttpRequest r = signed_request();
+    set_header(r, "Authorization", head + names + tail);
+    const awsiot::Verification v = botocore_verifier().verify(r, kSignedAt);
+    EXPECT_EQ(v.refusal, Refusal::malformed_authorization) << names;
+    EXPECT_NE(v.detail.find("ascending order, each once"), std::string::npos) << v.detail;
+  }
+}
+
+TEST(SigV4Verifier, ARefusalStaysSmallWhateverTheRequestsSize) {
+  srv::HttpRequest r = signed_request("AKIAADMINEXAMPLE", "not-the-secret");
+  // Signed (by name) headers of 14 KB: the canonical request is at least as long.
+  std::string names;
+  for (int i = 0; i < 200; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "a-pad-%03d", i);
+    r.headers.emplace_back(name, std::string(60, 'v'));
+    names += name;
+    names += ';';
+  }
+  names += "content-type;host;x-amz-date";
+  const std::string good = r.authorization;
+  const std::string bad = good.substr(0, good.find("SignedHeaders=") + 14) + names + good.substr(good.find(", Signature="));
+  set_header(r, "Authorization", bad);
+  const awsiot::Verification v = botocore_verifier().verify(r, kSignedAt);
+  EXPECT_EQ(v.refusal, Refusal::signature_mismatch);
+  EXPECT_LT(v.detail.size(), 1200u);
+  EXPECT_NE(v.detail.find("bytes in all)"), std::string::npos) << v.detail;
 }
 
 }  // namespace

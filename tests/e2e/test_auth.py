@@ -62,7 +62,17 @@ class Auth(unittest.TestCase):
         self.assertEqual(self.status("not-a-token", "GET", shadow_path("house-1")), 401)
         r = self.server.request("GET", shadow_path("house-1"), headers={"Authorization": "Basic YTpi"})
         self.assertEqual(r.status_code, 401)
-        self.assertEqual(self.status("wrong", "GET", "/healthz"), 401)
+
+    def test_probes_answer_without_a_token(self):
+        # Load balancers and Kubernetes probe without a token; /healthz says nothing, /readyz only
+        # whether the store answers. /metrics still needs an admin token.
+        for path in ("/healthz", "/readyz"):
+            with self.subTest(path=path):
+                self.assertEqual(self.server.get(path).status_code, 200)
+                self.assertEqual(self.status("wrong", "GET", path), 200)
+        self.assertEqual(self.server.get("/metrics").status_code, 401)
+        self.assertEqual(self.status("app", "GET", "/metrics"), 403)
+        self.assertEqual(self.status("admin", "GET", "/metrics"), 200)
 
     def test_admin_may_do_everything(self):
         for method, path, body in [("GET", shadow_path("house-1"), None),
@@ -153,6 +163,21 @@ class Auth(unittest.TestCase):
     def test_nothing_forbidden_was_stored(self):
         self.assertEqual(self.status("device", "POST", shadow_path("never", "main", "desired"), {"state": {"x": 1}}), 403)
         self.assertEqual(self.status("admin", "GET", shadow_path("never")), 404)
+
+
+class PrivateReadyz(unittest.TestCase):
+    def test_private_readyz_needs_a_token_and_healthz_still_does_not(self):
+        fd, token_file = tempfile.mkstemp()
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{sha256(TOKENS['device'])} device\n")
+        server = Server("--tokens", token_file, "--private-readyz", "true")
+        try:
+            self.assertEqual(server.get("/readyz").status_code, 401)
+            self.assertEqual(server.get("/readyz", token=TOKENS["device"]).status_code, 200)
+            self.assertEqual(server.get("/healthz").status_code, 200)
+        finally:
+            server.close()
+            os.unlink(token_file)
 
 
 class TokenFile(unittest.TestCase):

@@ -231,6 +231,31 @@ class Boto3Operations(AwsIotTestCase):
         self.assertIn("message", r.json())
 
 
+class TransportRefusals(AwsIotTestCase):
+    """What the transport refuses before any API reads the request is answered in the format of
+    the API the request's path belongs to."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--max-body-bytes", "4096"]
+
+    def test_an_oversized_body_is_an_aws_error_for_boto3(self):
+        big = {"state": {"reported": {"x": "y" * 10000}}}
+        response = self.assertAwsError(lambda: self.client().update_thing_shadow(thingName="big-1",
+                                                                                  payload=json.dumps(big).encode()),
+                                       "RequestEntityTooLargeException")
+        self.assertEqual(response["ResponseMetadata"]["HTTPStatusCode"], 413)
+        self.assertEqual(response["ResponseMetadata"]["HTTPHeaders"]["x-amzn-errortype"],
+                         "RequestEntityTooLargeException:")
+
+    def test_the_same_body_on_api_v1_is_a_v1_error(self):
+        r = requests.post(self.server.url + shadow_path("big-1", "main", "reported"),
+                          json={"state": {"x": "y" * 10000}})
+        self.assertEqual(r.status_code, 413)
+        self.assertEqual(r.json()["error"]["code"], "document_too_large")
+        self.assertNotIn("x-amzn-ErrorType", r.headers)
+
+
 @unittest.skipUnless(DYNAMODB, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
 class Boto3OperationsOnDynamoDB(Boto3Operations):
     @classmethod

@@ -2,6 +2,7 @@
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 from harness import SHADOWCTL, SHADOWD, ServerTestCase
@@ -40,6 +41,21 @@ class Cli(ServerTestCase):
         self.assertEqual(d.returncode, 0)
         self.assertIn("deleted reported", d.stdout)
 
+    def test_readable_output_escapes_what_a_device_could_use_to_drive_a_terminal(self):
+        # A device token writes the client token and state keys; an operator reads them.
+        evil = "\x1b]0;pwned\x07\x1b[2J\u009b31m"
+        body = {"state": {f"k{evil}": f"v{evil}", "t": {"ts": 1700000000, "v": evil}}, "clientToken": f"tok{evil}"}
+        self.assertEqual(self.server.post("/v1/things/cli-esc/shadows/main/reported", body).status_code, 200)
+        for args in (("get", "cli-esc"), ("history", "cli-esc"), ("list", "cli-esc"), ("things", "--prefix", "cli-e")):
+            with self.subTest(args=args):
+                r = self.ctl(*args)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                for raw in ("\x1b", "\x07", "\u009b"):
+                    self.assertNotIn(raw, r.stdout)
+        self.assertIn("clientToken tok\\x1b]0;pwned\\x07\\x1b[2J\\u009b31m", self.ctl("get", "cli-esc").stdout)
+        # --json output is JSON: escaped by JSON's own rules.
+        self.assertEqual(json.loads(self.ctl("--json", "get", "cli-esc").stdout)["reported"]["clientToken"], f"tok{evil}")
+
     def test_failures_exit_non_zero_with_the_server_message(self):
         r = self.ctl("get", "cli-nobody")
         self.assertEqual(r.returncode, 1)
@@ -60,29 +76,58 @@ class ServerOptions(unittest.TestCase):
         return subprocess.run([SHADOWD, "--store", "memory", "--listen", "127.0.0.1:0", *args], capture_output=True,
                               text=True, timeout=30, env=env)
 
+    def refused(self, message, *args, env=None):
+        """A bad option stops shadowd before it starts: one line naming the option, exit status 2."""
+        r = self.shadowd(*args, env=env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr, f"shadowd: {message}\n")
+
     def test_durations_beyond_a_century_are_refused_at_start(self):
-        r = self.shadowd("--history-retention", "99999999999d")
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("at most 36500d", r.stderr)
+        self.refused("--history-retention: 99999999999d is longer than 36500d", "--history-retention", "99999999999d")
+        self.refused("--history-retention: 99999999999999999999d is longer than 36500d",
+                     "--history-retention", "99999999999999999999d")
+        self.refused("--tombstone-retention: '' is not a duration (a whole number and s, m, h or d: 90s, 15m, 48h, 30d)",
+                     "--tombstone-retention", "")
 
     def test_a_count_of_zero_is_refused_naming_the_option(self):
-        for option in ("--workers", "--io-threads", "--notify-concurrency", "--notify-window"):
+        for option, most in (("--workers", 4096), ("--io-threads", 256), ("--notify-concurrency", 1024),
+                             ("--notify-window", 10000000)):
             with self.subTest(option=option):
-                r = self.shadowd(option, "0")
-                self.assertNotIn(r.returncode, (0, 1), r.stderr)  # a command-line error, before starting
-                self.assertIn(f"{option}: must be a whole number of at least 1, not 0", r.stderr)
-        r = self.shadowd(env={**os.environ, "SHADOWD_WORKERS": "0"})
-        self.assertNotIn(r.returncode, (0, 1), r.stderr)
-        self.assertIn("--workers: must be a whole number of at least 1, not 0", r.stderr)
-        r = self.shadowd("--io-threads", "-1")  # not read as 2^64 - 1
-        self.assertIn("--io-threads: must be a whole number of at least 1, not -1", r.stderr)
+                self.refused(f"{option}: 0 is out of range (1-{most})", option, "0")
+        self.refused("--workers: 0 is out of range (1-4096)", env={**os.environ, "SHADOWD_WORKERS": "0"})
+        self.refused("--io-threads: '-1' is not a whole number (1-256)", "--io-threads", "-1")  # not 2^64 - 1
 
     def test_a_nice_level_outside_0_to_19_is_refused(self):
-        for value in ("-1", "20"):
-            with self.subTest(value=value):
-                r = self.shadowd("--notify-nice", value)
-                self.assertNotIn(r.returncode, (0, 1), r.stderr)
-                self.assertIn(f"--notify-nice: Value {value} not in range 0 to 19", r.stderr)
+        self.refused("--notify-nice: '-1' is not a whole number (0-19)", "--notify-nice", "-1")
+        self.refused("--notify-nice: 20 is out of range (0-19)", "--notify-nice", "20")
+
+    def test_ports_out_of_range_are_refused_not_wrapped(self):
+        self.refused("--listen: port 70000 is out of range (0-65535)", "--listen", "127.0.0.1:70000")
+        self.refused("--listen: port 65536 is out of range (0-65535)", "--listen", "127.0.0.1:65536")
+        self.refused("--listen: port -1 is out of range (0-65535)", "--listen", "127.0.0.1:-1")
+        self.refused("--mqtt: port '71883' is out of range (1-65535) in mqtt://127.0.0.1:71883",
+                     "--mqtt", "mqtt://127.0.0.1:71883")
+
+    def test_numbers_that_would_break_every_connection_or_spin_are_refused(self):
+        self.refused("--max-body-bytes: '' is not a whole number (1-4294967296)", "--max-body-bytes", "")
+        self.refused("--max-connections: 99999999999999999999 is out of range (1-9223372036854775807)",
+                     "--max-connections", "99999999999999999999")
+        self.refused("--read-timeout-ms: 0 is out of range (1-3600000)", "--read-timeout-ms", "0")
+        self.refused("--read-timeout-ms: '-1' is not a whole number (1-3600000)", "--read-timeout-ms", "-1")
+        self.refused("--idle-timeout-ms: '-1' is not a whole number (1-3600000)", "--idle-timeout-ms", "-1")
+        self.refused("--purge-interval: must be at least 1s, not 0", "--purge-interval", "0")
+
+    def test_a_store_without_a_path_is_refused(self):
+        self.refused("--store: sqlite: needs a file path, as in sqlite:./shadowd-data/shadows.db", "--store", "sqlite:")
+
+    def test_a_config_file_sets_options_and_is_checked_like_flags(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
+            f.write('listen = "127.0.0.1:70000"\n')
+            f.flush()
+            r = subprocess.run([SHADOWD, "--store", "memory", "--config", f.name], capture_output=True, text=True,
+                               timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr, "shadowd: --listen: port 70000 is out of range (0-65535)\n")
 
     def test_help_shows_defaults_as_they_are_written(self):
         r = subprocess.run([SHADOWD, "--help"], capture_output=True, text=True, timeout=30)
@@ -93,7 +138,7 @@ class ServerOptions(unittest.TestCase):
         self.assertIn("--min-free-bytes UINT=67108864 (Env:SHADOWD_MIN_FREE_BYTES) SQLite: /readyz answers 503 while "
                       "the filesystem holding the database has fewer bytes free than this --", text)
         self.assertIn("lowers this to 3/4 of that limit", text)
-        self.assertIn("--workers UINT:AT LEAST 1=64", text)
+        self.assertIn("--workers UINT:1-4096=64", text)
 
 
 class Help(unittest.TestCase):

@@ -271,6 +271,14 @@ class ListenReadable(unittest.TestCase):
                  "data": {"thing": "a", "name": "main", "reported": {"version": 1}, "truncated": True}}
         self.assertEqual(self.lines_of(event, 1), ["t updated a#main reported v1 [truncated: no old/new states]\n"])
 
+    def test_control_characters_a_device_wrote_are_escaped(self):
+        event = json.loads(compact(REPORT))
+        event["data"]["clientToken"] = "a\x1b]0;pwned\x07\nforged line"
+        event["data"]["reported"]["diff"][0]["path"] = "/t\x1b[2J"
+        self.assertEqual(self.lines_of(event, 1), [
+            "2026-11-23T12:00:00.123Z updated My House#main reported v7: update /t\\x1b[2J 20 -> 21 "
+            "(clientToken a\\x1b]0;pwned\\x07\\x0aforged line)\n"])
+
     def test_another_cloudevent_is_shown_by_type_and_subject(self):
         event = {"specversion": "1.0", "id": "x", "type": "com.example.ping", "subject": "thermostat", "time": "t"}
         self.assertEqual(self.lines_of(event, 1), ["t com.example.ping thermostat\n"])

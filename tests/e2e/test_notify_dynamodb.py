@@ -196,7 +196,7 @@ class StreamDeliveryTest(ApiTestCase):
         p = subprocess.run([SHADOWD, "--listen", "127.0.0.1:0", "--store", "memory", "--history", "stream"],
                            capture_output=True, text=True, timeout=60)
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn("--history stream writes history from a DynamoDB table's stream", p.stderr)
+        self.assertIn("--history: stream writes history from a DynamoDB table's stream", p.stderr)
         table = new_table()  # no stream
         try:
             p = subprocess.run([SHADOWD, "--listen", "127.0.0.1:0", "--store", f"dynamodb:{table}",

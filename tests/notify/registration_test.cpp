@@ -108,6 +108,15 @@ TEST(Registration, RejectsEachInvalidFieldNamingIt) {
       {R"({"target":{"type":"mqtt","broker":"http://h:1883"}})", "target.broker"},
       {R"({"target":{"type":"mqtt","broker":"mqtt://h:1883","topic":"a/#"}})", "target.topic"},
       {R"({"target":{"type":"mqtt","broker":"mqtt://h:1883","qos":2}})", "target.qos"},
+      // A port out of range is refused, not wrapped or replaced by a default (events would go
+      // to whatever listens there).
+      {R"({"target":{"type":"mqtt","broker":"mqtt://h:99999"}})", "target.broker"},
+      {R"({"target":{"type":"mqtt","broker":"mqtt://h:0"}})", "target.broker"},
+      {R"({"target":{"type":"mqtt","broker":"mqtt://h:x"}})", "target.broker"},
+      {R"({"target":{"type":"mqtt","broker":"mqtt://[::1:1883"}})", "target.broker"},
+      {R"({"target":{"type":"webhook","url":"http://h:70000/"}})", "target.url"},
+      {R"({"target":{"type":"webhook","url":"http://h:-1/"}})", "target.url"},
+      {R"({"target":{"type":"sqs","queueUrl":"http://h:65536/q"}})", "target.queueUrl"},
   };
   for (const auto& [doc, field] : cases) EXPECT_EQ(rejected_field("r", doc), field) << doc;
   EXPECT_EQ(rejected_field("", kWebhook), "id");

@@ -11,7 +11,7 @@
 #include "notify/stream/assembler.hpp"
 #include "notify/stream/stream_feed.hpp"
 #include "notify/stream/consumer.hpp"
-#include "server/http.hpp"
+#include "http/server.hpp"
 #include "support/forwarding_store.hpp"
 #include "support/http_receiver.hpp"
 #include "support/stream_records.hpp"
@@ -29,7 +29,7 @@
 namespace ds = deviceshadow;
 namespace st = deviceshadow::notify::stream;
 namespace json = boost::json;
-namespace srv = deviceshadow::server;
+namespace srv = deviceshadow::http;
 using Step = st::ShardReader::Step;
 
 namespace {

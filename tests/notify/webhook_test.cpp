@@ -5,7 +5,7 @@
 #include "notify/target.hpp"
 #include "notify/targets/http1.hpp"
 #include "notify/targets/webhook.hpp"
-#include "server/http.hpp"
+#include "http/server.hpp"
 #include "support/http_receiver.hpp"
 #include "support/targets.hpp"
 
@@ -23,7 +23,7 @@
 #include <thread>
 
 namespace notify = deviceshadow::notify;
-namespace srv = deviceshadow::server;
+namespace srv = deviceshadow::http;
 using Outcome = notify::DeliveryResult::Outcome;
 
 namespace {

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "deviceshadow/ascii.hpp"
-#include "server/http.hpp"
+#include "http/server.hpp"
 
 #include <functional>
 #include <mutex>
@@ -15,12 +15,12 @@
 
 class HttpReceiver {
  public:
-  using Handler = std::function<deviceshadow::server::HttpResponse(const deviceshadow::server::HttpRequest&)>;
+  using Handler = std::function<deviceshadow::http::HttpResponse(const deviceshadow::http::HttpRequest&)>;
 
   explicit HttpReceiver(Handler handler)
       : handler_(std::move(handler)),
-        server_(options(), [this](const deviceshadow::server::HttpRequest& r) { return handle(r); },
-                [](int status, const std::string&) { return deviceshadow::server::HttpResponse{status, "text/plain", "", {}}; }),
+        server_(options(), [this](const deviceshadow::http::HttpRequest& r) { return handle(r); },
+                [](int status, const std::string&) { return deviceshadow::http::HttpResponse{status, "text/plain", "", {}}; }),
         runner_([this] { server_.run(); }) {}
   ~HttpReceiver() {
     server_.stop();
@@ -30,12 +30,12 @@ class HttpReceiver {
   HttpReceiver& operator=(const HttpReceiver&) = delete;
 
   std::string url(const std::string& path = "") const { return "http://127.0.0.1:" + std::to_string(server_.port()) + path; }
-  std::vector<deviceshadow::server::HttpRequest> requests() {
+  std::vector<deviceshadow::http::HttpRequest> requests() {
     std::lock_guard lock(mutex_);
     return requests_;
   }
   // A request header's value (names compare case-insensitively), "(none)" when absent.
-  static std::string header(const deviceshadow::server::HttpRequest& r, std::string_view name) {
+  static std::string header(const deviceshadow::http::HttpRequest& r, std::string_view name) {
     for (const auto& [n, v] : r.headers) {
       if (deviceshadow::equals_ignoring_case(n, name)) return v;
     }
@@ -43,13 +43,13 @@ class HttpReceiver {
   }
 
  private:
-  static deviceshadow::server::HttpServerOptions options() {
-    deviceshadow::server::HttpServerOptions o;
+  static deviceshadow::http::HttpServerOptions options() {
+    deviceshadow::http::HttpServerOptions o;
     o.port = 0;
     o.workers = 4;
     return o;
   }
-  deviceshadow::server::HttpResponse handle(const deviceshadow::server::HttpRequest& r) {
+  deviceshadow::http::HttpResponse handle(const deviceshadow::http::HttpRequest& r) {
     {
       std::lock_guard lock(mutex_);
       requests_.push_back(r);
@@ -59,7 +59,7 @@ class HttpReceiver {
 
   Handler handler_;
   std::mutex mutex_;
-  std::vector<deviceshadow::server::HttpRequest> requests_;
-  deviceshadow::server::HttpServer server_;
+  std::vector<deviceshadow::http::HttpRequest> requests_;
+  deviceshadow::http::HttpServer server_;
   std::thread runner_;
 };

@@ -1,15 +1,17 @@
-#include "server/auth.hpp"
+#include "http/auth.hpp"
+
+#include "aws/sigv4.hpp"
 
 #include <gtest/gtest.h>
 
-namespace srv = deviceshadow::server;
+namespace srv = deviceshadow::http;
 
 namespace {
 
-const std::string kHash = srv::sha256_hex("token-1");
+const std::string kHash = deviceshadow::aws::hex_sha256("token-1");
 
 TEST(Auth, Sha256MatchesTheKnownVector) {
-  EXPECT_EQ(srv::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(deviceshadow::aws::hex_sha256("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(Auth, ParsesRolesPatternsAndComments) {

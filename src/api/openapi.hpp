@@ -4,8 +4,8 @@
 
 #include <string_view>
 
-namespace deviceshadow::server {
+namespace deviceshadow::api {
 
 std::string_view openapi_json() noexcept;
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::api

@@ -1,6 +1,6 @@
 // The HTTP transport on its own: a handler that throws is answered 500 and the server goes on;
 // a bodiless status is written without the body a handler gave it.
-#include "server/http.hpp"
+#include "http/server.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-namespace srv = deviceshadow::server;
+namespace srv = deviceshadow::http;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "server/api.hpp"
+#include "api/api.hpp"
 
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/render.hpp"
@@ -6,13 +6,18 @@
 #include "deviceshadow/uri.hpp"
 #include "deviceshadow/validation.hpp"
 #include "notify/dispatcher.hpp"
-#include "server/openapi.hpp"
+#include "api/openapi.hpp"
 
 #include <charconv>
 #include <chrono>
 #include <map>
 
-namespace deviceshadow::server {
+namespace deviceshadow::api {
+
+using http::allow_only;
+using http::parse_uint;
+using http::RequestTarget;
+using http::split_target;
 
 // Everything known about one request while it is being served.
 struct Api::Context {
@@ -149,15 +154,12 @@ void append_item_error(std::string& out, const std::string& thing, const std::st
 
 std::span<const Route> Api::routes() noexcept { return kRoutes; }
 
-Api::Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger, notify::Dispatcher* dispatcher)
-    : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger), dispatcher_(dispatcher) {}
+Api::Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger, notify::Dispatcher* dispatcher,
+         ApiOptions options)
+    : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger), dispatcher_(dispatcher), options_(options) {}
 
-HttpResponse Api::transport_error(int status, const std::string& message) const {
-  ErrorCode code = status == 413   ? ErrorCode::document_too_large
-                  : status == 503 ? ErrorCode::unavailable
-                  : status == 500 ? ErrorCode::internal
-                                  : ErrorCode::invalid_request;
-  return json_response(status, render_error(Error(code, message)));
+HttpResponse Api::refuse(int status, const std::string& message) const {
+  return json_response(status, render_error(Error(http::refusal_code(status), message)));
 }
 
 HttpResponse Api::handle(const HttpRequest& request) {
@@ -169,8 +171,13 @@ HttpResponse Api::handle(const HttpRequest& request) {
     RequestTarget target = split_target(request.target);
     ctx.segments = std::move(target.segments);
     ctx.query = std::move(target.query);
-    // The API's description is public: it tells how to call the API, nothing of its data.
-    const bool is_public = ctx.segments.size() == 2 && ctx.segments[0] == "v1" && ctx.segments[1] == "openapi.json";
+    // Public: the API's description (how to call it, nothing of its data) and the probes, which
+    // load balancers and Kubernetes send without a token (/readyz only says whether the store
+    // answers; --private-readyz keeps it behind a token).
+    const std::vector<std::string>& s = ctx.segments;
+    const bool is_public = (s.size() == 2 && s[0] == "v1" && s[1] == "openapi.json") ||
+                           (s.size() == 1 && s[0] == "healthz") ||
+                           (s.size() == 1 && s[0] == "readyz" && !options_.private_readyz);
     if (auth_ && !is_public) {
       ctx.token = auth_->authenticate(request.authorization);
       if (!ctx.token) throw Error(ErrorCode::unauthorized, "a valid Authorization: Bearer token is required");
@@ -224,7 +231,6 @@ HttpResponse Api::route(Context& ctx) {
     only("/metrics");
     if (ctx.token && ctx.token->role != Role::admin) throw Error(ErrorCode::forbidden, "metrics need an admin token");
     std::string text = metrics_.render(engine_.stats());
-    if (dispatcher_) render_notify_metrics(text, dispatcher_->statuses());
     return {200, "text/plain; version=0.0.4", std::move(text), {}};
   }
   if (s.size() >= 2 && s[0] == "v1" && s[1] == "things") {
@@ -449,9 +455,9 @@ HttpResponse Api::batch_update(Context& ctx) {
   return json_response(200, std::move(out));
 }
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::api
 
-namespace deviceshadow::server {
+namespace deviceshadow::api {
 namespace {
 
 std::string render_status(const notify::RegistrationStatus& st) {
@@ -555,4 +561,4 @@ HttpResponse Api::registrations(Context& ctx) {
   return json_response(200, out + "}");
 }
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::api

@@ -9,6 +9,8 @@
 // are capped; responses waiting for slow readers are capped in bytes.
 #pragma once
 
+#include "http/request.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -22,54 +24,37 @@
 #include <utility>
 #include <vector>
 
-namespace deviceshadow::server {
+namespace deviceshadow::http {
 
-struct HttpRequest {
-  std::string method;  // "GET", "POST", …
-  std::string target;  // raw path and query, still percent-encoded
-  std::string authorization;
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;  // every header, as sent, in order
+// An API served on the listener. The transport asks the router for a request's service as soon
+// as it has the request's target, before it reads the body, so that every answer a client can
+// get, its refusals included (an oversized body, 503 for slow readers, 500), is in the format
+// of the API the client called. Both calls run concurrently on worker and I/O threads.
+class Service {
+ public:
+  virtual ~Service() = default;
+  // Must not throw.
+  virtual HttpResponse handle(const HttpRequest& request) = 0;
+  // The answer to a request refused by the transport: oversized, malformed, or shed.
+  virtual HttpResponse refuse(int status, const std::string& message) const = 0;
 };
+// Picks the service of a request target (raw, still percent-encoded); "" when the target could
+// not be read (headers too large, bad framing). Must return a service that outlives the server.
+using Router = std::function<Service&(std::string_view target)>;
 
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
-  // A read with no effect: when too many response bytes already wait for slow clients, the
-  // server may answer 503 instead of queueing this body (writes are always answered).
-  bool sheddable = false;
-};
-
-// A route of an API: its path template, as docs/openapi.yaml writes it, and its methods, as an
-// Allow header lists them ("GET, DELETE").
-struct Route {
-  std::string_view path;
-  std::string_view methods;
-
-  // Whether `method` is one of methods.
-  bool allows(std::string_view method) const noexcept;
-};
-
-// A request target split into its percent-decoded path segments (the path "/a/b%20c" gives
-// "a", "b c") and query parameters ('+' is a space there; a repeated name keeps the last).
-struct RequestTarget {
-  std::vector<std::string> segments;
-  std::map<std::string, std::string> query;
-};
-// Throws Error(invalid_request) for a target that is not an absolute path or holds a malformed
-// escape.
-RequestTarget split_target(std::string_view target);
-// Throws Error::invalid_request naming the parameter for one of `query` not in `names`.
-void allow_only(const std::map<std::string, std::string>& query, std::initializer_list<std::string_view> names);
-// A non-negative decimal integer; throws Error::invalid_request naming `field` otherwise.
-std::uint64_t parse_uint(std::string_view text, std::string_view field);
-
-// Must not throw; runs concurrently on worker threads.
+// For one service made of two functions.
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
-// Renders a transport-level failure (oversized or malformed request) as a response.
 using ErrorResponder = std::function<HttpResponse(int status, const std::string& message)>;
+class FunctionService final : public Service {
+ public:
+  FunctionService(Handler handler, ErrorResponder refuse) : handler_(std::move(handler)), refuse_(std::move(refuse)) {}
+  HttpResponse handle(const HttpRequest& request) override { return handler_(request); }
+  HttpResponse refuse(int status, const std::string& message) const override { return refuse_(status, message); }
+
+ private:
+  Handler handler_;
+  ErrorResponder refuse_;
+};
 
 // Blocks SIGINT and SIGTERM on the calling thread and on the threads it starts afterwards. Call it
 // first in main(): the signals then wait for HttpServer::run(), which takes them synchronously,
@@ -106,6 +91,8 @@ struct HttpStats {
 class HttpServer {
  public:
   // Binds and listens; throws std::system_error if it cannot.
+  HttpServer(HttpServerOptions options, Router router);
+  // One service for every target.
   HttpServer(HttpServerOptions options, Handler handler, ErrorResponder error_responder);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -120,10 +107,11 @@ class HttpServer {
   // Thread-safe; may be called from a handler.
   void stop();
 
-  struct Impl;  // defined in http_server.cpp, the one file that includes Beast
+  struct Impl;  // defined in server.cpp, the one file that includes Beast
 
  private:
+  std::unique_ptr<FunctionService> only_service_;  // of the second constructor
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::http

@@ -1,5 +1,5 @@
 // shadowd's metrics registry (src/server/metrics.hpp).
-#include "server/metrics.hpp"
+#include "http/metrics.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-namespace srv = deviceshadow::server;
+namespace srv = deviceshadow::http;
 
 namespace {
 

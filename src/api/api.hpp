@@ -4,10 +4,10 @@
 #pragma once
 
 #include "deviceshadow/engine.hpp"
-#include "server/auth.hpp"
-#include "server/http.hpp"
-#include "server/log.hpp"
-#include "server/metrics.hpp"
+#include "http/auth.hpp"
+#include "http/server.hpp"
+#include "http/log.hpp"
+#include "http/metrics.hpp"
 
 #include <span>
 #include <string_view>
@@ -16,19 +16,34 @@ namespace deviceshadow::notify {
 class Dispatcher;
 }
 
-namespace deviceshadow::server {
+namespace deviceshadow::api {
 
-class Api {
+using http::Action;
+using http::Authenticator;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::Logger;
+using http::LogLevel;
+using http::Metrics;
+using http::Role;
+using http::Route;
+using http::Token;
+
+struct ApiOptions {
+  bool private_readyz = false;  // /readyz needs a token when tokens are on (/healthz never does)
+};
+
+class Api final : public http::Service {
  public:
   // auth == nullptr: the server is open (no token file). dispatcher == nullptr: no
   // notification endpoints.
   Api(Engine& engine, const Authenticator* auth, Metrics& metrics, Logger& logger,
-      notify::Dispatcher* dispatcher = nullptr);
+      notify::Dispatcher* dispatcher = nullptr, ApiOptions options = {});
 
   // Never throws. Safe to call concurrently.
-  HttpResponse handle(const HttpRequest& request);
-  // The response for a request the transport could not read (oversized, malformed).
-  HttpResponse transport_error(int status, const std::string& message) const;
+  HttpResponse handle(const HttpRequest& request) override;
+  // The response for a request the transport refused (oversized, malformed, shed).
+  HttpResponse refuse(int status, const std::string& message) const override;
   // Every route the API serves. Routing takes each route's methods from here, and a test
   // checks that docs/openapi.yaml documents exactly these.
   static std::span<const Route> routes() noexcept;
@@ -52,6 +67,7 @@ class Api {
   Metrics& metrics_;
   Logger& logger_;
   notify::Dispatcher* dispatcher_;
+  ApiOptions options_;
 };
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::api

@@ -1,81 +1,16 @@
-#include "server/metrics.hpp"
+#include "http/metrics.hpp"
 
-#include "notify/dispatcher.hpp"
+#include "deviceshadow/prometheus.hpp"
 
 #include <chrono>
 #include <cstdio>
 
-namespace deviceshadow::server {
-namespace {
-
-std::string format_double(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-void header(std::string& out, const char* name, const char* type, const char* help) {
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += ' ';
-  out += type;
-  out += '\n';
-}
-
-void sample(std::string& out, std::string_view name, std::string_view labels, const std::string& value) {
-  out += name;
-  if (!labels.empty()) {
-    out += '{';
-    out += labels;
-    out += '}';
-  }
-  out += ' ';
-  out += value;
-  out += '\n';
-}
-
-void render_histogram(std::string& out, std::string_view name, std::string_view labels, const Histogram& h) {
-  std::uint64_t cumulative = 0;
-  std::string bucket = std::string(name) + "_bucket";
-  std::string prefix = labels.empty() ? "" : std::string(labels) + ",";
-  for (std::size_t i = 0; i <= h.bounds.size(); ++i) {
-    cumulative += h.counts[i];
-    std::string le = i < h.bounds.size() ? format_double(h.bounds[i]) : "+Inf";
-    sample(out, bucket, prefix + "le=\"" + le + "\"", std::to_string(cumulative));
-  }
-  sample(out, std::string(name) + "_sum", labels, format_double(h.sum));
-  sample(out, std::string(name) + "_count", labels, std::to_string(h.count));
-}
-
-}  // namespace
-
-void render_notify_metrics(std::string& out, const std::vector<notify::RegistrationStatus>& registrations) {
-  if (registrations.empty()) return;
-  auto each = [&](const char* name, const char* type, const char* help, auto value) {
-    header(out, name, type, help);
-    for (const notify::RegistrationStatus& r : registrations) sample(out, name, "registration=\"" + r.id + "\"", value(r));
-  };
-  using S = const notify::RegistrationStatus&;
-  each("shadowd_notify_delivered_total", "counter", "Events delivered, by registration.",
-       [](S r) { return std::to_string(r.delivered); });
-  each("shadowd_notify_failed_attempts_total", "counter", "Failed delivery attempts, by registration.",
-       [](S r) { return std::to_string(r.failed); });
-  each("shadowd_notify_dead_lettered_total", "counter", "Events dead-lettered, by registration.",
-       [](S r) { return std::to_string(r.dead_lettered); });
-  each("shadowd_notify_pending", "gauge", "Change-feed entries not yet delivered or passed, by registration.",
-       [](S r) { return std::to_string(r.pending); });
-  each("shadowd_notify_lag_seconds", "gauge", "Age of the oldest undelivered event, by registration.",
-       [](S r) { return format_double(r.lag_seconds); });
-  header(out, "shadowd_notify_delivery_latency_seconds", "histogram",
-         "Time from a write to its delivery, by registration.");
-  for (S r : registrations) {
-    render_histogram(out, "shadowd_notify_delivery_latency_seconds", "registration=\"" + r.id + "\"", r.latency);
-  }
-}
+namespace deviceshadow::http {
+using prometheus::append_histogram;
+using prometheus::append_metric;
+using prometheus::format_value;
+using prometheus::append_header;
+using prometheus::append_sample;
 
 std::string_view method_label(std::string_view method) {
   for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}) {
@@ -96,27 +31,23 @@ void Metrics::store_operation(std::string_view operation, double seconds) {
   store_latency_[std::string(operation)].observe(seconds);
 }
 
-void append_metric(std::string& out, const char* type, const char* name, const char* help, std::uint64_t value) {
-  header(out, name, type, help);
-  sample(out, name, "", std::to_string(value));
-}
 
 std::string Metrics::render(const EngineStats& engine) const {
   std::string out;
   std::unique_lock lock(mutex_);
-  header(out, "shadowd_http_requests_total", "counter", "HTTP requests by route, method and status.");
+  append_header(out, "shadowd_http_requests_total", "counter", "HTTP requests by route, method and status.");
   for (const auto& [key, count] : requests_) {
     const auto& [route, method, status] = key;
-    sample(out, "shadowd_http_requests_total",
+    append_sample(out, "shadowd_http_requests_total",
            "route=\"" + route + "\",method=\"" + method + "\",status=\"" + std::to_string(status) + "\"",
            std::to_string(count));
   }
-  header(out, "shadowd_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
-  for (const auto& [route, h] : request_latency_) render_histogram(out, "shadowd_http_request_duration_seconds", "route=\"" + route + "\"", h);
-  header(out, "shadowd_store_operation_duration_seconds", "histogram", "Store operation latency.");
-  for (const auto& [op, h] : store_latency_) render_histogram(out, "shadowd_store_operation_duration_seconds", "operation=\"" + op + "\"", h);
-  header(out, "shadowd_http_requests_in_flight", "gauge", "HTTP requests being served.");
-  sample(out, "shadowd_http_requests_in_flight", "", std::to_string(in_flight_.load()));
+  append_header(out, "shadowd_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
+  for (const auto& [route, h] : request_latency_) append_histogram(out, "shadowd_http_request_duration_seconds", "route=\"" + route + "\"", h);
+  append_header(out, "shadowd_store_operation_duration_seconds", "histogram", "Store operation latency.");
+  for (const auto& [op, h] : store_latency_) append_histogram(out, "shadowd_store_operation_duration_seconds", "operation=\"" + op + "\"", h);
+  append_header(out, "shadowd_http_requests_in_flight", "gauge", "HTTP requests being served.");
+  append_sample(out, "shadowd_http_requests_in_flight", "", std::to_string(in_flight_.load()));
   auto metric = [&](const char* type, const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
     append_metric(out, type, name, help, v.load(std::memory_order_relaxed));
   };
@@ -188,4 +119,4 @@ bool MeteredStore::claim(std::string_view id, std::string_view owner, std::int64
   return timed("claim", [&] { return inner_.claim(id, owner, now_ns, expires_ns); });
 }
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::http

@@ -1,8 +1,8 @@
-#include "server/auth.hpp"
+#include "http/auth.hpp"
 
-#include <openssl/evp.h>
 #include <openssl/crypto.h>
 
+#include "aws/sigv4.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/uri.hpp"
 #include "deviceshadow/validation.hpp"
@@ -13,20 +13,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace deviceshadow::server {
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 0xF];
-  }
-  return out;
-}
+namespace deviceshadow::http {
 
 bool Grant::covers(std::string_view thing) const {
   if (patterns.empty()) return true;
@@ -147,11 +134,11 @@ Authenticator Authenticator::load(const std::string& path) {
 const Token* Authenticator::authenticate(std::string_view authorization) const {
   constexpr std::string_view kBearer = "Bearer ";
   if (authorization.size() <= kBearer.size() || authorization.substr(0, kBearer.size()) != kBearer) return nullptr;
-  const std::string hash = sha256_hex(authorization.substr(kBearer.size()));
+  const std::string hash = aws::hex_sha256(authorization.substr(kBearer.size()));
   for (const Token& t : tokens_) {
     if (CRYPTO_memcmp(t.sha256_hex.data(), hash.data(), hash.size()) == 0) return &t;
   }
   return nullptr;
 }
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::http

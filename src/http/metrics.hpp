@@ -7,7 +7,7 @@
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/histogram.hpp"
 #include "deviceshadow/store.hpp"
-#include "server/http.hpp"
+#include "http/server.hpp"
 
 #include <atomic>
 #include <functional>
@@ -18,11 +18,7 @@
 #include <tuple>
 #include <vector>
 
-namespace deviceshadow::notify {
-struct RegistrationStatus;
-}
-
-namespace deviceshadow::server {
+namespace deviceshadow::http {
 
 class Metrics {
  public:
@@ -49,12 +45,6 @@ class Metrics {
   std::atomic<const HttpStats*> http_{nullptr};
   std::vector<std::function<void(std::string&)>> sections_;
 };
-
-// Appends one unlabelled sample with its HELP and TYPE lines.
-void append_metric(std::string& out, const char* type, const char* name, const char* help, std::uint64_t value);
-
-// Appends the notification metrics of each enabled registration (label registration).
-void render_notify_metrics(std::string& out, const std::vector<notify::RegistrationStatus>& registrations);
 
 // The method's label: itself when it is one the server knows of, else "other".
 std::string_view method_label(std::string_view method);
@@ -95,4 +85,4 @@ class MeteredStore final : public Store {
   Metrics& metrics_;
 };
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::http

@@ -2,12 +2,21 @@
 // facade).
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/uri.hpp"
-#include "server/http.hpp"
+#include "http/request.hpp"
 
 #include <algorithm>
 #include <charconv>
 
-namespace deviceshadow::server {
+namespace deviceshadow::http {
+
+ErrorCode refusal_code(int status) noexcept {
+  switch (status) {
+    case 413: return ErrorCode::document_too_large;
+    case 503: return ErrorCode::unavailable;
+    case 500: return ErrorCode::internal;
+    default: return ErrorCode::invalid_request;
+  }
+}
 
 bool Route::allows(std::string_view method) const noexcept {
   for (std::string_view rest = methods; !rest.empty();) {
@@ -59,4 +68,4 @@ RequestTarget split_target(std::string_view target) {
   return out;
 }
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::http

@@ -1,5 +1,5 @@
 // The only translation unit that includes Boost.Beast and Boost.Asio.
-#include "server/http.hpp"
+#include "http/server.hpp"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -14,11 +14,11 @@
 #include <optional>
 #include <thread>
 
-namespace deviceshadow::server {
+namespace deviceshadow::http {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
+namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -45,15 +45,15 @@ const std::string& overloaded_response() {
 // already refuses a chunked Transfer-Encoding beside Content-Length and differing
 // Content-Length values; what it lets through is a Transfer-Encoding that does not end in
 // chunked (it would then read the body as the next request) and repeated Content-Length.
-std::string ambiguous_framing(const http::request_parser<http::string_body>::value_type& header) {
-  auto [te_begin, te_end] = header.equal_range(http::field::transfer_encoding);
-  auto [cl_begin, cl_end] = header.equal_range(http::field::content_length);
+std::string ambiguous_framing(const bhttp::request_parser<bhttp::string_body>::value_type& header) {
+  auto [te_begin, te_end] = header.equal_range(bhttp::field::transfer_encoding);
+  auto [cl_begin, cl_end] = header.equal_range(bhttp::field::content_length);
   const auto te_count = std::distance(te_begin, te_end);
   const auto cl_count = std::distance(cl_begin, cl_end);
   if (te_count > 0 && cl_count > 0) return "Transfer-Encoding and Content-Length together";
   if (te_count > 1) return "repeated Transfer-Encoding";
   if (te_count == 1) {
-    http::token_list codings(te_begin->value());
+    bhttp::token_list codings(te_begin->value());
     auto first = codings.begin();
     if (first == codings.end() || !beast::iequals(*first, "chunked") || ++first != codings.end()) {
       return "unsupported Transfer-Encoding (only \"chunked\" is accepted)";
@@ -82,8 +82,7 @@ class Session;
 
 struct HttpServer::Impl {
   HttpServerOptions options;
-  Handler handler;
-  ErrorResponder error_responder;
+  Router router;
   HttpStats stats;
   asio::io_context io;
   asio::thread_pool workers;
@@ -95,10 +94,9 @@ struct HttpServer::Impl {
   std::mutex sessions_mutex;
   std::list<std::weak_ptr<Session>> sessions;
 
-  Impl(HttpServerOptions o, Handler h, ErrorResponder e)
+  Impl(HttpServerOptions o, Router r)
       : options(std::move(o)),
-        handler(std::move(h)),
-        error_responder(std::move(e)),
+        router(std::move(r)),
         io(static_cast<int>(options.io_threads)),
         workers(options.workers),
         acceptor(io),
@@ -162,7 +160,7 @@ class Session : public std::enable_shared_from_this<Session> {
     chunked_bytes_ = 0;
     idle_ = true;
     stream_.expires_after(server_.options.read_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
+    bhttp::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }
 
@@ -170,28 +168,30 @@ class Session : public std::enable_shared_from_this<Session> {
   // so a body of endless tiny chunks or long extensions ends like an oversized one.
   void count_chunk(std::uint64_t size, beast::string_view extensions, beast::error_code& ec) {
     chunked_bytes_ += size + extensions.size() + 20;  // 20: the size's hex digits and CRLFs, at most
-    if (chunked_bytes_ > server_.options.max_body_bytes) ec = http::error::body_limit;
+    if (chunked_bytes_ > server_.options.max_body_bytes) ec = bhttp::error::body_limit;
   }
 
   void on_header(beast::error_code ec) {
     if (ec) return on_error(ec);
     idle_ = false;
+    const auto target = parser_->get().target();
+    service_ = &server_.router(std::string_view(target.data(), target.size()));
     if (std::string why = ambiguous_framing(parser_->get()); !why.empty()) {
       return reject(400, "malformed HTTP request: " + why);
     }
-    http::async_read(stream_, buffer_, *parser_,
+    bhttp::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
     if (ec) return on_error(ec);
-    http::request<http::string_body> req = parser_->release();
+    bhttp::request<bhttp::string_body> req = parser_->release();
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
     HttpRequest request;
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
-    request.authorization = std::string(req[http::field::authorization]);
+    request.authorization = std::string(req[bhttp::field::authorization]);
     request.body = std::move(req.body());
     request.headers.reserve(static_cast<std::size_t>(std::distance(req.begin(), req.end())));
     for (const auto& field : req) request.headers.emplace_back(field.name_string(), field.value());
@@ -202,9 +202,9 @@ class Session : public std::enable_shared_from_this<Session> {
                                  work = std::move(work)]() mutable {
       HttpResponse response;
       try {
-        response = self->server_.handler(request);
+        response = self->service_->handle(request);
       } catch (const std::exception&) {  // handlers must not throw; if one does, the client still hears
-        response = self->server_.error_responder(500, "internal error");
+        response = self->service_->refuse(500, "internal error");
       }
       asio::post(self->stream_.get_executor(), [self, response = std::move(response), keep_alive, version]() mutable {
         self->write(std::move(response), keep_alive, version);
@@ -215,14 +215,18 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_error(beast::error_code ec) {
     const auto& limits = server_.options;
-    if (ec == http::error::body_limit) return reject(413, "request body exceeds " + std::to_string(limits.max_body_bytes) + " bytes");
-    if (ec == http::error::header_limit) return reject(431, "request headers too large");
-    if (ec == http::error::buffer_overflow) {
+    // The request line may have been read even when the headers were not (Beast checks a
+    // Content-Length over the body limit while it reads them): route by whatever target there is.
+    const auto target = parser_->get().target();
+    service_ = &server_.router(std::string_view(target.data(), target.size()));
+    if (ec == bhttp::error::body_limit) return reject(413, "request body exceeds " + std::to_string(limits.max_body_bytes) + " bytes");
+    if (ec == bhttp::error::header_limit) return reject(431, "request headers too large");
+    if (ec == bhttp::error::buffer_overflow) {
       return reject(400, "malformed HTTP request: a chunk-size line or the trailer exceeds " +
                              std::to_string(limits.max_header_bytes) + " bytes");
     }
-    if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
-        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+    if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+        ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
       return reject(400, "malformed HTTP request: " + ec.message());
     }
     close();  // end of stream, timeout, reset, aborted
@@ -231,7 +235,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Answers a request that could not be read, then closes the connection.
   void reject(int status, const std::string& message) {
     ++server_.stats.rejected_requests;
-    write(server_.error_responder(status, message), false, 11);
+    write(service_->refuse(status, message), false, 11);
   }
 
   void write(HttpResponse response, bool keep_alive, unsigned version) {
@@ -241,14 +245,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (response.sheddable && bytes > kNeverShedBytes && waiting > 0 &&
         waiting + bytes > server_.options.max_response_bytes_in_flight) {
       ++stats.shed_responses;
-      response = server_.error_responder(503, "too many response bytes are waiting for slow clients; retry in a moment");
+      response = service_->refuse(503, "too many response bytes are waiting for slow clients; retry in a moment");
       response.headers.emplace_back("Retry-After", "1");
       bytes = response.body.size();
     }
     stats.response_bytes_in_flight += bytes;
-    auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), version);
-    res->set(http::field::server, "shadowd");
-    res->set(http::field::content_type, response.content_type);
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(response.status), version);
+    res->set(bhttp::field::server, "shadowd");
+    res->set(bhttp::field::content_type, response.content_type);
     for (auto& [name, value] : response.headers) res->set(name, value);
     // 1xx, 204 and 304 have no body (RFC 9110 §6.4.1); Beast refuses to write one.
     const bool bodiless = response.status < 200 || response.status == 204 || response.status == 304;
@@ -256,7 +260,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive && !server_.stopping);
     res->prepare_payload();
     stream_.expires_after(server_.options.read_timeout);
-    http::async_write(stream_, *res, [self = shared_from_this(), res, bytes](beast::error_code ec, std::size_t) {
+    bhttp::async_write(stream_, *res, [self = shared_from_this(), res, bytes](beast::error_code ec, std::size_t) {
       self->server_.stats.response_bytes_in_flight -= bytes;
       if (ec || !res->keep_alive()) return self->close();
       self->await_next_request();
@@ -271,10 +275,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;  // bounded: max_header_bytes + kReadSlack
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_header_;
   std::uint64_t chunked_bytes_ = 0;
   HttpServer::Impl& server_;
+  Service* service_ = nullptr;  // of the request being read or answered: it renders the refusals
   std::list<std::weak_ptr<Session>>::iterator entry_;
   bool idle_ = true;
 };
@@ -351,7 +356,13 @@ void HttpServer::Impl::run_io() {
 }
 
 HttpServer::HttpServer(HttpServerOptions options, Handler handler, ErrorResponder error_responder)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler), std::move(error_responder))) {
+    : HttpServer(std::move(options), Router()) {
+  only_service_ = std::make_unique<FunctionService>(std::move(handler), std::move(error_responder));
+  impl_->router = [service = only_service_.get()](std::string_view) -> Service& { return *service; };
+}
+
+HttpServer::HttpServer(HttpServerOptions options, Router router)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(router))) {
   tcp::endpoint endpoint(asio::ip::make_address(impl_->options.host), impl_->options.port);
   impl_->acceptor.open(endpoint.protocol());
   impl_->acceptor.set_option(asio::socket_base::reuse_address(true));
@@ -398,4 +409,4 @@ void HttpServer::run() {
 
 void HttpServer::stop() { impl_->begin_stop(); }
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::http

@@ -1,7 +1,7 @@
 // docs/openapi.yaml, as built into shadowd, documents exactly the routes the API serves: every
 // path and method of Api::routes() (the table routing takes its methods from) and no other.
-#include "server/api.hpp"
-#include "server/openapi.hpp"
+#include "api/api.hpp"
+#include "api/openapi.hpp"
 
 #include "deviceshadow/json.hpp"
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-namespace srv = deviceshadow::server;
+namespace api = deviceshadow::api;
 namespace json = deviceshadow::json;
 
 namespace {
@@ -19,7 +19,7 @@ namespace {
 using Operations = std::set<std::pair<std::string, std::string>>;  // path template, method
 
 const json::object& document() {
-  static const json::value doc = deviceshadow::parse_json(srv::openapi_json());
+  static const json::value doc = deviceshadow::parse_json(api::openapi_json());
   return doc.as_object();
 }
 
@@ -40,7 +40,7 @@ TEST(OpenApi, DocumentsExactlyTheServedRoutes) {
     }
   }
   Operations served;
-  for (const srv::Route& route : srv::Api::routes()) {
+  for (const api::Route& route : api::Api::routes()) {
     std::string_view methods = route.methods;
     while (!methods.empty()) {
       std::size_t comma = methods.find(',');

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-namespace deviceshadow::server {
+namespace deviceshadow::http {
 
 enum class Role { admin, app, device };
 
@@ -45,10 +45,8 @@ struct Grant {
 };
 
 struct Token : Grant {
-  std::string sha256_hex;
+  std::string sha256_hex;  // of the secret, as aws::hex_sha256 writes it
 };
-
-std::string sha256_hex(std::string_view data);
 
 // Pieces of the line-oriented files that grant rights (this token file, the AWS credentials
 // file of src/awsiot/): one entry a line, fields separated by spaces or tabs, '#' comments.
@@ -75,4 +73,4 @@ class Authenticator {
   std::vector<Token> tokens_;
 };
 
-}  // namespace deviceshadow::server
+}  // namespace deviceshadow::http

@@ -1,0 +1,288 @@
+// shadowd, the composition root: parses the options (shadowd/options.hpp), opens the store and
+// wires the engine, notifications, API v1, the AWS IoT facade and the MQTT bridge onto one HTTP
+// listener, then serves until SIGINT/SIGTERM. Nothing includes this file. Options and
+// subcommands: docs/cli.md.
+#include "aws/sigv4.hpp"
+#include "deviceshadow/dynamodb_store.hpp"
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/memory_store.hpp"
+#include "deviceshadow/sqlite_store.hpp"
+#include "deviceshadow/prometheus.hpp"
+#include "notify/dispatcher.hpp"
+#include "notify/stream/service.hpp"
+#include "api/api.hpp"
+#include "awsiot/facade.hpp"
+#include "awsiot/mqtt_bridge.hpp"
+#include "http/auth.hpp"
+#include "http/server.hpp"
+#include "http/log.hpp"
+#include "http/metrics.hpp"
+#include "shadowd/options.hpp"
+
+#include <sys/resource.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <span>
+#include <thread>
+
+namespace ds = deviceshadow;
+namespace srv = deviceshadow::http;
+namespace notify = deviceshadow::notify;
+namespace awsiot = deviceshadow::awsiot;
+
+namespace {
+
+using Settings = deviceshadow::shadowd::Options;
+using deviceshadow::shadowd::parse_duration;
+
+ds::DynamoDbOptions dynamodb_options(const Settings& s, std::string table) {
+  ds::DynamoDbOptions o;
+  o.table = std::move(table);
+  o.endpoint = s.dynamodb_endpoint;
+  o.region = s.region;
+  o.layout = s.layout == "combined" ? ds::DynamoDbLayout::combined : ds::DynamoDbLayout::separate;
+  o.request_timeout = std::chrono::milliseconds(s.dynamodb_timeout_ms);
+  return o;
+}
+
+std::unique_ptr<ds::Store> open_store(const Settings& s) {
+  const ds::shadowd::StoreSpec spec = ds::shadowd::parse_store(s.store);
+  switch (spec.kind) {
+    case ds::shadowd::StoreKind::memory:
+      return ds::make_memory_store();
+    case ds::shadowd::StoreKind::dynamodb:
+      return ds::open_dynamodb_store(dynamodb_options(s, spec.location));
+    case ds::shadowd::StoreKind::sqlite:
+      break;
+  }
+  ds::SqliteOptions o;
+  o.path = spec.location;
+  o.durable = s.durability == "full";
+  o.min_free_bytes = s.min_free_bytes;
+  return ds::open_sqlite_store(o);
+}
+
+// Raises the soft open-file limit to the hard one and returns it; connections, the database
+// and outgoing requests all take descriptors.
+std::size_t raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? SIZE_MAX : static_cast<std::size_t>(limit.rlim_cur);
+}
+
+// How often, in seconds, a shadowd on DynamoDB reads the registrations that others may have put.
+constexpr int kRegistrationRefresh = 5;
+
+void render_stream_metrics(notify::stream::StreamService& stream, std::string& out) {
+  const notify::stream::StreamCounters& c = stream.counters();
+  auto metric = [&](const char* type, const char* name, const char* help, std::uint64_t v) {
+    ds::prometheus::append_metric(out, type, name, help, v);
+  };
+  metric("counter", "shadowd_stream_records_total", "Stream records read and done with.", c.records.load());
+  metric("counter", "shadowd_stream_trimmed_total",
+         "Times stream records were trimmed away before this shadowd read them (their events are lost).", c.trimmed.load());
+  metric("counter", "shadowd_stream_expired_iterators_total", "Shard iterators renewed after expiring.",
+         c.expired_iterators.load());
+  metric("counter", "shadowd_stream_throttled_total", "Stream reads refused for throttling or a failure worth retrying.",
+         c.throttled.load());
+  metric("counter", "shadowd_stream_writes_total",
+         "Writes read from the stream (with --history stream, each one's history event written).", stream.feed().end());
+  metric("gauge", "shadowd_stream_shards", "Stream shards this shadowd holds leases on and reads.", stream.shards());
+  metric("gauge", "shadowd_stream_feed_entries", "Writes read from the stream and not yet delivered to every registration.",
+         stream.feed().size());
+}
+
+int serve(const Settings& s) {
+  srv::LogLevel level = s.log_level == "debug" ? srv::LogLevel::debug
+                        : s.log_level == "warn" ? srv::LogLevel::warn
+                        : s.log_level == "error" ? srv::LogLevel::error
+                                                 : srv::LogLevel::info;
+  srv::Logger logger(level, s.log_format == "json");
+
+  srv::HttpServerOptions http;
+  const ds::shadowd::ListenAddress listen = ds::shadowd::parse_listen(s.listen);
+  http.host = listen.host;
+  http.port = listen.port;
+  http.io_threads = s.io_threads;
+  http.workers = s.workers;
+  http.max_body_bytes = s.max_body_bytes;
+  http.read_timeout = std::chrono::milliseconds(s.read_timeout_ms);
+  http.idle_timeout = std::chrono::milliseconds(s.idle_timeout_ms);
+  http.max_response_bytes_in_flight = s.max_response_bytes_in_flight;
+  // Connections stay well under the descriptor limit: a quarter is left for everything else.
+  const std::size_t open_files = raise_open_file_limit();
+  http.max_connections = std::min(s.max_connections, open_files / 4 * 3);
+  if (http.max_connections < s.max_connections) {
+    logger.log(srv::LogLevel::warn, "connection limit lowered to three quarters of the open-file limit",
+               {{"max_connections", std::to_string(http.max_connections)}, {"open_files", std::to_string(open_files)}});
+  }
+
+  ds::EngineOptions options;
+  options.document.limits = {s.max_body_bytes, s.max_state_bytes, s.max_depth, s.max_batch_items};
+  options.document.timestamp_keys = ds::TimestampKeys(s.timestamp_keys);
+  options.history = s.history == "true";
+  const bool history_from_stream = s.history == "stream";
+  options.history_retention = parse_duration(s.history_retention);
+  options.tombstone_retention = parse_duration(s.tombstone_retention);
+  options.max_attempts = s.max_attempts;
+  options.cache_entries = s.cache_entries;
+  options.max_page_bytes = s.max_page_bytes;
+  const bool on_dynamodb = s.store.rfind("dynamodb:", 0) == 0;
+  const auto purge_every = parse_duration(s.purge_interval);
+
+  std::optional<srv::Authenticator> auth;
+  if (!s.tokens.empty()) {
+    auth = srv::Authenticator::load(s.tokens);
+    logger.log(srv::LogLevel::info, "authentication on", {{"tokens", std::to_string(auth->size())}});
+  } else {
+    logger.log(srv::LogLevel::warn,
+               "NO TOKEN FILE: the server is OPEN, anyone who can reach it may read and write every shadow. "
+               "Use --tokens FILE in production.");
+  }
+
+  std::optional<awsiot::SigV4Verifier> verifier;
+  if (!s.aws_credentials.empty()) {
+    verifier.emplace(awsiot::CredentialsTable::load(s.aws_credentials));
+    logger.log(srv::LogLevel::info, "AWS signatures required on the AWS IoT API",
+               {{"keys", std::to_string(verifier->credentials().size())}});
+  }
+  ds::validate_shadow_name(s.aws_classic_shadow);
+
+  std::unique_ptr<ds::Store> store = open_store(s);
+  // From here SIGINT/SIGTERM wait for the server's run() (until now they end the process).
+  srv::block_shutdown_signals();
+  srv::Metrics metrics;
+  srv::MeteredStore metered(*store, metrics);
+  ds::Engine engine(metered, options);
+  auto notify_log = [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
+    std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
+    logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);
+  };
+  // On DynamoDB the change feed is the table's stream, read by a consumer that shares its
+  // shards with the other shadowd on the table.
+  std::unique_ptr<notify::stream::StreamService> stream;
+  if (on_dynamodb) {
+    const ds::DynamoDbOptions table = dynamodb_options(s, s.store.substr(9));
+    notify::stream::StreamServiceOptions o;
+    o.lease_timeout = parse_duration(s.stream_lease_timeout);
+    std::optional<std::string> arn;
+    try {
+      arn = notify::stream::StreamService::find_stream(table);
+    } catch (const std::exception& e) {  // the store's readiness reports a missing table
+      logger.log(srv::LogLevel::error, "the table's stream cannot be found; notifications are off until a restart",
+                 {{"error", e.what()}});
+    }
+    if (history_from_stream) {  // each write's change event becomes its history event
+      o.feed.on_entries = [&metered, retention = options.history_retention](std::span<const notify::stream::AssembledEntry> entries) {
+        std::vector<ds::ShadowHistoryEvent> events;
+        events.reserve(entries.size());
+        for (const auto& entry : entries) events.push_back({entry.key, ds::history_event_of(entry.event(), retention)});
+        metered.append_history(events);
+      };
+    }
+    if (arn) {
+      stream = std::make_unique<notify::stream::StreamService>(table, *arn, std::move(o), notify_log);
+      logger.log(srv::LogLevel::info, "reading the table's stream for notifications",
+                 {{"stream", *arn}, {"owner", stream->owner()}});
+      metrics.add_section([st = stream.get()](std::string& out) { render_stream_metrics(*st, out); });
+    } else if (history_from_stream) {
+      throw std::runtime_error("--history stream needs table " + table.table +
+                               "'s stream: enable it (NEW_AND_OLD_IMAGES), or use --history true");
+    } else if (!store->list_registrations().empty()) {
+      throw std::runtime_error("table " + table.table + " has notification registrations but no stream: enable its "
+                               "stream (NEW_AND_OLD_IMAGES), or remove the registrations");
+    }
+  }
+  notify::DispatcherOptions notify_options;
+  notify_options.concurrency = s.notify_concurrency;
+  notify_options.window = s.notify_window;
+  notify_options.nice = s.notify_nice;
+  notify_options.keep_feed_on = history_from_stream;
+  notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,
+                                stream ? &stream->feed() : nullptr);
+  metrics.add_section([&dispatcher](std::string& out) { notify::render_metrics(out, dispatcher.statuses()); });
+  ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, {.private_readyz = s.private_readyz});
+  awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
+                        {s.aws_classic_shadow, s.aws_acknowledge});
+  std::unique_ptr<awsiot::MqttBridge> bridge;
+  if (!s.mqtt.empty()) {
+    bridge = std::make_unique<awsiot::MqttBridge>(
+        engine, logger,
+        awsiot::MqttBridgeOptions{.broker = s.mqtt, .username = s.mqtt_username, .password = s.mqtt_password,
+                                  .client_id = s.mqtt_client_id, .classic_shadow = s.aws_classic_shadow,
+                                  .acknowledge = s.aws_acknowledge, .workers = s.mqtt_workers,
+                                  .claim_window = parse_duration(s.mqtt_claim)});
+    metrics.add_section([b = bridge.get()](std::string& out) { b->render_metrics(out); });
+  }
+  srv::HttpServer server(http, [&](std::string_view target) -> srv::Service& {
+    if (awsiot::Facade::serves(target)) return facade;
+    return api;
+  });
+
+  // Off the request path: on SQLite and memory, expired tombstones and history are purged
+  // periodically (on DynamoDB its own TTL drops them; a purge would scan the whole table); on
+  // DynamoDB, the registrations other shadowd put or removed are picked up.
+  std::mutex purge_mutex;
+  std::condition_variable purge_cv;
+  bool stopping = false;
+  std::thread purger([&] {
+    std::unique_lock lock(purge_mutex);
+    const auto every = on_dynamodb ? std::chrono::seconds(kRegistrationRefresh) : purge_every;
+    while (!purge_cv.wait_for(lock, every, [&] { return stopping; })) {
+      try {
+        if (on_dynamodb) {
+          dispatcher.refresh();
+        } else if (std::size_t n = engine.purge()) {
+          logger.log(srv::LogLevel::info, "purged", {{"items", std::to_string(n)}});
+        }
+      } catch (const std::exception& e) {
+        logger.log(srv::LogLevel::error, on_dynamodb ? "reading the registrations failed" : "purge failed",
+                   {{"error", e.what()}});
+      }
+    }
+  });
+
+  metrics.watch(&server.stats());
+
+  logger.log(srv::LogLevel::info, "listening",
+             {{"address", http.host + ":" + std::to_string(server.port())}, {"store", s.store}});
+  server.run();
+  {
+    std::lock_guard lock(purge_mutex);
+    stopping = true;
+  }
+  purge_cv.notify_all();
+  purger.join();
+  logger.log(srv::LogLevel::info, "stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ds::shadowd::Command command = ds::shadowd::parse_command_line(argc, argv);
+  using Kind = ds::shadowd::Command::Kind;
+  if (command.kind == Kind::exit) return command.exit_status;
+  if (command.kind == Kind::hash_token) {
+    std::printf("%s\n", ds::aws::hex_sha256(command.token).c_str());
+    return 0;
+  }
+  try {
+    if (command.kind == Kind::create_table) {
+      ds::create_dynamodb_table(dynamodb_options(command.options, command.table));
+      std::printf("created table %s\n", command.table.c_str());
+      return 0;
+    }
+    return serve(command.options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shadowd: %s\n", e.what());
+    return 1;
+  }
+}

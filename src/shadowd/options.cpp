@@ -1,0 +1,290 @@
+#include "shadowd/options.hpp"
+
+#include "notify/mqtt_session.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <arpa/inet.h>
+
+#include <charconv>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+
+namespace deviceshadow::shadowd {
+
+namespace {
+
+// A decimal number of digits only (no sign, no spaces) in [min, max].
+std::uint64_t whole_number(std::string_view text, std::uint64_t min, std::uint64_t max) {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  const std::string range = "(" + std::to_string(min) + "-" + std::to_string(max) + ")";
+  if (text.empty() || text.front() == '-' || text.front() == '+' || (ec != std::errc() && ec != std::errc::result_out_of_range) ||
+      end != text.data() + text.size()) {
+    throw std::invalid_argument("'" + std::string(text) + "' is not a whole number " + range);
+  }
+  if (ec == std::errc::result_out_of_range || n < min || n > max) {
+    throw std::invalid_argument(std::string(text) + " is out of range " + range);
+  }
+  return n;
+}
+
+// CLI11 runs a check on the text before it converts it, so a value that passes converts.
+// `description` shows in --help after the type ("UINT:1-4096"); sizes leave it out.
+CLI::Validator whole(std::uint64_t min, std::uint64_t max, std::string description) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        try {
+          whole_number(text, min, max);
+          return {};
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      std::move(description));
+}
+
+CLI::Validator whole(std::uint64_t min, std::uint64_t max) {
+  return whole(min, max, std::to_string(min) + "-" + std::to_string(max));
+}
+
+template <typename Parse>
+CLI::Validator checked_by(Parse parse, std::string description) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          parse(text);
+          return {};
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      std::move(description));
+}
+
+CLI::Validator duration_of_at_least(std::chrono::seconds min) {
+  return checked_by(
+      [min](const std::string& text) {
+        if (parse_duration(text) < min) {
+          throw std::invalid_argument("must be at least " + std::to_string(min.count()) + "s, not " + text);
+        }
+      },
+      "DURATION");
+}
+
+constexpr std::uint64_t kMaxSize = std::numeric_limits<std::int64_t>::max();
+constexpr std::uint64_t kHour = 3600 * 1000;
+
+}  // namespace
+
+ListenAddress parse_listen(std::string_view text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) throw std::invalid_argument("expected HOST:PORT, not '" + std::string(text) + "'");
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  unsigned char address[16];
+  const std::string h(host);
+  if (inet_pton(AF_INET, h.c_str(), address) != 1 && inet_pton(AF_INET6, h.c_str(), address) != 1) {
+    throw std::invalid_argument("host '" + h + "' is not an IP address (such as 127.0.0.1, 0.0.0.0 or [::1])");
+  }
+  std::uint64_t n = 0;
+  try {
+    n = whole_number(port, 0, 65535);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("port " + std::string(port) + " is out of range (0-65535)");
+  }
+  return {h, static_cast<std::uint16_t>(n)};
+}
+
+std::chrono::seconds parse_duration(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit = text.substr(digits);
+  const long long scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
+  if (digits == 0 || scale == 0) {
+    throw std::invalid_argument("'" + std::string(text) + "' is not a duration (a whole number and s, m, h or d: 90s, 15m, 48h, 30d)");
+  }
+  constexpr std::uint64_t kCentury = 36500ULL * 86400;
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, n);
+  if (ec != std::errc() || n > kCentury / static_cast<std::uint64_t>(scale)) {
+    throw std::invalid_argument(std::string(text) + " is longer than 36500d");
+  }
+  return std::chrono::seconds(static_cast<long long>(n) * scale);
+}
+
+StoreSpec parse_store(std::string_view text) {
+  if (text == "memory") return {StoreKind::memory, {}};
+  if (text.starts_with("sqlite:")) {
+    if (text.size() == 7) throw std::invalid_argument("sqlite: needs a file path, as in sqlite:./shadowd-data/shadows.db");
+    return {StoreKind::sqlite, std::string(text.substr(7))};
+  }
+  if (text.starts_with("dynamodb:")) {
+    const std::string_view table = text.substr(9);
+    const bool valid = table.size() >= 3 && table.size() <= 255 &&
+                       table.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+                           std::string_view::npos;
+    if (!valid) {
+      throw std::invalid_argument("'" + std::string(table) +
+                                  "' is not a DynamoDB table name (3 to 255 of a-z, A-Z, 0-9, '_', '-' and '.')");
+    }
+    return {StoreKind::dynamodb, std::string(table)};
+  }
+  throw std::invalid_argument("expected sqlite:PATH, memory or dynamodb:TABLE, not '" + std::string(text) + "'");
+}
+
+Command parse_command_line(int argc, const char* const* argv) {
+  CLI::App app{"shadowd: the deviceshadow server. Every option can also be set as SHADOWD_<OPTION> "
+               "(e.g. SHADOWD_LISTEN) or in a TOML file given with --config (keys are option names)."};
+  app.set_config("--config", "", "TOML configuration file");
+  Command command;
+  Options& s = command.options;
+  auto env = [](const char* name) { return std::string("SHADOWD_") + name; };
+  auto size = [](std::uint64_t min) { return whole(min, kMaxSize, ""); };
+  app.add_option("--listen", s.listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->envname(env("LISTEN"))->check(checked_by(parse_listen, "HOST:PORT"))->capture_default_str();
+  app.add_option("--store", s.store, "sqlite:PATH, memory or dynamodb:TABLE")
+      ->envname(env("STORE"))->check(checked_by(parse_store, "STORE"))->capture_default_str();
+  auto dynamodb_flags = [&](CLI::App* a) {
+    a->add_option("--dynamodb-endpoint", s.dynamodb_endpoint, "DynamoDB endpoint URL (default: the region's)")
+        ->envname(env("DYNAMODB_ENDPOINT"));
+    a->add_option("--region", s.region, "AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, us-east-1)")
+        ->envname(env("REGION"));
+  };
+  dynamodb_flags(&app);
+  app.add_option("--dynamodb-timeout-ms", s.dynamodb_timeout_ms, "time one DynamoDB request may take")
+      ->envname(env("DYNAMODB_TIMEOUT_MS"))->check(whole(1, kHour))->capture_default_str();
+  app.add_option("--layout", s.layout, "DynamoDB item layout: separate (one item per section) or combined")
+      ->envname(env("LAYOUT"))->check(CLI::IsMember({"separate", "combined"}))->capture_default_str();
+  app.add_option("--cache-entries", s.cache_entries, "shadows whose records are cached so writes need no read (0: off)")
+      ->envname(env("CACHE_ENTRIES"))->check(size(0))->capture_default_str();
+  app.add_option("--durability", s.durability, "SQLite commits: full (fsync every commit) or normal")
+      ->envname(env("DURABILITY"))->check(CLI::IsMember({"full", "normal"}))->capture_default_str();
+  app.add_option("--min-free-bytes", s.min_free_bytes,
+                 "SQLite: /readyz answers 503 while the filesystem holding the database has fewer bytes free than this")
+      ->envname(env("MIN_FREE_BYTES"))->check(size(0))->capture_default_str();
+  app.add_option("--tokens", s.tokens, "token file; without one the server is open to everyone")->envname(env("TOKENS"));
+  app.add_option("--private-readyz", s.private_readyz,
+                 "with --tokens: /readyz needs a token too (/healthz never does): true or false")
+      ->envname(env("PRIVATE_READYZ"))->default_str("false");
+  app.add_option("--aws-credentials", s.aws_credentials,
+                 "AWS access keys whose signatures the AWS IoT API requires (docs/aws-iot.md); mode 600")
+      ->envname(env("AWS_CREDENTIALS"));
+  app.add_option("--aws-classic-shadow", s.aws_classic_shadow, "the shadow AWS IoT's classic (unnamed) shadow is")
+      ->envname(env("AWS_CLASSIC_SHADOW"))->capture_default_str();
+  app.add_option("--aws-acknowledge", s.aws_acknowledge,
+                 "acknowledge desired values on writes through the AWS IoT API: true or false")
+      ->envname(env("AWS_ACKNOWLEDGE"))->default_str("false");
+  app.add_option("--mqtt", s.mqtt,
+                 "serve the AWS IoT Device Shadow MQTT topics through this broker, mqtt://HOST[:PORT] (docs/aws-iot.md)")
+      ->envname(env("MQTT"))->check(checked_by(notify::parse_mqtt_broker, "mqtt://HOST[:PORT]"));
+  app.add_option("--mqtt-username", s.mqtt_username, "user name for the --mqtt broker")->envname(env("MQTT_USERNAME"));
+  app.add_option("--mqtt-password", s.mqtt_password, "password for the --mqtt broker (better: SHADOWD_MQTT_PASSWORD)")
+      ->envname(env("MQTT_PASSWORD"));
+  app.add_option("--mqtt-client-id", s.mqtt_client_id, "MQTT client id (default: shadowd- and a random number)")
+      ->envname(env("MQTT_CLIENT_ID"));
+  app.add_option("--mqtt-workers", s.mqtt_workers, "threads serving MQTT requests")
+      ->envname(env("MQTT_WORKERS"))->check(whole(1, 1024))->capture_default_str();
+  app.add_option("--mqtt-claim", s.mqtt_claim,
+                 "how long a shadowd's claim on an MQTT request keeps others on the same store from serving it; 0 "
+                 "claims nothing")
+      ->envname(env("MQTT_CLAIM"))->check(duration_of_at_least(std::chrono::seconds(0)))->capture_default_str();
+  app.add_option("--max-body-bytes", s.max_body_bytes, "largest request body")
+      ->envname(env("MAX_BODY_BYTES"))->check(whole(1, std::uint64_t{1} << 32))->capture_default_str();
+  app.add_option("--max-state-bytes", s.max_state_bytes, "largest section state, as compact JSON")
+      ->envname(env("MAX_STATE_BYTES"))->check(whole(1, std::uint64_t{1} << 32))->capture_default_str();
+  app.add_option("--max-depth", s.max_depth, "deepest nesting below a state's root")
+      ->envname(env("MAX_DEPTH"))->check(whole(1, 1000))->capture_default_str();
+  app.add_option("--max-batch-items", s.max_batch_items, "operations per batch request")
+      ->envname(env("MAX_BATCH_ITEMS"))->check(whole(1, 100000))->capture_default_str();
+  app.add_option("--timestamp-keys", s.timestamp_keys, "members that make an object a timestamped value, in priority order")
+      ->envname(env("TIMESTAMP_KEYS"))->delimiter(',')->capture_default_str();
+  app.add_option("--history", s.history,
+                 "record the history journal: true, false, or stream (DynamoDB: written from the table's stream, "
+                 "not in each write's transaction)")
+      ->envname(env("HISTORY"))->check(CLI::IsMember({"true", "false", "stream"}))->capture_default_str();
+  app.add_option("--history-retention", s.history_retention, "how long history events are kept")
+      ->envname(env("HISTORY_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+  app.add_option("--tombstone-retention", s.tombstone_retention, "how long deleted sections keep their version")
+      ->envname(env("TOMBSTONE_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+  app.add_option("--purge-interval", s.purge_interval, "how often expired tombstones and history are dropped")
+      ->envname(env("PURGE_INTERVAL"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+  app.add_option("--max-attempts", s.max_attempts, "read-merge-write attempts of an unpinned write")
+      ->envname(env("MAX_ATTEMPTS"))->check(whole(1, 1000))->capture_default_str();
+  app.add_option("--io-threads", s.io_threads, "network I/O threads")
+      ->envname(env("IO_THREADS"))->check(whole(1, 256))->capture_default_str();
+  app.add_option("--workers", s.workers, "request handler threads")
+      ->envname(env("WORKERS"))->check(whole(1, 4096))->capture_default_str();
+  app.add_option("--read-timeout-ms", s.read_timeout_ms, "time a client has to send one whole request")
+      ->envname(env("READ_TIMEOUT_MS"))->check(whole(1, kHour))->capture_default_str();
+  app.add_option("--idle-timeout-ms", s.idle_timeout_ms, "time a keep-alive connection may wait for its next request")
+      ->envname(env("IDLE_TIMEOUT_MS"))->check(whole(1, kHour))->capture_default_str();
+  app.add_option("--max-connections", s.max_connections,
+                 "open client connections; more are answered 503 and closed. shadowd raises its open-file limit to the "
+                 "hard limit at start and lowers this to 3/4 of that limit if it is higher, with a warning")
+      ->envname(env("MAX_CONNECTIONS"))->check(size(1))->capture_default_str();
+  app.add_option("--max-response-bytes-in-flight", s.max_response_bytes_in_flight,
+                 "response bytes written but not yet taken by slow clients, at most: a read whose response is over "
+                 "16 KiB and would pass this is answered 503 with Retry-After: 1 (writes are always answered)")
+      ->envname(env("MAX_RESPONSE_BYTES_IN_FLIGHT"))->check(size(1))->capture_default_str();
+  app.add_option("--max-page-bytes", s.max_page_bytes,
+                 "bytes of events in one history page and of shadows in one batch get response")
+      ->envname(env("MAX_PAGE_BYTES"))->check(size(1024))->capture_default_str();
+  app.add_option("--notify-concurrency", s.notify_concurrency, "event deliveries in flight per notification registration")
+      ->envname(env("NOTIFY_CONCURRENCY"))->check(whole(1, 1024))->capture_default_str();
+  app.add_option("--notify-window", s.notify_window,
+                 "change-feed entries a registration holds in memory ahead of its checkpoint")
+      ->envname(env("NOTIFY_WINDOW"))->check(whole(1, 10000000))->capture_default_str();
+  app.add_option("--notify-nice", s.notify_nice,
+                 "nice levels the notification delivery threads run below request handling (0 to 19; 0: the same priority)")
+      ->envname(env("NOTIFY_NICE"))->check(whole(0, 19))->capture_default_str();
+  app.add_option("--stream-lease-timeout", s.stream_lease_timeout,
+                 "on DynamoDB: how long a shadowd that stopped renewing its stream shard leases keeps them before "
+                 "the others take them over")
+      ->envname(env("STREAM_LEASE_TIMEOUT"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+  app.add_option("--log-format", s.log_format, "text or json")
+      ->envname(env("LOG_FORMAT"))->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  app.add_option("--log-level", s.log_level, "debug, info, warn or error")->envname(env("LOG_LEVEL"))
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
+
+  CLI::App* hash = app.add_subcommand("hash-token", "print the SHA-256 of a token, for the token file");
+  hash->add_option("token", command.token, "the secret token")->required();
+  CLI::App* dynamodb = app.add_subcommand("dynamodb", "DynamoDB administration");
+  dynamodb->require_subcommand(1);
+  CLI::App* create_table = dynamodb->add_subcommand(
+      "create-table", "create a table in the layout shadowd uses (on-demand, GSI1, TTL on ttl, stream NEW_AND_OLD_IMAGES)");
+  create_table->add_option("--table", command.table, "table name")
+      ->required()->check(checked_by([](const std::string& t) { parse_store("dynamodb:" + t); }, "TABLE"));
+  dynamodb_flags(create_table);
+  app.require_subcommand(0, 1);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    command.kind = Command::Kind::exit;
+    command.exit_status = app.exit(e);
+    return command;
+  } catch (const CLI::CallForAllHelp& e) {
+    command.kind = Command::Kind::exit;
+    command.exit_status = app.exit(e);
+    return command;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "shadowd: %s\n", e.what());
+    command.kind = Command::Kind::exit;
+    command.exit_status = 2;
+    return command;
+  }
+  if (s.history == "stream" && parse_store(s.store).kind != StoreKind::dynamodb) {
+    std::fprintf(stderr, "shadowd: --history: stream writes history from a DynamoDB table's stream: use true or false "
+                         "with --store %s\n", s.store.c_str());
+    command.kind = Command::Kind::exit;
+    command.exit_status = 2;
+    return command;
+  }
+  command.kind = *hash ? Command::Kind::hash_token : *create_table ? Command::Kind::create_table : Command::Kind::serve;
+  return command;
+}
+
+}  // namespace deviceshadow::shadowd
