@@ -36,6 +36,10 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* out) {
   return size * n;
 }
 
+int on_progress(void* abort, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const std::atomic<bool>*>(abort)->load() ? 1 : 0;  // non-zero: abort the transfer
+}
+
 }  // namespace
 
 std::string origin_of(const std::string& url) {
@@ -79,10 +83,16 @@ PostAnswer SignedPost::post(const std::vector<std::pair<std::string, std::string
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    if (options_.abort) {
+      curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+      curl_easy_setopt(h, CURLOPT_XFERINFODATA, options_.abort);
+    }
     handle_ = h;
   }
   CURL* h = static_cast<CURL*>(handle_);
   PostAnswer answer;
+  if (options_.abort && options_.abort->load()) return {"aborted"};
   curl_slist* list = curl_slist_append(nullptr, "Expect:");
   for (const auto& [name, value] : request.headers) {
     if (name != "Host") list = curl_slist_append(list, (name + ": " + value).c_str());

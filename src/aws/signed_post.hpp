@@ -6,6 +6,7 @@
 
 #include "aws/sigv4.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -20,6 +21,9 @@ struct SignedPostOptions {
   std::string service;   // the signing name: "sqs", "sns"
   std::chrono::milliseconds timeout{10000};          // the whole exchange
   std::chrono::milliseconds connect_timeout{10000};  // connecting, within `timeout`
+  // When set and it becomes true, a post in progress gives up within about a second (libcurl's
+  // progress callback) with transport_error "aborted" and maybe_sent.
+  const std::atomic<bool>* abort = nullptr;
 };
 
 struct PostAnswer {

@@ -153,9 +153,12 @@ class Dispatcher::Worker {
  public:
   // `counters`: the status of the registration's previous worker, whose counts go on.
   // `room`: called when the window, too full for a page before, has room for one again.
+  // `predecessor`: the registration's previous worker, still stopping: this one takes no entry
+  // before it has stopped, and then goes on from where it stopped, with its counters (a
+  // shadow's events stay in order, and none is sent twice).
   Worker(Store& store, Feed& feed, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
          const DispatcherOptions& options, const NotifyLog& log, std::function<void()> room,
-         RegistrationStatus counters)
+         RegistrationStatus counters, std::shared_ptr<Worker> predecessor)
       : store_(store),
         feed_(feed),
         registration_(std::move(registration)),
@@ -165,36 +168,69 @@ class Dispatcher::Worker {
         room_(std::move(room)),
         read_pos_(checkpoint),
         stored_checkpoint_(checkpoint),
-        status_(std::move(counters)) {
+        status_(std::move(counters)),
+        predecessor_(std::move(predecessor)) {
     status_.id = registration_.id;
     status_.dead_letters = count_dead_letters(store_, registration_.id);
     sender_ = std::thread([this] {
       lower_priority(options_.nice);
+      take_over_from_predecessor();
       send_loop();
     });
   }
 
-  ~Worker() { stop(); }
+  ~Worker() { finish_stop(); }
 
-  // Stops delivering (deliveries in flight are abandoned: they were not checkpointed) and
-  // stores the checkpoint reached; later pages are ignored. Idempotent.
-  void stop() {
+  // Stops delivering, without waiting: later pages are ignored, and the target abandons what
+  // is in flight (never waiting on its network); those deliveries were not checkpointed and go
+  // again with the registration's next worker. `discard`: the registration is removed, so
+  // nothing more is stored for it (checkpoint, dead letters). Idempotent.
+  void begin_stop(bool discard) {
     {
       std::lock_guard lock(mutex_);
+      discard_ = discard_ || discard;
       if (stopping_) return;
       stopping_ = true;
     }
-    target_->wake();
-    sender_.join();
+    target_->abandon();
+  }
+
+  // begin_stop(), then waits for the sender to end and stores the checkpoint reached. Called
+  // once, by the dispatcher's reaper (or the destructor), never on a request's path.
+  void finish_stop() {
+    begin_stop(false);
+    if (sender_.joinable()) sender_.join();
+    {
+      std::unique_lock lock(mutex_);
+      if (stopped_) return;
+      if (!discard_) store_checkpoint_locked(lock, true);
+      stopped_ = true;
+    }
+    stopped_cv_.notify_all();
+  }
+
+  // Waits until finish_stop() is done; returns the checkpoint it reached.
+  std::uint64_t wait_stopped() {
     std::unique_lock lock(mutex_);
-    store_checkpoint_locked(lock, true);
+    stopped_cv_.wait(lock, [&] { return stopped_; });
+    return reached();
+  }
+
+  // Asks the sender to dead-letter every event it holds, in flight or not (the change feed is
+  // full and this registration holds it back; see Dispatcher::Trimmer).
+  void spill() {
+    {
+      std::lock_guard lock(mutex_);
+      spill_requested_ = true;
+    }
+    target_->wake();
   }
 
   // The last feed seq it took when its window has room for a page, else nullopt (a page read
   // for a few free places would be read for nothing).
   std::optional<std::uint64_t> wants_entries_after() const {
     std::lock_guard lock(mutex_);
-    if (stopping_ || options_.window - open_.size() < room_wanted()) return std::nullopt;
+    if (stopping_ || predecessor_ || !has_room()) return std::nullopt;
     return read_pos_;
   }
 
@@ -205,7 +241,7 @@ class Dispatcher::Worker {
     if (stopping_) return;
     for (const auto& item : page) {
       if (item->seq <= read_pos_) continue;
-      if (open_.size() >= options_.window) break;
+      if (open_.size() >= options_.window || held_bytes_ >= options_.window_bytes) break;
       if (item->entry && wants(registration_, item->entry->write())) {
         const FeedWrite& w = item->entry->write();
         Pending p;
@@ -217,6 +253,8 @@ class Dispatcher::Worker {
         p.thing = w.thing;
         p.name = w.name;
         p.written_ns = w.timestamp_ns;
+        p.bytes = item->entry->size();
+        held_bytes_ += p.bytes;
         open_.add(p.seq, p.written_ns);
         enqueue(std::move(p));
       }
@@ -268,6 +306,8 @@ class Dispatcher::Worker {
       } catch (const std::exception&) {
         names->thing = names->id;  // unreadable: deliver as it is, on a queue of its own
       }
+      p.bytes = p.event.size();
+      held_bytes_ += p.bytes;
       p.id = names->id;
       p.type = names->type;
       p.thing = names->thing;
@@ -305,6 +345,9 @@ class Dispatcher::Worker {
     int attempts = 0;        // failed attempts so far
     int prior_attempts = 0;  // a redriven dead letter's attempts before
     std::optional<DeliveryResult> settled;  // the final outcome, once known, while it is stored
+    std::size_t bytes = 0;   // counted in held_bytes_ until it leaves its queue
+    bool in_flight = false;  // started on the target, outcome not settled
+    bool stored = false;     // its dead letter is stored already (expired or spilled): not sent again
   };
   struct Shadow {
     std::deque<Pending> events;  // the head is being delivered, waits for a retry, or is ready
@@ -322,6 +365,30 @@ class Dispatcher::Worker {
       ready_.push_back(std::move(key));
       if (ready_.size() == 1) target_->wake();
     }
+  }
+
+  // Waits for the predecessor to stop, then starts where it got, with its counters.
+  void take_over_from_predecessor() {
+    std::shared_ptr<Worker> predecessor;
+    {
+      std::lock_guard lock(mutex_);
+      predecessor = predecessor_;
+    }
+    if (!predecessor) return;
+    const std::uint64_t reached = predecessor->wait_stopped();
+    const RegistrationStatus counters = predecessor->status(0);
+    {
+      std::lock_guard lock(mutex_);
+      read_pos_ = std::max(read_pos_, reached);
+      stored_checkpoint_ = std::max(stored_checkpoint_, reached);
+      status_.delivered = counters.delivered;
+      status_.failed = counters.failed;
+      status_.dead_lettered = counters.dead_lettered;
+      status_.last_error = counters.last_error;
+      status_.latency = counters.latency;
+      predecessor_.reset();
+    }
+    room_();  // the reader serves it from here
   }
 
   // Keeps up to `concurrency` shadows' head events in flight on the target and settles each
@@ -343,11 +410,23 @@ class Dispatcher::Worker {
         const std::string key = std::move(it->second);
         if (&*it != &in_flight.back()) *it = std::move(in_flight.back());
         in_flight.pop_back();
-        finish(key, shadows_.at(key).events.front(), std::move(result), lock);
+        Pending& head = shadows_.at(key).events.front();
+        head.in_flight = false;
+        finish(key, head, std::move(result), lock);
       }
       finished.clear();
     };
+    Clock::time_point next_sweep{};
     while (!stopping_) {
+      if (spill_requested_) {
+        spill_requested_ = false;
+        expire(lock, true);
+        store_checkpoint_locked(lock, true);
+      } else if (Clock::now() >= next_sweep) {
+        next_sweep = Clock::now() + options_.expiry_sweep;
+        expire(lock, false);
+      }
+      if (stopping_) break;
       while (!delayed_.empty() && delayed_.begin()->first <= Clock::now()) {
         ready_.push_back(std::move(delayed_.begin()->second));
         delayed_.erase(delayed_.begin());
@@ -364,13 +443,14 @@ class Dispatcher::Worker {
           finished.emplace_back(tag, p.settled.value_or(DeliveryResult{}));
           continue;
         }
+        p.in_flight = true;
         lock.unlock();
         if (std::optional<DeliveryResult> refused = start(tag, p)) finished.emplace_back(tag, std::move(*refused));
         lock.lock();
       }
       settle();
       if (in_flight.size() < concurrency && !ready_.empty()) continue;  // settling made shadows ready
-      auto wait = options_.poll;
+      auto wait = std::min<std::chrono::milliseconds>(options_.poll, options_.expiry_sweep);
       if (!delayed_.empty()) {
         wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(delayed_.begin()->first - Clock::now()),
                           std::chrono::milliseconds(0), wait);
@@ -425,12 +505,15 @@ class Dispatcher::Worker {
     using Outcome = DeliveryResult::Outcome;
     const bool redriven = p.seq == 0;
     const bool cancelled = redriven && !redriving_.contains(std::string(p.id));  // its dead letter was deleted
-    if (!cancelled) {
+    if (!cancelled && !p.stored && !discard_) {
       if (!p.settled) {  // else: its outcome is known and was not stored yet
         if (result.outcome != Outcome::delivered) {
           ++status_.failed;
           status_.last_error = result.error;
           ++p.attempts;
+          if (result.outcome == Outcome::retry && p.written_ns < max_age_cutoff()) {
+            result = {Outcome::reject, expired_reason() + "; last error: " + result.error};
+          }
           if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
             delayed_.emplace(Clock::now() + backoff(p.attempts, options_), key);
             return;
@@ -466,7 +549,10 @@ class Dispatcher::Worker {
       }
     }
     if (redriven) redriving_.erase(std::string(p.id));
-    if (p.seq && open_.finish(p.seq) && options_.window - open_.size() == room_wanted()) room_();
+    const bool had_room = has_room();
+    if (p.seq) open_.finish(p.seq);
+    held_bytes_ -= p.bytes;
+    if (!had_room && has_room()) room_();
     Shadow& shadow = shadows_.at(key);
     shadow.events.pop_front();
     if (shadow.events.empty()) {
@@ -477,12 +563,100 @@ class Dispatcher::Worker {
   }
 
   std::size_t room_wanted() const { return std::max<std::size_t>(1, std::min(options_.page, options_.window)); }
+  // Events written before this are past the registration's maxAgeSeconds.
+  std::int64_t max_age_cutoff() const {
+    return now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(registration_.max_age).count();
+  }
+  std::string expired_reason() const {
+    return "expired: not delivered within maxAgeSeconds (" + std::to_string(registration_.max_age.count()) +
+           " s) of its write";
+  }
+
+  // Whether the window has room for a page: entries and bytes. Requires mutex_.
+  bool has_room() const {
+    return options_.window - open_.size() >= room_wanted() && held_bytes_ < options_.window_bytes;
+  }
+
+  // Dead-letters the events held longer than the registration's maxAgeSeconds, or (`spill`)
+  // every event held, those in flight too (their outcome is then ignored; one delivered anyway
+  // is delivered again if redriven: at least once). The dead letters are stored together; each
+  // event then leaves its shadow's queue when it reaches the front, without being sent, and no
+  // longer holds the checkpoint back. Requires mutex_ (released while building and storing).
+  // Sender only: nothing else removes a Pending, so the pointers stay valid meanwhile.
+  void expire(std::unique_lock<std::mutex>& lock, bool spill) {
+    const std::int64_t now = now_ns();
+    const std::int64_t cutoff = spill ? INT64_MAX : max_age_cutoff();
+    if (!spill && (open_.empty() || open_.oldest_written_ns() >= cutoff) && redriving_.empty()) return;
+    std::vector<Pending*> expired;
+    for (auto& [key, shadow] : shadows_) {
+      for (Pending& p : shadow.events) {
+        if (p.written_ns >= cutoff) break;  // a shadow's queue is in write order
+        if (p.stored || p.settled || (p.in_flight && !spill)) continue;
+        if (p.seq == 0 && !redriving_.contains(std::string(p.id))) continue;  // a cancelled redrive
+        expired.push_back(&p);
+      }
+    }
+    if (expired.empty()) return;
+    const std::string reason =
+        spill ? "spilled: the registration fell behind by more than the change feed holds in memory (redrive it)"
+              : expired_reason();
+    const bool discard = discard_;
+    lock.unlock();
+    std::vector<DeadLetter> letters;
+    letters.reserve(expired.size());
+    for (Pending* p : expired) {
+      if (p->event.empty()) {
+        try {
+          build(*p);
+        } catch (const std::exception& e) {
+          json::object stub{{"id", p->id}, {"subject", std::string(p->thing) + '#' + std::string(p->name)}, {"error", e.what()}};
+          p->event = to_json(stub);
+        }
+      }
+      letters.push_back({registration_.id, std::string(p->id), p->event, p->prior_attempts + p->attempts, reason, now});
+    }
+    bool stored = false;
+    if (!discard) {
+      try {
+        for (const DeadLetter& letter : letters) store_.put_dead_letter(letter);
+        stored = true;
+      } catch (const std::exception& e) {  // tried again at the next sweep
+        log_(true, "storing expired events as dead letters failed", {{"registration", registration_.id}, {"error", e.what()}});
+      }
+    }
+    lock.lock();
+    if (!stored) return;
+    const bool had_room = has_room();
+    for (Pending* p : expired) {
+      p->stored = true;
+      p->settled = DeliveryResult{DeliveryResult::Outcome::reject, reason};
+      ++status_.dead_lettered;
+      if (p->seq) {
+        ++status_.dead_letters;
+        open_.finish(p->seq);
+      }
+      if (!p->in_flight) std::string().swap(p->event);  // the target keeps no view of it
+    }
+    if (!had_room && has_room()) room_();
+    // A shadow waiting for a retry whose head is now stored moves on at once.
+    for (auto it = delayed_.begin(); it != delayed_.end();) {
+      if (shadows_.at(it->second).events.front().stored) {
+        ready_.push_back(std::move(it->second));
+        it = delayed_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    log_(true, spill ? "events spilled to dead letters" : "events expired to dead letters",
+         {{"registration", registration_.id}, {"events", std::to_string(expired.size())}, {"error", reason}});
+  }
 
   // The checkpoint: every feed entry up to it is finished. Requires mutex_.
   std::uint64_t reached() const { return open_.empty() ? read_pos_ : open_.oldest_seq() - 1; }
 
   // Stores the checkpoint reached when it moved and the interval passed (or `force`).
   void store_checkpoint_locked(std::unique_lock<std::mutex>& lock, bool force) {
+    if (discard_) return;
     const std::uint64_t seq = reached();
     if (seq <= stored_checkpoint_ || (!force && Clock::now() - last_checkpoint_ < options_.checkpoint_interval)) return;
     last_checkpoint_ = Clock::now();
@@ -508,6 +682,11 @@ class Dispatcher::Worker {
 
   mutable std::mutex mutex_;
   bool stopping_ = false;
+  bool discard_ = false;  // the registration is removed: store nothing more for it
+  bool stopped_ = false;  // finish_stop() is done
+  std::condition_variable stopped_cv_;
+  bool spill_requested_ = false;
+  std::size_t held_bytes_ = 0;                   // of the Pending in shadows_ (FeedItem text, redriven events)
   std::uint64_t read_pos_;                       // the last feed seq read
   std::uint64_t stored_checkpoint_;
   Clock::time_point last_checkpoint_{};
@@ -517,6 +696,7 @@ class Dispatcher::Worker {
   std::multimap<Clock::time_point, std::string> delayed_;
   std::unordered_set<std::string> redriving_;    // ids of the dead letters queued again
   RegistrationStatus status_;
+  std::shared_ptr<Worker> predecessor_;  // still stopping; reset by the sender once it has stopped
   std::thread sender_;
 };
 
@@ -623,13 +803,30 @@ class Dispatcher::Trimmer {
     while (!cv_.wait_for(lock, d.options_.trim_interval, [&] { return stopping_; })) {
       try {
         std::optional<std::uint64_t> up_to;
+        std::vector<std::pair<std::string, std::shared_ptr<Worker>>> holding_back;  // at the smallest checkpoint
         {
           std::lock_guard registrations(d.mutex_);
           for (const auto& [id, entry] : d.registrations_) {
-            if (entry.worker) up_to = std::min(up_to.value_or(UINT64_MAX), entry.worker->stored_checkpoint());
+            if (!entry.worker) continue;
+            const std::uint64_t checkpoint = entry.worker->stored_checkpoint();
+            if (up_to && checkpoint > *up_to) continue;
+            if (!up_to || checkpoint < *up_to) holding_back.clear();
+            up_to = checkpoint;
+            holding_back.emplace_back(id, entry.worker);
           }
           // With no registration enabled the feed is off, and a new one starts at its end.
           if (!up_to) up_to = d.feed_->end();
+        }
+        // A feed held in memory (a DynamoDB table's stream) that is nearly full stops being read
+        // when full, for every registration and for history written from it: the registrations
+        // that hold it back give up their events to dead letters instead.
+        if (!holding_back.empty() && d.feed_->pressed()) {
+          for (const auto& [id, worker] : holding_back) {
+            d.log_(true, "the change feed is nearly full: spilling the events of the registration holding it back to "
+                         "its dead letters",
+                   {{"registration", id}});
+            worker->spill();
+          }
         }
         if (*up_to > trimmed) {
           d.feed_->trim(*up_to);
@@ -647,13 +844,59 @@ class Dispatcher::Trimmer {
   std::thread thread_;
 };
 
+// Finishes stopping the workers that were stopped (joins their senders, stores their
+// checkpoints) on a thread of its own, so that replacing or removing a registration, and every
+// other registration's delivery meanwhile, never waits on a target's network.
+class Dispatcher::Reaper {
+ public:
+  Reaper() : thread_([this] { run(); }) {}
+  ~Reaper() {  // finishes every worker handed over first
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void retire(std::shared_ptr<Worker> worker) {
+    {
+      std::lock_guard lock(mutex_);
+      workers_.push_back(std::move(worker));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !workers_.empty(); });
+      if (workers_.empty()) return;
+      std::shared_ptr<Worker> worker = std::move(workers_.front());
+      workers_.pop_front();
+      lock.unlock();
+      worker->finish_stop();
+      worker.reset();
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Worker>> workers_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory targets, NotifyLog log, Feed* feed)
     : engine_(engine),
       store_(engine.store()),
       options_(options),
       targets_(std::move(targets)),
       log_(log ? std::move(log) : [](bool, std::string_view, std::vector<std::pair<std::string, std::string>>) {}),
-      signal_(std::make_unique<FeedSignal>()) {
+      signal_(std::make_unique<FeedSignal>()),
+      reaper_(std::make_unique<Reaper>()) {
   if (feed) {
     feed_ = feed;
   } else if (OutboxFeed::available(store_)) {
@@ -679,24 +922,31 @@ Dispatcher::~Dispatcher() {
   trimmer_.reset();
   {
     std::lock_guard lock(mutex_);
-    for (auto& [id, entry] : registrations_) stop_worker(entry);
+    for (auto& [id, entry] : registrations_) stop_worker(id, entry, false);  // every target abandons at once
     registrations_.clear();
   }
+  reaper_.reset();
   if (!options_.keep_feed_on) engine_.set_change_feed(false);
   if (feed_) feed_->set_listener({});
 }
 
 std::shared_ptr<Dispatcher::Worker> Dispatcher::start_worker(const Registration& r, std::unique_ptr<Target> target,
                                                              std::uint64_t checkpoint, RegistrationStatus counters) {
+  std::shared_ptr<Worker> predecessor;
+  if (auto it = retiring_.find(r.id); it != retiring_.end()) predecessor = it->second.lock();
   auto worker = std::make_shared<Worker>(store_, *feed_, r, std::move(target), checkpoint, options_, log_,
-                                         [signal = signal_.get()] { signal->notify(); }, std::move(counters));
+                                         [signal = signal_.get()] { signal->notify(); }, std::move(counters),
+                                         std::move(predecessor));
   signal_->notify();  // the reader serves it from its checkpoint
   return worker;
 }
 
-void Dispatcher::stop_worker(Entry& entry) {
-  if (entry.worker) entry.worker->stop();
-  entry.worker.reset();
+void Dispatcher::stop_worker(std::string_view id, Entry& entry, bool removed) {
+  if (!entry.worker) return;
+  entry.worker->begin_stop(removed);
+  std::erase_if(retiring_, [](const auto& r) { return r.second.expired(); });
+  retiring_.insert_or_assign(std::string(id), entry.worker);
+  reaper_->retire(std::move(entry.worker));
 }
 
 void Dispatcher::update_feed_switch() {
@@ -707,12 +957,11 @@ void Dispatcher::update_feed_switch() {
 
 void Dispatcher::run(Entry& entry, const Registration& r, std::unique_ptr<Target> target, bool resume) {
   RegistrationStatus counters;
-  if (entry.worker) {
-    entry.worker->stop();  // its checkpoint is stored
+  if (entry.worker) {  // replaced while running: the next worker goes on where it stops
     counters = entry.worker->status(0);
     resume = true;
   }
-  stop_worker(entry);
+  stop_worker(r.id, entry, false);
   entry.registration = r;
   entry.fault.reset();
   if (!feed_ || !r.enabled) return;
@@ -721,6 +970,9 @@ void Dispatcher::run(Entry& entry, const Registration& r, std::unique_ptr<Target
   if (resume) {
     start = feed_->checkpoint(r.id).value_or(feed_->end());
   } else {  // new or enabled again: it skips what was written before
+    if (auto it = retiring_.find(r.id); it != retiring_.end()) {
+      if (auto stopping = it->second.lock()) stopping->begin_stop(true);  // its checkpoint must not overwrite this one
+    }
     start = feed_->end();
     feed_->put_checkpoint(r.id, start);
   }
@@ -735,7 +987,7 @@ void Dispatcher::adopt(const RegistrationRecord& record, bool resume) {
     try {
       run(entry, *r, feed_ && r->enabled ? targets_(*r) : nullptr, resume);
     } catch (const std::exception&) {  // stored, but not running: status says why until it changes
-      stop_worker(entry);
+      stop_worker(r->id, entry, false);
       entry.registration = *r;
       throw;
     }
@@ -758,7 +1010,7 @@ void Dispatcher::refresh() {
     if (stored.contains(it->first)) {
       ++it;
     } else {
-      stop_worker(it->second);
+      stop_worker(it->first, it->second, true);  // removed by another shadowd
       it = registrations_.erase(it);
     }
   }
@@ -805,7 +1057,7 @@ bool Dispatcher::remove(std::string_view id) {
   std::lock_guard lock(mutex_);
   auto it = registrations_.find(id);
   if (it != registrations_.end()) {
-    stop_worker(it->second);
+    stop_worker(it->first, it->second, true);
     registrations_.erase(it);
     update_feed_switch();
   }

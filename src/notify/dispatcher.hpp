@@ -47,12 +47,14 @@ class FeedSignal;
 struct DispatcherOptions {
   std::size_t concurrency = 8;        // deliveries in flight per registration
   std::size_t window = 10000;         // feed entries a registration holds ahead of its checkpoint
+  std::size_t window_bytes = std::size_t{64} << 20;  // and their bytes (one entry more may pass it)
   std::size_t page = 500;             // feed entries read at once
   std::chrono::milliseconds poll{200};  // the longest the reader sleeps when nobody wakes it
   std::chrono::milliseconds retry_base{100};
   std::chrono::milliseconds retry_max{60000};
   std::chrono::milliseconds checkpoint_interval{100};
   std::chrono::milliseconds trim_interval{1000};
+  std::chrono::milliseconds expiry_sweep{250};  // how often a worker looks for events past their maxAgeSeconds
   int nice = 10;  // the delivery threads run this many nice levels below the process: they yield the CPU to request handling
   bool keep_feed_on = false;  // the change feed stays on without registrations (history written from it)
 };
@@ -123,6 +125,7 @@ class Dispatcher {
   class Worker;
   class Reader;
   class Trimmer;
+  class Reaper;
   struct FeedItem;
   struct Entry {
     Registration registration;
@@ -137,7 +140,9 @@ class Dispatcher {
   void adopt(const RegistrationRecord& record, bool resume);
   std::shared_ptr<Worker> start_worker(const Registration& r, std::unique_ptr<Target> target, std::uint64_t checkpoint,
                                        RegistrationStatus counters);
-  void stop_worker(Entry& entry);
+  // Stops the entry's worker without waiting (the reaper finishes it); `removed`: the
+  // registration is gone, nothing more is stored for it.
+  void stop_worker(std::string_view id, Entry& entry, bool removed);
   void update_feed_switch();
 
   Engine& engine_;
@@ -151,6 +156,10 @@ class Dispatcher {
   mutable std::mutex mutex_;  // guards registrations_; held while workers start and stop
   std::map<std::string, Entry, std::less<>> registrations_;
   std::unique_ptr<FeedSignal> signal_;
+  std::unique_ptr<Reaper> reaper_;
+  // Workers still stopping, by registration: the next worker of the same id waits for its
+  // predecessor before it sends anything (guarded by mutex_).
+  std::map<std::string, std::weak_ptr<Worker>, std::less<>> retiring_;
   std::unique_ptr<Reader> reader_;
   std::unique_ptr<Trimmer> trimmer_;
 };

@@ -49,6 +49,8 @@ class FeedEntryText {
   FeedEntryText& operator=(const FeedEntryText&) = delete;
 
   const FeedWrite& write() const { return write_; }
+  // The bytes it holds (what a worker's window counts).
+  std::size_t size() const noexcept { return text_.size() + decoded_[0].size() + decoded_[1].size() + decoded_[2].size(); }
 
  private:
   friend std::string build_event(const Registration&, const FeedEntryText&, std::size_t);

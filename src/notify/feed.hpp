@@ -33,6 +33,10 @@ class Feed {
   virtual std::optional<std::uint64_t> checkpoint(std::string_view registration) = 0;
   virtual void put_checkpoint(std::string_view registration, std::uint64_t seq) = 0;
 
+  // Whether the feed is nearly out of room and will soon stop taking entries (a feed held in
+  // memory): the registrations holding it back must give up their events (to dead letters).
+  virtual bool pressed() { return false; }
+
   // Called after entries were appended (must not throw), so that the reader needs not poll.
   // Set by the dispatcher when it starts and cleared when it stops.
   virtual void set_listener(std::function<void()> listener) = 0;

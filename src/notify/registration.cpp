@@ -231,6 +231,7 @@ std::string render(const Registration& r, bool hide_secrets) {
   o["target"] = render_target(r.target, hide_secrets);
   o["enabled"] = r.enabled;
   o["maxAttempts"] = r.max_attempts;
+  o["maxAgeSeconds"] = r.max_age.count();
   return to_json(o);
 }
 
@@ -273,7 +274,7 @@ Registration parse_registration(std::string_view id, std::string_view text) {
   json::value doc = parse_json(text, 16);
   if (!doc.is_object()) throw Error::invalid_request("a registration must be a JSON object");
   const json::object& o = doc.get_object();
-  allow_only(o, {"id", "sections", "match", "include", "paths", "target", "enabled", "maxAttempts"}, "");
+  allow_only(o, {"id", "sections", "match", "include", "paths", "target", "enabled", "maxAttempts", "maxAgeSeconds"}, "");
   Registration r;
   r.id = string_member(o, "id", "id", std::string(id));
   if (r.id != id) throw Error::invalid_request("id '" + r.id + "' differs from the id in the URL", "id");
@@ -331,6 +332,7 @@ Registration parse_registration(std::string_view id, std::string_view text) {
     r.enabled = enabled->get_bool();
   }
   r.max_attempts = static_cast<int>(integer_member(o, "maxAttempts", "maxAttempts", kDefaultMaxAttempts, 1, 1000));
+  r.max_age = std::chrono::seconds(integer_member(o, "maxAgeSeconds", "maxAgeSeconds", kDefaultMaxAge.count(), 1, 7 * 86400));
   return r;
 }
 

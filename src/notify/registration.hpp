@@ -3,7 +3,7 @@
 // A registration is a JSON document (stored whole by the Store, see RegistrationRecord):
 //   {"id", "sections": "reported"|"desired"|"both", "match": RE2 over "{thing}#{name}",
 //    "include": ["old","new","diff"], "paths": [JSON Pointer…], "target": {"type", …},
-//    "enabled", "maxAttempts"}
+//    "enabled", "maxAttempts", "maxAgeSeconds"}
 // parse_registration validates one completely (every fault is invalid_request naming its
 // field, e.g. "target.url") and fills in the defaults; render_registration writes it back in
 // that complete form, which is what the store keeps and the API shows.
@@ -62,6 +62,7 @@ struct MqttTarget {
 using TargetConfig = std::variant<WebhookTarget, SqsTarget, SnsTarget, MqttTarget>;
 
 inline constexpr int kDefaultMaxAttempts = 10;
+inline constexpr std::chrono::seconds kDefaultMaxAge{3600};
 
 struct Registration {
   std::string id;
@@ -74,6 +75,9 @@ struct Registration {
   TargetConfig target;
   bool enabled = true;
   int max_attempts = kDefaultMaxAttempts;
+  // An event not delivered this long after its write is dead-lettered, whatever attempts are
+  // left ("maxAgeSeconds", 1 s to 7 days).
+  std::chrono::seconds max_age = kDefaultMaxAge;
 
   // True when "{thing}#{name}" matches `match` as a whole.
   bool matches_shadow(std::string_view thing, std::string_view name) const;

@@ -46,6 +46,10 @@ class Target {
   virtual void run(std::chrono::milliseconds timeout, const Done& done) = 0;
   // Makes a run() in progress return early.
   virtual void wake() = 0;
+  // The worker is stopping: a run() in progress returns as soon as it can, abandoning what is in
+  // flight (never waiting on the network), and no start() follows. Outcomes not reported are
+  // delivered again by the registration's next worker. Called from any thread.
+  virtual void abandon() { wake(); }
   // The largest event the destination accepts; a larger one is sent truncated. Called by the
   // thread that calls start() (a target may ask its destination once, blocking).
   virtual std::size_t max_event_bytes() const { return SIZE_MAX; }

@@ -203,6 +203,7 @@ int serve(const Settings& s) {
   notify::DispatcherOptions notify_options;
   notify_options.concurrency = s.notify_concurrency;
   notify_options.window = s.notify_window;
+  notify_options.window_bytes = s.notify_window_bytes;
   notify_options.nice = s.notify_nice;
   notify_options.keep_feed_on = history_from_stream;
   notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,

@@ -237,6 +237,9 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--notify-window", s.notify_window,
                  "change-feed entries a registration holds in memory ahead of its checkpoint")
       ->envname(env("NOTIFY_WINDOW"))->check(whole(1, 10000000))->capture_default_str();
+  app.add_option("--notify-window-bytes", s.notify_window_bytes,
+                 "bytes of change-feed entries a registration holds in memory ahead of its checkpoint")
+      ->envname(env("NOTIFY_WINDOW_BYTES"))->check(size(1))->capture_default_str();
   app.add_option("--notify-nice", s.notify_nice,
                  "nice levels the notification delivery threads run below request handling (0 to 19; 0: the same priority)")
       ->envname(env("NOTIFY_NICE"))->check(whole(0, 19))->capture_default_str();

@@ -75,6 +75,7 @@ struct Options {
   std::size_t max_page_bytes = std::size_t{4} << 20;
   std::size_t notify_concurrency = 8;
   std::size_t notify_window = 10000;
+  std::size_t notify_window_bytes = std::size_t{64} << 20;
   int notify_nice = 10;
   std::string stream_lease_timeout = "10s";
   std::string log_format = "text";

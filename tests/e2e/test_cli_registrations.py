@@ -123,7 +123,7 @@ class Registrations(CliTestCase):
         self.assertEqual(shown, {"id": "watch", "sections": "both", "match": ".*", "include": ["old", "new", "diff"],
                                  "target": {"type": "webhook", "url": "http://127.0.0.1:9/hook", "secret": "***",
                                             "timeoutMs": 5000},
-                                 "enabled": True, "maxAttempts": 10})
+                                 "enabled": True, "maxAttempts": 10, "maxAgeSeconds": 3600})
         self.assertEqual(self.stored("watch"), shown)
 
         # Stdin, without a file argument and with "-": each replaces the registration.

@@ -13,7 +13,7 @@ import requests
 
 from harness import SHADOWD, ApiTestCase, Server, checked_session, eventually, kill_9_under_load, shadow_path
 from test_dynamodb import ENDPOINT, ddb, dynamo_server, new_table
-from test_notify import Receiver, webhook
+from test_notify import RawReceiver, Receiver, webhook
 
 LEASE_TIMEOUT = "2s"  # shadowd's default is 10s; the failover test waits for it
 
@@ -231,3 +231,48 @@ class StreamDeliveryTest(ApiTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class HungReceiverTest(ApiTestCase):
+    """One receiver that never answers must not stop delivery to the others. Each shard reader
+    keeps at most 10,000 records waiting for their events to be delivered by every registration;
+    a write is two records or more (its section item, its history item), so 6,000 writes fill
+    that for a registration whose receiver hangs. It must spill its events to dead letters."""
+
+    WRITES = 6000
+
+    def test_a_hung_receiver_holds_up_no_other_registration(self):
+        table = stream_table()
+        hung, fine = RawReceiver("hang"), Receiver()
+        server = dynamo_server(table, "--stream-lease-timeout", LEASE_TIMEOUT)
+        try:
+            for rid, url in (("hung", hung.url), ("fine", fine.url)):
+                r = server.request("PUT", f"/v1/registrations/{rid}",
+                                   json=webhook(url, target={"timeoutMs": 1000}, maxAttempts=1000))
+                self.assertEqual(r.status_code, 200, r.text)
+
+            def write(first):
+                client = requests.Session()
+                for i in range(first, self.WRITES, 8):
+                    r = client.post(server.url + shadow_path(f"hung-{i % 50}", "main", "reported"),
+                                    json={"state": {"n": i}}, timeout=30)
+                    self.assertEqual(r.status_code, 200, r.text)
+
+            writers = [threading.Thread(target=write, args=(k,)) for k in range(8)]
+            for w in writers:
+                w.start()
+            for w in writers:
+                w.join()
+            self.assertTrue(eventually(lambda: len(fine.events()) >= self.WRITES, timeout=180),
+                            f"{len(fine.events())} of {self.WRITES} delivered to the healthy receiver")
+            status = server.get("/v1/registrations/hung").json()["status"]
+            self.assertGreater(status["deadLetters"], 0, status)
+            letters = server.get("/v1/registrations/hung/dead-letters?limit=1").json()["deadLetters"]
+            self.assertTrue(letters[0]["lastError"].startswith("spilled:"), letters[0])
+            self.assertTrue(any("spilling the events of the registration" in line for line in server.log))
+        finally:
+            server.close()
+            hung.close()
+            fine.close()
+            ddb().delete_table(TableName=table)

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <filesystem>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -319,7 +320,7 @@ TEST_P(DispatcherTest, OutcomesReportedAsAWorkerStopsAreSettled) {
   report(*engine, "t", "main", 0);
   ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 1; }));  // its outcome not reported yet
   dispatcher->put("r", hook(R"(,"enabled":false)"));  // stops the worker, which wakes the target
-  EXPECT_EQ(store->checkpoint("r"), store->feed_end());  // delivered: not sent again
+  EXPECT_TRUE(eventually([&] { return store->checkpoint("r") == store->feed_end(); }));  // delivered: not sent again
 }
 
 TEST_P(DispatcherTest, ARegistrationWithAFullWindowCatchesUpWithoutHoldingOthersBack) {
@@ -499,6 +500,181 @@ TEST_P(DispatcherTest, CountersSurviveReplacingTheRegistration) {
   report(*engine, "t", "main", 2);
   ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->delivered == 2; }));
   EXPECT_EQ(dispatcher->status("r")->latency.count, 2u);
+}
+
+
+// A target that answers every delivery with a retry after `delay`, as a receiver that accepts
+// connections and never answers does after the registration's timeout; it records what it
+// was given.
+class TimingOutTarget final : public notify::Target {
+ public:
+  explicit TimingOutTarget(std::chrono::milliseconds delay, std::atomic<int>& started) : delay_(delay), started_(started) {}
+  void start(std::uint64_t tag, const notify::Delivery&) override {
+    ++started_;
+    std::lock_guard lock(mutex_);
+    due_.emplace_back(std::chrono::steady_clock::now() + delay_, tag);
+  }
+  void run(std::chrono::milliseconds timeout, const Done& done) override {
+    std::vector<std::uint64_t> finished;
+    {
+      std::unique_lock lock(mutex_);
+      const auto until = std::chrono::steady_clock::now() + timeout;
+      cv_.wait_until(lock, due_.empty() ? until : std::min(until, due_.front().first), [&] { return woken_; });
+      woken_ = false;
+      while (!due_.empty() && due_.front().first <= std::chrono::steady_clock::now()) {
+        finished.push_back(due_.front().second);
+        due_.pop_front();
+      }
+    }
+    for (std::uint64_t tag : finished) done(tag, {Outcome::retry, "timed out"});
+  }
+  void wake() override {
+    {
+      std::lock_guard lock(mutex_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  const std::chrono::milliseconds delay_;
+  std::atomic<int>& started_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> due_;
+};
+
+// Registrations named "hung…" get a TimingOutTarget, the others a scripted one.
+notify::TargetFactory with_hung_receivers(ScriptedTargets& targets, std::chrono::milliseconds delay,
+                                          std::atomic<int>& started) {
+  return [&targets, delay, &started, scripted = targets.factory()](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
+    if (r.id.starts_with("hung")) return std::make_unique<TimingOutTarget>(delay, started);
+    return scripted(r);
+  };
+}
+
+std::size_t dead_letters_with(ds::Store& store, const std::string& registration, std::string_view error) {
+  std::size_t n = 0;
+  for (const ds::DeadLetter& d : store.dead_letters(registration, "", 100000)) n += d.last_error.starts_with(error) ? 1 : 0;
+  return n;
+}
+
+// A receiver that never answers gets few attempts a second; without a limit by age its events
+// would wait in its queues (and the feed) as long as writes come. maxAgeSeconds bounds that.
+TEST_P(DispatcherTest, EventsPastMaxAgeAreDeadLetteredWhileTheReceiverHangs) {
+  dispatcher.reset();
+  std::atomic<int> started{0};
+  notify::Dispatcher d(*engine, fast_options(), with_hung_receivers(targets, std::chrono::milliseconds(200), started));
+  d.put("hung", hook(R"(,"maxAttempts":1000,"maxAgeSeconds":1)"));
+  d.put("fine", hook());
+  for (int i = 0; i < 30; ++i) report(*engine, "t" + std::to_string(i % 10), "main", i);
+  ASSERT_TRUE(eventually([&] { return dead_letters_with(*store, "hung", "expired:") == 30; }))
+      << dead_letters_with(*store, "hung", "expired:");
+  EXPECT_EQ(d.status("hung")->dead_letters, 30u);
+  EXPECT_EQ(d.status("hung")->pending, 0u);
+  EXPECT_EQ(targets.delivered("fine").size(), 30u);
+  EXPECT_LE(started.load(), 30 * 4) << "expired events are not sent again";
+  ASSERT_TRUE(eventually([&] { return store->checkpoint("hung") == store->feed_end(); })) << "the feed may be trimmed";
+}
+
+// What a registration holds in memory is bounded in bytes, not only in entries.
+TEST_P(DispatcherTest, AWindowIsBoundedInBytes) {
+  dispatcher.reset();
+  std::atomic<int> started{0};
+  notify::DispatcherOptions o = fast_options();
+  o.concurrency = 1000;  // every event held is started
+  o.window = 1000;
+  o.window_bytes = 60 << 10;
+  notify::Dispatcher d(*engine, o, with_hung_receivers(targets, std::chrono::hours(1), started));
+  d.put("hung", hook());
+  const std::string big(10000, 'x');
+  for (int i = 0; i < 40; ++i) {
+    ds::UpdateRequest r;
+    r.key = {"big" + std::to_string(i), "main"};
+    r.section = ds::Section::reported;
+    r.state = ds::json::object{{"blob", big + std::to_string(i)}};
+    engine->update(r);
+  }
+  ASSERT_TRUE(eventually([&] { return started.load() > 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // time for more to be taken, were they allowed
+  EXPECT_LE(started.load(), 7) << "each entry holds more than 10 KB; 60 KiB are allowed, and one entry more";
+  EXPECT_EQ(d.status("hung")->pending, 40u) << "the rest still counts as pending";
+}
+
+// A target whose run() waits on its network until abandoned (an SQS or SNS call).
+class BlockingTarget final : public notify::Target {
+ public:
+  explicit BlockingTarget(std::atomic<bool>& abandoned) : abandoned_(abandoned) {}
+  void start(std::uint64_t, const notify::Delivery&) override {}
+  void run(std::chrono::milliseconds, const Done&) override {
+    std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, std::chrono::seconds(20), [&] { return abandoned_.load(); });  // wake() does not end it
+  }
+  void wake() override {}
+  void abandon() override {
+    abandoned_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::atomic<bool>& abandoned_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+// Replacing or removing a registration whose target waits on its network neither waits for it
+// nor holds up the other registrations.
+TEST_P(DispatcherTest, StoppingATargetNeverWaitsOnItsNetwork) {
+  dispatcher.reset();
+  std::atomic<bool> abandoned{false};
+  auto scripted = targets.factory();
+  notify::Dispatcher d(*engine, fast_options(), [&](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
+    if (r.id == "blocked") return std::make_unique<BlockingTarget>(abandoned);
+    return scripted(r);
+  });
+  d.put("blocked", hook());
+  d.put("fine", hook());
+  report(*engine, "t", "main", 1);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("fine").size() == 1; }));
+  d.put("blocked", hook(R"(,"match":"t#.*")"));  // replaced: its worker stops
+  EXPECT_TRUE(abandoned.load()) << "the target was told to abandon its call";
+  abandoned = false;
+  report(*engine, "t", "main", 2);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("fine").size() == 2; })) << "others go on";
+  EXPECT_TRUE(d.remove("blocked"));
+  EXPECT_TRUE(abandoned.load());
+}
+
+// On DynamoDB the feed is the table's stream, held in memory: each shard reader keeps at most
+// so many records until their entries are trimmed (40 here, as a reader with max_pending 40).
+// A registration that does not keep up gives up its events to dead letters ("spilled") instead
+// of stopping the stream for the others.
+TEST_P(DispatcherTest, ARegistrationHoldingBackAFullStreamFeedSpillsToDeadLetters) {
+  using stream_records::report_record;
+  dispatcher.reset();
+  notify::stream::StreamFeedOptions feed_options;
+  feed_options.shard_records = 40;
+  notify::stream::StreamFeed feed(feed_options);
+  std::atomic<int> started{0};
+  notify::Dispatcher d(*engine, fast_options(), with_hung_receivers(targets, std::chrono::milliseconds(100), started), {},
+                       &feed);
+  d.put("hung", hook(R"(,"maxAttempts":1000)"));
+  d.put("fine", hook());
+  std::vector<notify::stream::StreamRecord> records;
+  for (int i = 1; i <= 200; ++i) {
+    char seq[24];
+    std::snprintf(seq, sizeof seq, "%020d", i);
+    records.push_back(report_record(seq, "n" + std::to_string(i % 10), (i + 9) / 10));
+  }
+  std::size_t done = 0;
+  ASSERT_TRUE(eventually([&] {
+    done += feed.take("shard", std::span(records).subspan(done, std::min<std::size_t>(40, records.size() - done)));
+    return done == records.size();
+  })) << "the stream stalled at record " << done;
+  ASSERT_TRUE(eventually([&] { return targets.delivered("fine").size() == 200; })) << targets.delivered("fine").size();
+  EXPECT_GT(dead_letters_with(*store, "hung", "spilled:"), 0u);
+  EXPECT_GT(d.status("hung")->dead_lettered, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, DispatcherTest, testing::Values("memory", "sqlite"),

@@ -32,11 +32,12 @@ TEST(Registration, FillsInTheDefaults) {
   EXPECT_TRUE(r.paths.empty());
   EXPECT_TRUE(r.enabled);
   EXPECT_EQ(r.max_attempts, 10);
+  EXPECT_EQ(r.max_age.count(), 3600);
   const auto& w = std::get<notify::WebhookTarget>(r.target);
   EXPECT_EQ(w.timeout.count(), 5000);
   EXPECT_EQ(notify::render_registration(r),
             R"({"id":"ops-alerts","sections":"both","match":".*","include":["old","new","diff"],)"
-            R"("target":{"type":"webhook","url":"http://127.0.0.1:9000/hook","timeoutMs":5000},"enabled":true,"maxAttempts":10})");
+            R"("target":{"type":"webhook","url":"http://127.0.0.1:9000/hook","timeoutMs":5000},"enabled":true,"maxAttempts":10,"maxAgeSeconds":3600})");
 }
 
 TEST(Registration, ReadsEveryFieldAndRendersItBack) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "deviceshadow/json.hpp"
+#include "deviceshadow/timestamp.hpp"
 #include "notify/stream/streams_api.hpp"
 
 #include <cstdint>
@@ -68,10 +69,12 @@ inline st::StreamRecord record(std::string seq, json::object new_image, json::ob
 
 // The record of a one-section report of shadow lamp/{name} in the separate layout, version
 // `version` (< 10), put while the change feed was on: state {"n": version}.
+// A report of `name`'s version `version`, written now (a dispatcher expires events by age).
 inline st::StreamRecord report_record(const std::string& seq, const std::string& name, int version) {
   const std::string v = std::to_string(version);
   const std::string event = R"({"id":"0000000000000000100)" + v + "#R" + v + R"(","thing":"lamp","name":")" + name +
-                            R"(","op":"report","timestamp":"2026-01-01T00:00:00Z","reported":{"version":)" + v +
+                            R"(","op":"report","timestamp":")" + deviceshadow::format_rfc3339(deviceshadow::now()) +
+                            R"(","reported":{"version":)" + v +
                             R"(,"changes":[{"op":"replace","path":"/n","value":)" + v + "}]}}";
   return record(seq, section_image("DSR#" + name, version, R"({"n":)" + v + "}", event));
 }

@@ -39,12 +39,16 @@ using RecordHandler = std::function<std::size_t(const std::string& shard_id, std
 // Stores a checkpoint (a sequence number, or SHARD_END); false when the lease is lost.
 using Checkpointer = std::function<bool(const std::string& checkpoint)>;
 
+// Records a shard reader keeps read and not done, at most (its memory stays bounded; it reads
+// no more until the feed has the older ones done).
+inline constexpr std::size_t kMaxPendingRecords = 10000;
+
 class ShardReader {
  public:
   // `checkpoint` is the lease's: a sequence number, TRIM_HORIZON or LATEST.
   ShardReader(StreamsApi& streams, std::string stream_arn, std::string shard_id, std::string checkpoint,
               Checkpointer store_checkpoint, StreamCounters& counters, StreamLog log = {}, int page_limit = 1000,
-              std::size_t max_pending = 10000);
+              std::size_t max_pending = kMaxPendingRecords);
 
   enum class Step {
     progressed,   // records were read or handled

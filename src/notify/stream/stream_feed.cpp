@@ -17,12 +17,16 @@ std::size_t StreamFeed::take(const std::string& shard_id, std::span<const Stream
     throw Error(ErrorCode::internal, "stream feed: records offered out of turn for shard " + shard_id);
   }
   publish(lock);  // what on_entries refused before goes first
-  for (std::size_t i = taken.size(); i < records.size() && entries_.size() + ready_.size() < options_.capacity; ++i) {
+  for (std::size_t i = taken.size();
+       i < records.size() && entries_.size() + ready_.size() < options_.capacity && bytes_ < options_.capacity_bytes; ++i) {
     bool part = false;
     std::optional<AssembledEntry> entry = assembler_.add(records[i], &part);
     taken.push_back({records[i].sequence_number, part, 0});
     if (part) parts_.emplace(records[i].sequence_number, &taken.back());
-    if (entry) ready_.push_back(std::move(*entry));
+    if (entry) {
+      bytes_ += entry->json.size();
+      ready_.push_back(std::move(*entry));
+    }
   }
   publish(lock);
   std::size_t done = 0;
@@ -95,10 +99,20 @@ std::vector<FeedEntry> StreamFeed::read(std::uint64_t after, std::size_t limit) 
   return out;
 }
 
+bool StreamFeed::pressed() {
+  std::lock_guard lock(mutex_);
+  if (entries_.size() + ready_.size() >= options_.capacity / 4 * 3 || bytes_ >= options_.capacity_bytes / 4 * 3) return true;
+  return std::any_of(shards_.begin(), shards_.end(),
+                     [&](const auto& shard) { return shard.second.size() >= options_.shard_records / 4 * 3; });
+}
+
 void StreamFeed::trim(std::uint64_t up_to) {
   std::lock_guard lock(mutex_);
   up_to = std::min(up_to, end_);
-  while (!entries_.empty() && entries_.front().seq <= up_to) entries_.pop_front();
+  while (!entries_.empty() && entries_.front().seq <= up_to) {
+    bytes_ -= entries_.front().json.size();
+    entries_.pop_front();
+  }
   trimmed_ = std::max(trimmed_, up_to);
 }
 

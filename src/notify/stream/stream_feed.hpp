@@ -6,12 +6,17 @@
 // (at-least-once; an event keeps its id). One shadow's items are in one shard, so its entries
 // keep their version order.
 //
+// It is bounded in entries and bytes; when a registration far behind holds it near that bound
+// (pressed()), the dispatcher spills that registration's events to dead letters, so that one
+// slow receiver never stops the stream for the others (or for history written from it).
+//
 // Registrations' checkpoints live in memory: after a restart every registration starts at the
 // first entry read again, from the shards' stored checkpoints.
 #pragma once
 
 #include "notify/feed.hpp"
 #include "notify/stream/assembler.hpp"
+#include "notify/stream/shard_reader.hpp"
 #include "store/feed_listener.hpp"
 
 #include <deque>
@@ -25,6 +30,10 @@ namespace deviceshadow::notify::stream {
 
 struct StreamFeedOptions {
   std::size_t capacity = 20000;  // entries held at most; reading the shards waits beyond it
+  std::size_t capacity_bytes = std::size_t{256} << 20;  // and their bytes (one entry more may pass it)
+  // The records a shard reader keeps waiting for their entries to be trimmed: it reads no more
+  // beyond it (ShardReader's max_pending), so a shard near it counts as pressed too.
+  std::size_t shard_records = kMaxPendingRecords;
   // Called with entries, in order, before they join the feed (history written from the stream).
   // Throwing leaves them to be offered again at the next take(), and nothing is taken meanwhile.
   std::function<void(std::span<const AssembledEntry>)> on_entries;
@@ -44,6 +53,9 @@ class StreamFeed final : public Feed {
   void forget(const std::string& shard_id);
 
   std::size_t size() const;  // entries held
+  // Three quarters of a capacity are taken (entries, bytes, or one shard's records): the
+  // registrations holding the feed back spill.
+  bool pressed() override;
   std::size_t waiting() const;  // records taken whose write is not complete
 
   std::vector<FeedEntry> read(std::uint64_t after, std::size_t limit) override;
@@ -68,6 +80,7 @@ class StreamFeed final : public Feed {
   mutable std::mutex mutex_;
   WriteAssembler assembler_;
   std::deque<FeedEntry> entries_;  // seqs trimmed_ + 1 … end_
+  std::size_t bytes_ = 0;          // of entries_ and ready_
   std::uint64_t end_ = 0;
   std::uint64_t trimmed_ = 0;
   std::vector<AssembledEntry> ready_;  // complete, not yet appended

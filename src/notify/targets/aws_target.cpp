@@ -8,7 +8,7 @@
 namespace deviceshadow::notify::aws_target {
 
 void BatchingTarget::run(std::chrono::milliseconds timeout, const Done& done) {
-  if (waiting_.empty()) {
+  if (waiting_.empty() || abandoned_) {
     std::unique_lock lock(mutex_);
     cv_.wait_for(lock, timeout, [&] { return woken_; });
     woken_ = false;
@@ -29,6 +29,11 @@ void BatchingTarget::run(std::chrono::milliseconds timeout, const Done& done) {
     done(batch[i].tag, i < results.size() ? std::move(results[i])
                                           : DeliveryResult{DeliveryResult::Outcome::retry, "no result for the entry"});
   }
+}
+
+void BatchingTarget::abandon() {
+  abandoned_ = true;
+  wake();
 }
 
 void BatchingTarget::wake() {

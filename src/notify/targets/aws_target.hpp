@@ -6,6 +6,7 @@
 #include "aws/sigv4.hpp"
 #include "notify/target.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -31,12 +32,16 @@ class BatchingTarget : public Target {
   void start(std::uint64_t tag, const Delivery& delivery) final { waiting_.push_back({tag, delivery}); }
   void run(std::chrono::milliseconds timeout, const Done& done) final;
   void wake() final;
+  // Also aborts the call in progress (SignedPostOptions::abort is abandoned()).
+  void abandon() final;
 
  protected:
   BatchingTarget(std::size_t max_entries, std::size_t max_batch_bytes, std::size_t entry_overhead)
       : max_entries_(max_entries), max_batch_bytes_(max_batch_bytes), entry_overhead_(entry_overhead) {}
   // Sends one batch and waits for the answer; returns one result per item, in order.
   virtual std::vector<DeliveryResult> send(std::span<const Item> batch) = 0;
+  // Set by abandon(): the subclass's HTTP calls give up when it is (SignedPostOptions::abort).
+  const std::atomic<bool>* abandoned() const noexcept { return &abandoned_; }
 
  private:
   const std::size_t max_entries_;
@@ -46,6 +51,7 @@ class BatchingTarget : public Target {
   std::mutex mutex_;  // guards woken_
   std::condition_variable cv_;
   bool woken_ = false;
+  std::atomic<bool> abandoned_{false};
 };
 
 // The AWS credentials, loaded on first use and kept; while none are found, each call tries

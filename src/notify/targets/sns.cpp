@@ -56,8 +56,10 @@ class Sns final : public BatchingTarget {
         fifo_(topic_arn_.size() >= 5 && topic_arn_.substr(topic_arn_.size() - 5) == ".fifo"),
         http_([&] {
           const std::string region = aws_target::resolve_region(target.region, region_of_topic(target.topic_arn));
-          return aws::SignedPostOptions{
+          aws::SignedPostOptions o{
               target.endpoint.empty() ? "https://sns." + region + ".amazonaws.com" : target.endpoint, region, "sns"};
+          o.abort = abandoned();
+          return o;
         }()) {}
 
   std::size_t max_event_bytes() const override { return kMaxMessage - kAttributeAllowance; }

@@ -60,7 +60,9 @@ class Sqs final : public BatchingTarget {
         fifo_(ends_with(target.queue_url, ".fifo")),
         http_([&] {
           const std::string region = aws_target::resolve_region(target.region, region_of_queue(target.queue_url));
-          return aws::SignedPostOptions{endpoint_for(target, region), region, "sqs"};
+          aws::SignedPostOptions o{endpoint_for(target, region), region, "sqs"};
+          o.abort = abandoned();
+          return o;
         }()) {}
 
   // The queue's MaximumMessageSize (256 KiB until it is known) less room for the attributes.
