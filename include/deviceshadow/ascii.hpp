@@ -24,7 +24,7 @@ inline std::string_view trim_spaces_and_tabs(std::string_view s) {
 // the C1 range U+0080-U+009F, which some terminals obey as escape sequences) escaped as \xNN
 // or \u00NN, so that text from a client can neither forge lines nor drive the terminal.
 // keep_newlines leaves '\n' (for JSON laid out on several lines, whose strings are escaped).
-inline std::string printable(std::string_view s, bool keep_newlines = false) {
+inline std::string escape_controls(std::string_view s, bool keep_newlines = false) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size());

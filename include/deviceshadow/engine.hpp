@@ -28,7 +28,7 @@ namespace deviceshadow {
 struct EngineOptions {
   DocumentOptions document;
   int max_attempts = 8;                                  // unpinned read-merge-write attempts
-  std::chrono::microseconds backoff_base{2000};          // first retry waits up to this (jittered)
+  std::chrono::microseconds backoff_base{2000};          // the first retry waits between half of it and it (backoff.hpp)
   std::chrono::microseconds backoff_max{200000};
   bool history = true;
   std::chrono::seconds history_retention{30 * 24 * 3600};
@@ -57,6 +57,10 @@ struct UpdateRequest {
   bool acknowledge = true;
 };
 
+// The interface a write came through, told to write listeners (so that the MQTT bridge does not
+// announce to devices the writes it answers itself).
+enum class WriteSource { api, aws_http, aws_mqtt };
+
 // One section's part of a ShadowUpdate.
 struct SectionUpdate {
   json::object state;  // merged into the section
@@ -78,7 +82,7 @@ struct ShadowUpdate {
   // tombstone.
   bool always_store = false;
   bool keep_previous = false;   // return the shadow as the write found it (UpdateResult::previous)
-  const void* origin = nullptr; // who writes, as the caller tags it: handed to the write observer
+  WriteSource source = WriteSource::api;  // told to the write listeners
 };
 
 // The one version of a shadow: the sum of its section versions (tombstones included), or,
@@ -120,7 +124,7 @@ struct ThingList {
   std::string cursor;
 };
 
-// A stored write as the engine's write observer sees it.
+// A stored write as a WriteListener is told of it.
 struct WriteNotice {
   const ShadowKey& key;
   const ShadowRecord& before;  // both sections as the write found them
@@ -130,7 +134,18 @@ struct WriteNotice {
   std::array<const json::object*, 2> requested{};
   bool shadow_deleted = false;  // Engine::remove of every section
   std::string_view client_token;
-  const void* origin = nullptr;  // ShadowUpdate::origin or remove's; null for other writes
+  WriteSource source = WriteSource::api;  // ShadowUpdate::source or remove's
+};
+
+// Follows the writes stored through an engine in this process (the MQTT bridge announces them to
+// devices). Told on the writing thread after each stored write, while that shadow's other writers
+// in this process wait, so one shadow's writes are told in version order. Nothing durable:
+// notifications read the change feed (Store::read_feed, or a DynamoDB table's stream).
+class WriteListener {
+ public:
+  virtual ~WriteListener() = default;
+  // Must not throw and should be quick: the writer waits.
+  virtual void on_write(const WriteNotice& write) noexcept = 0;
 };
 
 // The history event of a change event the engine rendered (its "id" holds its time), for
@@ -193,10 +208,10 @@ class Engine {
   // when a pinned version differs. In UpdateResult, stale paths start with their section.
   UpdateResult update(const ShadowUpdate& request);
   // Deletes one section or, without `section`, every existing one, leaving tombstones.
-  // `version` pins a single-section delete; `origin` tags the write as ShadowUpdate::origin
-  // does. Throws not_found if nothing existed.
+  // `version` pins a single-section delete; `source` is told to the write listeners. Throws
+  // not_found if nothing existed.
   DeleteResult remove(const ShadowKey& key, std::optional<Section> section = std::nullopt,
-                      std::optional<std::uint64_t> version = std::nullopt, const void* origin = nullptr);
+                      std::optional<std::uint64_t> version = std::nullopt, WriteSource source = WriteSource::api);
 
   ShadowList list_shadows(const std::string& thing, std::size_t limit = kDefaultPageLimit,
                           const std::string& cursor = {});
@@ -222,12 +237,11 @@ class Engine {
   // enabled.
   void set_change_feed(bool on) noexcept { feed_.store(on, std::memory_order_relaxed); }
   bool change_feed() const noexcept { return feed_.load(std::memory_order_relaxed); }
-  // Called on the writing thread after each stored write (update or delete), while the shadow's
-  // writers in this process wait: one shadow's writes are observed in version order. For
-  // in-process followers (the MQTT bridge publishes writes to devices); nothing durable. Set
-  // before writes begin; must not throw and should be quick. A write costs nothing extra while
-  // none is set.
-  void set_write_observer(std::function<void(const WriteNotice&)> observer) { write_observer_ = std::move(observer); }
+  // Adds a listener told of every stored write, until removed. Add before writes begin and
+  // remove after they end (not synchronised with writes). A write costs nothing extra while
+  // none is added.
+  void add_write_listener(WriteListener& listener) { write_listeners_.push_back(&listener); }
+  void remove_write_listener(WriteListener& listener) { std::erase(write_listeners_, &listener); }
 
   const EngineOptions& options() const noexcept { return options_; }
   const EngineStats& stats() const noexcept { return stats_; }
@@ -242,7 +256,7 @@ class Engine {
   EngineOptions options_;
   EngineStats stats_;
   std::atomic<bool> feed_{false};
-  std::function<void(const WriteNotice&)> write_observer_;
+  std::vector<WriteListener*> write_listeners_;
   std::unique_ptr<Impl> impl_;
 };
 

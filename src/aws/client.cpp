@@ -1,13 +1,13 @@
 #include "aws/client.hpp"
 
+#include "deviceshadow/backoff.hpp"
+
 #include "aws/signed_post.hpp"
 #include "deviceshadow/error.hpp"
 
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
-#include <thread>
 #include <vector>
 
 namespace deviceshadow::aws {
@@ -61,7 +61,6 @@ JsonClient::~JsonClient() = default;
 
 json::value JsonClient::call(std::string_view operation, const std::string& body, bool idempotent) {
   const std::string target = options_.target_prefix + std::string(operation);
-  thread_local std::mt19937_64 rng{std::random_device{}()};
   for (int attempt = 1;; ++attempt) {
     std::unique_ptr<SignedPost> post = impl_->acquire(options_);
     const PostAnswer answer =
@@ -94,8 +93,7 @@ json::value JsonClient::call(std::string_view operation, const std::string& body
     }
     bool retry = failure->retryable() && attempt < options_.max_attempts && (idempotent || !failure->outcome_unknown());
     if (!retry) throw *failure;
-    auto cap = std::min<std::int64_t>(options_.backoff_max.count(), options_.backoff_base.count() << std::min(attempt, 16));
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(0, cap)(rng)));
+    sleep_before_retry(attempt, options_.backoff_base, options_.backoff_max);
   }
 }
 

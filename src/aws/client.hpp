@@ -21,7 +21,7 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds request_timeout{5000};
   int max_attempts = 6;  // for throttling, 5xx and connection failures
-  std::chrono::milliseconds backoff_base{25};
+  std::chrono::milliseconds backoff_base{25};  // the first retry waits between half of it and it (backoff.hpp)
   std::chrono::milliseconds backoff_max{2000};
 };
 

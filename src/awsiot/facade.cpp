@@ -152,6 +152,7 @@ HttpResponse Facade::update(Context& ctx) {
   UpdateRequestBody request =
       read_update_request(ctx.request.body, engine_.options().document.limits, options_.acknowledge);
   request.update.key = ctx.key;
+  request.update.source = WriteSource::aws_http;
   if (request.update.reported) authorize(ctx, http::Action::write_reported, ctx.key.thing);
   if (request.update.desired) authorize(ctx, http::Action::write_desired, ctx.key.thing);
   const UpdateResult result = engine_.update(request.update);
@@ -161,7 +162,7 @@ HttpResponse Facade::update(Context& ctx) {
 
 HttpResponse Facade::remove(Context& ctx) {
   authorize(ctx, http::Action::remove, ctx.key.thing);
-  const DeleteResult result = engine_.remove(ctx.key);
+  const DeleteResult result = engine_.remove(ctx.key, std::nullopt, std::nullopt, WriteSource::aws_http);
   return json_response(render_deleted(result.record, engine_.store().shares_versions(), now_seconds(), ""));
 }
 

@@ -160,7 +160,7 @@ std::vector<MqttMessage> ShadowTopics::serve(std::string_view topic, std::string
       }
       if (t->action == "delete") {
         check_plain_request(payload, limits);
-        const DeleteResult result = engine_.remove(key, std::nullopt, std::nullopt, this);
+        const DeleteResult result = engine_.remove(key, std::nullopt, std::nullopt, WriteSource::aws_mqtt);
         return {{base + "/accepted", render_deleted(result.record, shared, now_seconds(), token)}};
       }
       // update
@@ -168,7 +168,7 @@ std::vector<MqttMessage> ShadowTopics::serve(std::string_view topic, std::string
       UpdateRequestBody request = read_update_request(payload, limits, acknowledge_);
       request.update.key = key;
       request.update.keep_previous = true;  // for update/documents
-      request.update.origin = this;         // answered here, not announced again
+      request.update.source = WriteSource::aws_mqtt;  // answered here, not announced again
       const UpdateResult result = engine_.update(request.update);
       const ShadowUpdate& u = request.update;
       std::vector<MqttMessage> out;
@@ -283,7 +283,7 @@ MqttBridge::MqttBridge(Engine& engine, http::Logger& logger, MqttBridgeOptions o
   session_ = std::make_unique<notify::MqttSession>(std::move(session));
   session_->start();  // from here the network thread calls the handlers above
   announcer_ = std::thread([this] { announce_writes(); });
-  engine_.set_write_observer([this](const WriteNotice& write) { observe(write); });
+  engine_.add_write_listener(*this);
   if (!session_->wait_until_first_connected(kFirstConnectWait)) {
     logger_.log(http::LogLevel::warn, "mqtt: not connected yet, still trying",
                 {{"broker", options_.broker}, {"state", session_->state()}});
@@ -303,7 +303,7 @@ MqttBridge::~MqttBridge() {
   }
   announce_cv_.notify_all();
   for (auto& shard : shards_) shard->thread.join();
-  engine_.set_write_observer({});  // no writer left: the workers are gone, and REST's before us
+  engine_.remove_write_listener(*this);  // no writer left: the workers are gone, and REST's before us
   announcer_.join();
   if (!announcements_.empty()) {
     logger_.log(http::LogLevel::warn, "mqtt: stopping with writes not announced",
@@ -382,8 +382,8 @@ bool MqttBridge::claim(const Request& request) {
   }
 }
 
-void MqttBridge::observe(const WriteNotice& write) noexcept {
-  if (stopping_ || write.origin == &topics_) return;  // the bridge answers its own writes
+void MqttBridge::on_write(const WriteNotice& write) noexcept {
+  if (stopping_ || write.source == WriteSource::aws_mqtt) return;  // the bridge answers its own writes
   try {
     Announcement a{write.key, write.before, write.after, {}, write.shadow_deleted, std::string(write.client_token)};
     for (std::size_t i = 0; i < 2; ++i) {

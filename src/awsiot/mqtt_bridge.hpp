@@ -5,7 +5,7 @@
 // AWS's answers: …/accepted or …/rejected (the request's clientToken echoed), and after an
 // accepted update …/update/documents and, when there is one to announce, …/update/delta. Writes
 // made through REST are announced the same way (update/accepted, delta, documents, or
-// delete/accepted), from the engine's write observer. With several shadowd on one store, each
+// delete/accepted), as the engine's write listener. With several shadowd on one store, each
 // request is served by the one that claims it first (Store::claim).
 // Names are percent-encoded in topic levels ('/', '+', '#', '%', NUL), as the MQTT notification
 // target writes them.
@@ -107,9 +107,9 @@ struct MqttBridgeStats {
 
 // The bridge: one client connection (reconnecting and resubscribing by itself), a pool of
 // workers (the requests of one shadow go to one worker, in order) and a thread announcing REST
-// writes in the order they were stored. It is the engine's write observer: make it before
+// writes in the order they were stored. It is a listener of the engine's writes: make it before
 // writes begin, and destroy it after they end.
-class MqttBridge {
+class MqttBridge final : private WriteListener {
  public:
   MqttBridge(Engine& engine, http::Logger& logger, MqttBridgeOptions options);
   ~MqttBridge();
@@ -144,7 +144,7 @@ class MqttBridge {
   void work(Shard& shard);
   bool claim(const Request& request);
   void publish(const std::vector<MqttMessage>& messages);
-  void observe(const WriteNotice& write) noexcept;
+  void on_write(const WriteNotice& write) noexcept override;
   void announce_writes();
 
   Engine& engine_;

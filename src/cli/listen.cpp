@@ -81,7 +81,7 @@ std::string check_signature(std::string_view value, std::string_view secret, std
 std::string text(const json::object& o, const char* key) {
   const json::value* v = o.if_contains(key);
   if (!v) return "";
-  return printable(v->is_string() ? std::string_view(v->get_string()) : std::string_view(to_json(*v)));
+  return escape_controls(v->is_string() ? std::string_view(v->get_string()) : std::string_view(to_json(*v)));
 }
 
 const json::object* object(const json::object& o, const char* key) {
@@ -96,7 +96,7 @@ const json::array* array(const json::object& o, const char* key) {
 
 // Compact JSON, cut to about kMaxValueChars (never inside a UTF-8 sequence).
 std::string short_json(const json::value& v) {
-  std::string s = printable(to_json(v));
+  std::string s = escape_controls(to_json(v));
   if (s.size() <= kMaxValueChars) return s;
   std::size_t cut = kMaxValueChars - 3;
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;

@@ -88,18 +88,18 @@ void pretty(std::string& out, const json::value& v, int indent) {
   }
 }
 
-// Readable output shows what devices wrote: every piece of it goes through printable() so that
+// Readable output shows what devices wrote: every piece of it goes through escape_controls() so that
 // no value can send escape sequences to the operator's terminal.
 std::string pretty(const json::value& v, int indent = 0) {
   std::string out;
   pretty(out, v, indent);
-  return ds::printable(out, true);
+  return ds::escape_controls(out, true);
 }
 
 std::string field(const json::object& o, const char* key) {
   const json::value* v = o.if_contains(key);
   if (!v) return "";
-  return ds::printable(v->is_string() ? std::string_view(v->get_string()) : std::string_view(ds::to_json(*v)));
+  return ds::escape_controls(v->is_string() ? std::string_view(v->get_string()) : std::string_view(ds::to_json(*v)));
 }
 
 // The reply's JSON (an empty success body is {}); a failure, HTTP 4xx/5xx or a body that is
@@ -137,9 +137,9 @@ void print_shadow(const json::object& s) {
 
 void print_change(const json::object& c) {
   std::cout << "  " << field(c, "op") << " " << (c.contains("section") ? field(c, "section") + " " : "") << field(c, "path");
-  if (c.contains("old")) std::cout << "  " << ds::printable(ds::to_json(c.at("old")));
+  if (c.contains("old")) std::cout << "  " << ds::escape_controls(ds::to_json(c.at("old")));
   if (c.contains("old") && c.contains("new")) std::cout << " ->";
-  if (c.contains("new")) std::cout << "  " << ds::printable(ds::to_json(c.at("new")));
+  if (c.contains("new")) std::cout << "  " << ds::escape_controls(ds::to_json(c.at("new")));
   std::cout << "\n";
 }
 
@@ -149,7 +149,7 @@ void print_update(const json::object& r) {
             << field(r.at("desired").as_object(), "version") << "\n";
   for (const auto& c : r.at("changes").as_array()) print_change(c.as_object());
   for (const auto& a : r.at("acknowledged").as_array()) std::cout << "  acknowledged " << field(a.as_object(), "path") << "\n";
-  for (const auto& p : r.at("stale").as_array()) std::cout << "  stale " << ds::printable(p.as_string()) << "\n";
+  for (const auto& p : r.at("stale").as_array()) std::cout << "  stale " << ds::escape_controls(p.as_string()) << "\n";
   if (!r.at("delta").as_object().empty()) std::cout << "delta\n  " << pretty(r.at("delta"), 1) << "\n";
 }
 
@@ -412,7 +412,7 @@ int main(int argc, char** argv) {
       param("prefix", prefix);
       reply = call(client, "GET", "/v1/things" + query);
       print = [](const json::object& r) {
-        for (const auto& t : r.at("things").as_array()) std::cout << ds::printable(t.as_string()) << "\n";
+        for (const auto& t : r.at("things").as_array()) std::cout << ds::escape_controls(t.as_string()) << "\n";
         if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
       };
     } else if (*history) {

@@ -1,5 +1,7 @@
 #include "deviceshadow/engine.hpp"
 
+#include "deviceshadow/backoff.hpp"
+
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/render.hpp"
@@ -214,12 +216,6 @@ class Engine::Impl {
     return next;
   }
 
-  void backoff(int attempt) {
-    auto cap = std::min<std::int64_t>(options_.backoff_max.count(), options_.backoff_base.count() << std::min(attempt, 20));
-    std::uniform_int_distribution<std::int64_t> jitter(0, std::max<std::int64_t>(cap, 1));
-    std::this_thread::sleep_for(std::chrono::microseconds(jitter(rng())));
-  }
-
   // Runs fn (one read-merge-write attempt); retries version conflicts of unpinned writes.
   template <class F>
   auto with_retries(bool pinned, F&& fn) {
@@ -234,7 +230,7 @@ class Engine::Impl {
         }
       }
       ++stats_.retries;
-      backoff(attempt);
+      sleep_before_retry(attempt, options_.backoff_base, options_.backoff_max);
     }
   }
 
@@ -292,7 +288,7 @@ struct Engine::UpdatePlan {
   bool replace_arrays;
   bool always_store;
   bool keep_previous;
-  const void* origin;
+  WriteSource source;
 
   std::span<const Part> named() const { return {parts.data(), count}; }
   const Part* part(Section s) const {
@@ -314,14 +310,14 @@ UpdateResult Engine::update(const UpdateRequest& request) {
                         false,
                         false,
                         false,
-                        nullptr});
+                        WriteSource::api});
 }
 
 UpdateResult Engine::update(const ShadowUpdate& request) {
   static const std::optional<std::string> no_tz;  // AWS IoT writes set none
   UpdatePlan plan{request.key, {}, 0, std::nullopt, request.version, request.client_token,
                   request.acknowledge, request.replace_arrays, request.always_store, request.keep_previous,
-                  request.origin};
+                  request.source};
   for (Section s : {Section::reported, Section::desired}) {
     const std::optional<SectionUpdate>& part = s == Section::reported ? request.reported : request.desired;
     if (part) plan.parts[plan.count++] = {s, &part->state, part->mode, part->remove, &no_tz};
@@ -426,18 +422,18 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
       std::optional<ShadowRecord> before;
-      if (plan.keep_previous || write_observer_) before = record;
+      if (plan.keep_previous || !write_listeners_.empty()) before = record;
       const std::uint64_t new_version = write.sections.front().record.version;
       for (SectionPut& put : write.sections) record.section(put.section) = std::move(put.record);
       if (shared) share_version(record, new_version);
-      if (write_observer_) {
+      if (!write_listeners_.empty()) {
         WriteNotice notice{plan.key, *before, record};
         for (const UpdatePlan::Part& part : plan.named()) {
           if (!part.remove) notice.requested[part.section == Section::reported ? 0 : 1] = part.state;
         }
         notice.client_token = plan.client_token;
-        notice.origin = plan.origin;
-        write_observer_(notice);
+        notice.source = plan.source;
+        for (WriteListener* listener : write_listeners_) listener->on_write(notice);
       }
       if (plan.keep_previous) result.previous = std::move(before);
     } else if (plan.keep_previous) {
@@ -472,7 +468,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
 }
 
 DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section, std::optional<std::uint64_t> version,
-                            const void* origin) {
+                            WriteSource source) {
   validate_key(key);
   if (version && !section) {
     throw Error::invalid_request("version applies to a single-section delete: name reported or desired", "version");
@@ -526,11 +522,11 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     impl_->cache.erase(key);
     store_.write(write);
     if (store_.shares_versions()) share_version(result.record, write.sections.front().record.version);
-    if (write_observer_) {
+    if (!write_listeners_.empty()) {
       WriteNotice notice{key, record, result.record};
       notice.shadow_deleted = !section;
-      notice.origin = origin;
-      write_observer_(notice);
+      notice.source = source;
+      for (WriteListener* listener : write_listeners_) listener->on_write(notice);
     }
     impl_->cache.put(key, result.record);
     ++stats_.stored_writes;

@@ -16,9 +16,9 @@ namespace {
 // cannot forge lines or send escape sequences to an operator's terminal).
 constexpr std::size_t kMaxFieldBytes = 2048;
 
-std::string bounded(std::string_view value, bool escape_controls) {
+std::string bounded(std::string_view value, bool escape) {
   const std::string_view kept = value.substr(0, kMaxFieldBytes);
-  std::string out = escape_controls ? printable(kept) : std::string(kept);
+  std::string out = escape ? escape_controls(kept) : std::string(kept);
   if (value.size() > kept.size()) out += "…(+" + std::to_string(value.size() - kept.size()) + " bytes)";
   return out;
 }

@@ -1,5 +1,6 @@
 #include "notify/dispatcher.hpp"
 
+#include "deviceshadow/backoff.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
@@ -12,7 +13,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -53,15 +53,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::int64_t now_ns() { return now().unix_nanos(); }
-
-// Full jitter over the upper half: attempt n waits between d/2 and d, d = base * 2^(n-1) <= max.
-std::chrono::milliseconds backoff(int attempt, const DispatcherOptions& o) {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
-  const int shift = std::min(attempt - 1, 20);
-  const auto full = std::min<std::chrono::milliseconds>(o.retry_max, o.retry_base * (std::int64_t{1} << shift));
-  std::uniform_int_distribution<std::int64_t> pick(full.count() / 2, full.count());
-  return std::chrono::milliseconds(pick(random));
-}
 
 // Delivery is background work: its threads run `nice` levels below the thread that started
 // them (Linux applies a nice value per thread) and yield the CPU to request handling, so
@@ -272,6 +263,12 @@ class Dispatcher::Worker {
   std::uint64_t stored_checkpoint() const {
     std::lock_guard lock(mutex_);
     return stored_checkpoint_;
+  }
+
+  // How long ago the oldest event it holds was written (zero when it holds none).
+  std::chrono::nanoseconds oldest_age() const {
+    std::lock_guard lock(mutex_);
+    return std::chrono::nanoseconds(open_.empty() ? 0 : std::max<std::int64_t>(0, now_ns() - open_.oldest_written_ns()));
   }
 
   RegistrationStatus status(std::uint64_t feed_end) const {
@@ -515,7 +512,7 @@ class Dispatcher::Worker {
             result = {Outcome::reject, expired_reason() + "; last error: " + result.error};
           }
           if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
-            delayed_.emplace(Clock::now() + backoff(p.attempts, options_), key);
+            delayed_.emplace(Clock::now() + backoff_delay(p.attempts, options_.retry_base, options_.retry_max), key);
             return;
           }
         }
@@ -819,9 +816,11 @@ class Dispatcher::Trimmer {
         }
         // A feed held in memory (a DynamoDB table's stream) that is nearly full stops being read
         // when full, for every registration and for history written from it: the registrations
-        // that hold it back give up their events to dead letters instead.
+        // that hold it back give up their events to dead letters instead, once they are
+        // spill_after behind.
         if (!holding_back.empty() && d.feed_->pressed()) {
           for (const auto& [id, worker] : holding_back) {
+            if (worker->oldest_age() < d.options_.spill_after) continue;
             d.log_(true, "the change feed is nearly full: spilling the events of the registration holding it back to "
                          "its dead letters",
                    {{"registration", id}});

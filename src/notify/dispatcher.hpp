@@ -55,6 +55,10 @@ struct DispatcherOptions {
   std::chrono::milliseconds checkpoint_interval{100};
   std::chrono::milliseconds trim_interval{1000};
   std::chrono::milliseconds expiry_sweep{250};  // how often a worker looks for events past their maxAgeSeconds
+  // A feed held in memory that is nearly full (Feed::pressed) makes the registrations holding it
+  // back spill their events to dead letters, if their oldest event is at least this old (one
+  // only briefly behind is waited for).
+  std::chrono::milliseconds spill_after{10000};
   int nice = 10;  // the delivery threads run this many nice levels below the process: they yield the CPU to request handling
   bool keep_feed_on = false;  // the change feed stays on without registrations (history written from it)
 };

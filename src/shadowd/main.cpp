@@ -10,6 +10,7 @@
 #include "deviceshadow/sqlite_store.hpp"
 #include "deviceshadow/prometheus.hpp"
 #include "notify/dispatcher.hpp"
+#include "notify/stream/history_writer.hpp"
 #include "notify/stream/service.hpp"
 #include "api/api.hpp"
 #include "awsiot/facade.hpp"
@@ -179,14 +180,7 @@ int serve(const Settings& s) {
       logger.log(srv::LogLevel::error, "the table's stream cannot be found; notifications are off until a restart",
                  {{"error", e.what()}});
     }
-    if (history_from_stream) {  // each write's change event becomes its history event
-      o.feed.on_entries = [&metered, retention = options.history_retention](std::span<const notify::stream::AssembledEntry> entries) {
-        std::vector<ds::ShadowHistoryEvent> events;
-        events.reserve(entries.size());
-        for (const auto& entry : entries) events.push_back({entry.key, ds::history_event_of(entry.event(), retention)});
-        metered.append_history(events);
-      };
-    }
+    if (history_from_stream) o.feed.on_entries = notify::stream::history_writer(metered, options.history_retention);
     if (arn) {
       stream = std::make_unique<notify::stream::StreamService>(table, *arn, std::move(o), notify_log);
       logger.log(srv::LogLevel::info, "reading the table's stream for notifications",

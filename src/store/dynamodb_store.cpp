@@ -1,5 +1,7 @@
 #include "deviceshadow/dynamodb_store.hpp"
 
+#include "deviceshadow/backoff.hpp"
+
 #include "aws/attribute_value.hpp"
 #include "aws/client.hpp"
 #include "aws/credentials.hpp"
@@ -291,11 +293,9 @@ json::value call_translated(JsonClient& client, std::string_view operation, cons
   }
 }
 
-// Sleeps a random time up to `base` << min(attempt, max_shift) before a retry.
+// Sleeps before retry `attempt` of a batch's unprocessed part: from `base` up to base << max_shift.
 void back_off(std::chrono::milliseconds base, int attempt, int max_shift) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const auto cap = static_cast<int>(base.count()) << std::min(attempt, max_shift);
-  std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, cap)(rng)));
+  sleep_before_retry(attempt, base, base * (1 << max_shift));
 }
 
 class DynamoDbStore final : public Store {

@@ -14,11 +14,12 @@ namespace {
 namespace ds = deviceshadow;
 namespace awsiot = deviceshadow::awsiot;
 
-class ShadowTopicsTest : public ::testing::Test {
+class ShadowTopicsTest : public ::testing::Test, private ds::WriteListener {
  protected:
   ShadowTopicsTest() : store_(ds::make_memory_store()), engine_(*store_), topics_(engine_, "main", false) {
-    engine_.set_write_observer([this](const ds::WriteNotice& w) { announced_ = topics_.announce(w); });
+    engine_.add_write_listener(*this);
   }
+  void on_write(const ds::WriteNotice& w) noexcept override { announced_ = topics_.announce(w); }
   // The last write's announcement, by topic.
   std::map<std::string, ds::json::value> last() const {
     std::map<std::string, ds::json::value> out;

@@ -239,7 +239,7 @@ TEST_P(ShadowUpdateTest, KeepPreviousReturnsTheShadowAsTheWriteFoundIt) {
   EXPECT_FALSE(engine().update(both("t", R"({"a":4})", "{}")).previous);  // not asked for
 }
 
-TEST_P(ShadowUpdateTest, TheWriteObserverSeesEveryStoredWriteInOrder) {
+TEST_P(ShadowUpdateTest, AWriteListenerIsToldOfEveryStoredWriteInOrder) {
   struct Seen {
     std::string thing;
     std::string before_reported, after_reported, after_desired;
@@ -247,24 +247,32 @@ TEST_P(ShadowUpdateTest, TheWriteObserverSeesEveryStoredWriteInOrder) {
     std::string requested[2];  // "-" when null
     bool shadow_deleted = false;
     std::string client_token;
-    const void* origin = nullptr;
+    ds::WriteSource source = ds::WriteSource::api;
+  };
+  struct Listener final : ds::WriteListener {
+    explicit Listener(std::function<void(const ds::WriteNotice&)> told) : told(std::move(told)) {}
+    std::function<void(const ds::WriteNotice&)> told;
+    void on_write(const ds::WriteNotice& w) noexcept override { told(w); }
   };
   std::vector<Seen> seen;
-  engine().set_write_observer([&](const ds::WriteNotice& w) {
+  std::size_t second_told = 0;
+  Listener listener([&](const ds::WriteNotice& w) {
     Seen s{w.key.thing, w.before.reported.state_json, w.after.reported.state_json, w.after.desired.state_json,
            version_of(w.before), version_of(w.after)};
     for (int i = 0; i < 2; ++i) s.requested[i] = w.requested[i] ? ds::to_json(*w.requested[i]) : "-";
     s.shadow_deleted = w.shadow_deleted;
     s.client_token = std::string(w.client_token);
-    s.origin = w.origin;
+    s.source = w.source;
     seen.push_back(std::move(s));
   });
+  Listener second([&](const ds::WriteNotice&) { ++second_told; });
+  engine().add_write_listener(listener);
+  engine().add_write_listener(second);
   report("t", R"({"a":1})");                 // API v1
   report("t", R"({"a":1})");                 // nothing stored, nothing seen
-  const int tag = 0;
   ds::ShadowUpdate u = both("t", R"({"a":2})", R"({"b":1})");
   u.client_token = "tok";
-  u.origin = &tag;
+  u.source = ds::WriteSource::aws_mqtt;
   engine().update(u);
   ds::ShadowUpdate removal;
   removal.key = {"t", "main"};
@@ -272,11 +280,13 @@ TEST_P(ShadowUpdateTest, TheWriteObserverSeesEveryStoredWriteInOrder) {
   engine().update(removal);
   engine().remove({"t", "main"}, ds::Section::reported);
   report("t", R"({"c":1})");
-  engine().remove({"t", "main"}, std::nullopt, std::nullopt, &tag);
-  engine().set_write_observer({});
+  engine().remove({"t", "main"}, std::nullopt, std::nullopt, ds::WriteSource::aws_http);
+  engine().remove_write_listener(listener);
+  engine().remove_write_listener(second);
   report("t", R"({"d":1})");
 
   ASSERT_EQ(seen.size(), 6u);
+  EXPECT_EQ(second_told, 6u) << "every listener is told";
   for (std::size_t i = 0; i < seen.size(); ++i) {
     EXPECT_EQ(seen[i].thing, "t");
     if (i > 0) {
@@ -288,14 +298,14 @@ TEST_P(ShadowUpdateTest, TheWriteObserverSeesEveryStoredWriteInOrder) {
   EXPECT_EQ(seen[0].after_reported, R"({"a":1})");
   EXPECT_EQ(seen[0].requested[0], R"({"a":1})");
   EXPECT_EQ(seen[0].requested[1], "-");
-  EXPECT_EQ(seen[0].origin, nullptr);
+  EXPECT_EQ(seen[0].source, ds::WriteSource::api);
   EXPECT_EQ(seen[1].before_reported, R"({"a":1})");
   EXPECT_EQ(seen[1].after_reported, R"({"a":2})");
   EXPECT_EQ(seen[1].after_desired, R"({"b":1})");
   EXPECT_EQ(seen[1].requested[0], R"({"a":2})");
   EXPECT_EQ(seen[1].requested[1], R"({"b":1})");
   EXPECT_EQ(seen[1].client_token, "tok");
-  EXPECT_EQ(seen[1].origin, &tag);
+  EXPECT_EQ(seen[1].source, ds::WriteSource::aws_mqtt);
   EXPECT_EQ(seen[2].requested[1], "-");  // desired removed
   EXPECT_EQ(seen[2].after_desired, "{}");
   EXPECT_FALSE(seen[2].shadow_deleted);
@@ -303,8 +313,8 @@ TEST_P(ShadowUpdateTest, TheWriteObserverSeesEveryStoredWriteInOrder) {
   EXPECT_FALSE(seen[3].shadow_deleted);
   EXPECT_EQ(seen[4].after_reported, R"({"c":1})");
   EXPECT_TRUE(seen[5].shadow_deleted);
-  EXPECT_EQ(seen[3].origin, nullptr);
-  EXPECT_EQ(seen[5].origin, &tag);
+  EXPECT_EQ(seen[3].source, ds::WriteSource::api);
+  EXPECT_EQ(seen[5].source, ds::WriteSource::aws_http);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ShadowUpdateTest, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
