@@ -91,9 +91,7 @@ void for_each_dead_letter(Store& store, std::string_view registration, const std
 }
 
 std::uint64_t count_dead_letters(Store& store, std::string_view registration) {
-  std::uint64_t n = 0;
-  for_each_dead_letter(store, registration, [&](DeadLetter&) { return ++n, true; });
-  return n;
+  return store.count_dead_letters(registration);  // their events are not read
 }
 
 // The wanted feed entries a worker has not finished, with their write times, by seq. They are
@@ -873,15 +871,9 @@ std::size_t Dispatcher::delete_dead_letters(std::string_view id, const std::opti
     if (!registrations_.contains(id)) throw Error::not_found("no registration " + std::string(id));
   }
   // The store's work happens outside the lock: deleting many letters must not hold up the rest.
-  std::size_t n = 0;
-  if (event_ids) {
-    for (const std::string& event : *event_ids) n += store_.remove_dead_letter(id, event) ? 1 : 0;
-  } else {
-    for_each_dead_letter(store_, id, [&](DeadLetter& letter) {
-      n += store_.remove_dead_letter(id, letter.event_id) ? 1 : 0;
-      return true;
-    });
-  }
+  // One call removes them all (SQLite: one transaction).
+  const std::size_t n = event_ids ? store_.remove_dead_letters(id, std::span<const std::string>(*event_ids))
+                                  : store_.remove_dead_letters(id, std::nullopt);
   std::lock_guard lock(mutex_);
   if (auto it = registrations_.find(id); it != registrations_.end() && it->second.worker) {
     it->second.worker->forget_dead_letters(event_ids, n);
