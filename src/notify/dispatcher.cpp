@@ -94,6 +94,14 @@ std::uint64_t count_dead_letters(Store& store, std::string_view registration) {
   return store.count_dead_letters(registration);  // their events are not read
 }
 
+// When a dead letter that failed at `failed_ns` expires (saturating).
+std::int64_t dead_letter_expiry(std::int64_t failed_ns, std::chrono::seconds retention) {
+  constexpr std::int64_t kNanos = 1'000'000'000;
+  if (retention.count() >= INT64_MAX / kNanos) return INT64_MAX;
+  const std::int64_t ns = retention.count() * kNanos;
+  return failed_ns > INT64_MAX - ns ? INT64_MAX : failed_ns + ns;
+}
+
 // The wanted feed entries a worker has not finished, with their write times, by seq. They are
 // added in seq order and finished in any order: a sorted deque that keeps finished entries only
 // until the oldest open one before them finishes, compacted when they outnumber the open ones
@@ -289,6 +297,65 @@ class Dispatcher::Worker {
     status_.dead_letters -= std::min(n, status_.dead_letters);
   }
 
+  // Stores dead letters of this registration, each expiring dead_letter_retention after it
+  // failed, and keeps at most max_dead_letters: the oldest by event id (by write time) are
+  // removed to make room, and counted. `again`: they replace letters already stored (redriven
+  // ones that failed again), which the count holds. The count is this worker's own (counted at
+  // its start, then kept); it misses letters that expired or that another process put or
+  // deleted, so it is counted again before letters are removed, at most every
+  // dead_letter_recount. Called without mutex_; throws what the store throws.
+  void store_dead_letters(std::vector<DeadLetter> letters, bool again) {
+    if (letters.empty()) return;
+    const std::uint64_t max = std::max<std::size_t>(1, options_.max_dead_letters);
+    std::uint64_t evicted = 0;
+    if (!again && letters.size() > max) {  // more than fit at all: only the newest go in
+      std::sort(letters.begin(), letters.end(),
+                [](const DeadLetter& a, const DeadLetter& b) { return a.event_id < b.event_id; });
+      evicted = letters.size() - max;
+      letters.erase(letters.begin(), letters.begin() + static_cast<std::ptrdiff_t>(evicted));
+    }
+    for (DeadLetter& letter : letters) {
+      letter.expires_ns = dead_letter_expiry(letter.failed_ns, options_.dead_letter_retention);
+    }
+    const std::uint64_t adding = again ? 0 : letters.size();
+    std::uint64_t stored;
+    bool recount;
+    {
+      std::lock_guard lock(mutex_);
+      stored = status_.dead_letters;
+      recount = stored + adding > max && Clock::now() - counted_at_ >= options_.dead_letter_recount;
+    }
+    if (recount) {
+      stored = count_dead_letters(store_, registration_.id);
+      std::lock_guard lock(mutex_);
+      counted_at_ = Clock::now();
+      status_.dead_letters = stored;
+    }
+    std::uint64_t removed = 0;
+    for (std::uint64_t excess = stored + adding > max ? stored + adding - max : 0; removed < excess;) {
+      std::vector<DeadLetter> oldest =
+          store_.dead_letters(registration_.id, "", std::min<std::uint64_t>(excess - removed, 100));
+      if (oldest.empty()) break;
+      std::vector<std::string> ids;
+      for (const DeadLetter& letter : oldest) ids.push_back(letter.event_id);
+      removed += store_.remove_dead_letters(registration_.id, std::span<const std::string>(ids));
+    }
+    if (removed > 0) {
+      std::lock_guard lock(mutex_);
+      status_.dead_letters -= std::min(removed, status_.dead_letters);
+      status_.dead_letters_evicted += removed;
+    }
+    store_.put_dead_letters(letters);
+    if (removed + evicted > 0) {
+      log_(false, "the oldest dead letters were removed: a registration keeps at most --max-dead-letters",
+           {{"registration", registration_.id}, {"removed", std::to_string(removed + evicted)},
+            {"max_dead_letters", std::to_string(max)}});
+    }
+    std::lock_guard lock(mutex_);
+    status_.dead_letters += adding;
+    status_.dead_letters_evicted += evicted;
+  }
+
  private:
   struct RedrivenNames {
     std::string id, type, thing, name;
@@ -442,7 +509,9 @@ class Dispatcher::Worker {
         if (p.settled->outcome == Outcome::delivered) {
           if (redriven) removed = store_.remove_dead_letter(registration_.id, p.id);
         } else {
-          store_.put_dead_letter({registration_.id, std::string(p.id), p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()});
+          store_dead_letters(
+              {{registration_.id, std::string(p.id), p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()}},
+              redriven);
         }
       } catch (const std::exception& e) {  // the store is failing: store the outcome later, not deliver again
         log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
@@ -456,8 +525,7 @@ class Dispatcher::Worker {
         status_.latency.observe(std::max<double>(0, (now_ns() - p.written_ns) / 1e9));
         if (removed) status_.dead_letters -= std::min<std::uint64_t>(1, status_.dead_letters);
       } else {
-        ++status_.dead_lettered;
-        if (!redriven) ++status_.dead_letters;
+        ++status_.dead_lettered;  // and counted in dead_letters by store_dead_letters
         log_(true, "event dead-lettered",
              {{"registration", registration_.id}, {"event", std::string(p.id)}, {"subject", key},
               {"attempts", std::to_string(p.prior_attempts + p.attempts)}, {"error", p.settled->error}});
@@ -515,6 +583,7 @@ class Dispatcher::Worker {
   std::multimap<Clock::time_point, std::string> delayed_;
   std::unordered_set<std::string> redriving_;    // ids of the dead letters queued again
   RegistrationStatus status_;
+  Clock::time_point counted_at_ = Clock::now();  // when status_.dead_letters was last read from the store
   std::thread sender_;
 };
 

@@ -54,6 +54,13 @@ struct DispatcherOptions {
   std::chrono::milliseconds checkpoint_interval{100};
   std::chrono::milliseconds trim_interval{1000};
   int nice = 10;  // the delivery threads run this many nice levels below the process: they yield the CPU to request handling
+  // Dead letters: each expires this long after it failed (purge drops it; DynamoDB's TTL), and a
+  // registration keeps at most max_dead_letters (storing more removes the oldest). A worker
+  // counts its registration's letters again before it removes any, at most every
+  // dead_letter_recount (the count it keeps misses expired letters).
+  std::chrono::seconds dead_letter_retention{14 * 24 * 3600};
+  std::size_t max_dead_letters = 100000;
+  std::chrono::milliseconds dead_letter_recount{60000};
   bool keep_feed_on = false;  // the change feed stays on without registrations (history written from it)
 };
 
@@ -67,6 +74,7 @@ struct RegistrationStatus {
   std::uint64_t failed = 0;        // failed attempts
   std::uint64_t dead_lettered = 0; // events dead-lettered
   std::uint64_t dead_letters = 0;  // dead letters stored now
+  std::uint64_t dead_letters_evicted = 0;  // the oldest dead letters removed to keep max_dead_letters
   std::optional<std::string> last_error;
   Histogram latency{Histogram::kDeliveryBounds};  // from the write to its delivery
 };

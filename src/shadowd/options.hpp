@@ -76,6 +76,8 @@ struct Options {
   std::size_t notify_concurrency = 8;
   std::size_t notify_window = 10000;
   int notify_nice = 10;
+  std::string dead_letter_retention = "14d";
+  std::size_t max_dead_letters = 100000;
   std::string stream_lease_timeout = "10s";
   std::string log_format = "text";
   std::string log_level = "info";

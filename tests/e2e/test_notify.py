@@ -310,6 +310,49 @@ class DeliveryTest(ApiTestCase):
         self.assertTrue(self.server.alive())
 
 
+class DeadLetterLimitsTest(ApiTestCase):
+    """--max-dead-letters keeps a registration's newest dead letters; --dead-letter-retention
+    makes them expire, and the periodic purge drops them."""
+
+    def setUp(self):
+        self.receiver = Receiver(answer=lambda n: 400)  # refuses every event: each is dead-lettered at once
+        self.server = None
+
+    def tearDown(self):
+        if self.server:
+            self.server.close()
+        self.receiver.close()
+
+    def refused(self, *args, count):
+        """Starts shadowd with `args`, registers w and writes `count` reports of shadow t, each
+        refused by the receiver, and waits until all are dead-lettered."""
+        self.server = Server(*args)
+        r = self.server.request("PUT", "/v1/registrations/w", json=webhook(self.receiver.url))
+        self.assertEqual(r.status_code, 200, r.text)
+        for i in range(1, count + 1):
+            self.assertEqual(self.server.post(shadow_path("t", "main", "reported"), {"state": {"n": i}}).status_code, 200)
+        self.assertTrue(eventually(lambda: self.metric("shadowd_notify_dead_lettered_total") == count))
+
+    def metric(self, name):
+        for line in self.server.get("/metrics").text.splitlines():
+            if line.startswith(name + '{registration="w"} '):
+                return int(line.split()[-1])
+        return None
+
+    def test_a_registration_keeps_its_newest_dead_letters_up_to_the_limit(self):
+        self.refused("--max-dead-letters", "2", count=4)
+        letters = self.server.get("/v1/registrations/w/dead-letters").json()["deadLetters"]
+        self.assertEqual([d["event"]["data"]["reported"]["version"] for d in letters], [3, 4])
+        self.assertEqual(self.metric("shadowd_notify_dead_letters_evicted_total"), 2)
+        self.assertEqual(self.server.get("/v1/registrations/w").json()["status"]["deadLetters"], 2)
+        self.assertIn("the oldest dead letters were removed", "".join(self.server.log))
+
+    def test_expired_dead_letters_are_purged(self):
+        self.refused("--dead-letter-retention", "1s", "--purge-interval", "1s", count=2)
+        self.assertTrue(eventually(lambda: self.server.get("/v1/registrations/w/dead-letters").json()["deadLetters"] == []))
+        self.assertIn("purged", "".join(self.server.log))
+
+
 class CrashTest(unittest.TestCase):
     """kill -9 while writes and deliveries are under way: after a restart every acknowledged
     write's event arrives (duplicates allowed, same id), in version order per shadow."""

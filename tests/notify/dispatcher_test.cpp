@@ -491,6 +491,58 @@ TEST_P(DispatcherTest, DeletingARedrivenDeadLetterCancelsItsRedrive) {
   EXPECT_EQ(dispatcher->status("r")->dead_letters, 0u);
 }
 
+// A registration keeps at most max_dead_letters: storing more removes the oldest (by event id,
+// that is by write time), counted. Each letter expires dead_letter_retention after it failed.
+TEST_P(DispatcherTest, KeepsAtMostMaxDeadLettersTheOldestGoFirst) {
+  notify::DispatcherOptions o = fast_options();
+  o.max_dead_letters = 3;
+  o.dead_letter_retention = std::chrono::hours(1);
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
+  dispatcher->put("r", hook());
+  for (int i = 1; i <= 5; ++i) report(*engine, "x", "main", i);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_lettered == 5; }));
+  std::vector<ds::DeadLetter> letters = store->dead_letters("r", "", 10);
+  std::vector<std::int64_t> versions;
+  for (const auto& letter : letters) {
+    versions.push_back(ds::parse_json(letter.event).at("data").at("reported").at("version").as_int64());
+    EXPECT_EQ(letter.expires_ns, letter.failed_ns + std::int64_t{3600} * 1'000'000'000);
+  }
+  EXPECT_EQ(versions, (std::vector<std::int64_t>{3, 4, 5}));
+  EXPECT_EQ(dispatcher->status("r")->dead_letters, 3u);
+  EXPECT_EQ(dispatcher->status("r")->dead_letters_evicted, 2u);
+  std::string metrics;
+  notify::render_metrics(metrics, dispatcher->statuses());
+  EXPECT_NE(metrics.find(R"(shadowd_notify_dead_letters_evicted_total{registration="r"} 2)"), std::string::npos) << metrics;
+
+  // The retention: purge drops them once they expired.
+  EXPECT_EQ(store->purge(letters.back().expires_ns), 3u);
+  EXPECT_TRUE(store->dead_letters("r", "", 10).empty());
+}
+
+// The worker's count misses letters removed behind its back (expired and purged, deleted by
+// another process): it counts again before it removes any, so none goes for nothing.
+TEST_P(DispatcherTest, DeadLettersRemovedElsewhereAreCountedBeforeTheOldestGo) {
+  notify::DispatcherOptions o = fast_options();
+  o.max_dead_letters = 3;
+  o.dead_letter_recount = std::chrono::milliseconds(0);
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
+  dispatcher->put("r", hook());
+  for (int i = 1; i <= 3; ++i) report(*engine, "x", "main", i);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_letters == 3; }));
+  std::vector<ds::DeadLetter> letters = store->dead_letters("r", "", 10);
+  ASSERT_EQ(letters.size(), 3u);
+  const std::vector<std::string> two{letters[0].event_id, letters[1].event_id};
+  EXPECT_EQ(store->remove_dead_letters("r", std::span<const std::string>(two)), 2u);  // not through the dispatcher
+  for (int i = 4; i <= 5; ++i) report(*engine, "x", "main", i);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_lettered == 5; }));
+  ASSERT_EQ(store->dead_letters("r", "", 10).size(), 3u);
+  EXPECT_EQ(store->dead_letters("r", "", 10)[0], letters[2]) << "kept: there was room";
+  EXPECT_EQ(dispatcher->status("r")->dead_letters, 3u);
+  EXPECT_EQ(dispatcher->status("r")->dead_letters_evicted, 0u);
+}
+
 TEST_P(DispatcherTest, CountersSurviveReplacingTheRegistration) {
   dispatcher->put("r", hook());
   report(*engine, "t", "main", 1);
