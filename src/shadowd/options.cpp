@@ -230,7 +230,7 @@ Command parse_command_line(int argc, const char* const* argv) {
                  "16 KiB and would pass this is answered 503 with Retry-After: 1 (writes are always answered)")
       ->envname(env("MAX_RESPONSE_BYTES_IN_FLIGHT"))->check(size(1))->capture_default_str();
   app.add_option("--max-page-bytes", s.max_page_bytes,
-                 "bytes of events in one history page and of shadows in one batch get response")
+                 "bytes of events in one history or dead-letters page and of shadows in one batch get response")
       ->envname(env("MAX_PAGE_BYTES"))->check(size(1024))->capture_default_str();
   app.add_option("--notify-concurrency", s.notify_concurrency, "event deliveries in flight per notification registration")
       ->envname(env("NOTIFY_CONCURRENCY"))->check(whole(1, 1024))->capture_default_str();

@@ -323,14 +323,15 @@ class DeadLetterLimitsTest(ApiTestCase):
             self.server.close()
         self.receiver.close()
 
-    def refused(self, *args, count):
-        """Starts shadowd with `args`, registers w and writes `count` reports of shadow t, each
-        refused by the receiver, and waits until all are dead-lettered."""
+    def refused(self, *args, count, pad=""):
+        """Starts shadowd with `args`, registers w and writes `count` reports of shadow t (with
+        `pad` in each), each refused by the receiver, and waits until all are dead-lettered."""
         self.server = Server(*args)
         r = self.server.request("PUT", "/v1/registrations/w", json=webhook(self.receiver.url))
         self.assertEqual(r.status_code, 200, r.text)
         for i in range(1, count + 1):
-            self.assertEqual(self.server.post(shadow_path("t", "main", "reported"), {"state": {"n": i}}).status_code, 200)
+            state = {"n": i, "pad": pad} if pad else {"n": i}
+            self.assertEqual(self.server.post(shadow_path("t", "main", "reported"), {"state": state}).status_code, 200)
         self.assertTrue(eventually(lambda: self.metric("shadowd_notify_dead_lettered_total") == count))
 
     def metric(self, name):
@@ -345,12 +346,29 @@ class DeadLetterLimitsTest(ApiTestCase):
         self.assertEqual([d["event"]["data"]["reported"]["version"] for d in letters], [3, 4])
         self.assertEqual(self.metric("shadowd_notify_dead_letters_evicted_total"), 2)
         self.assertEqual(self.server.get("/v1/registrations/w").json()["status"]["deadLetters"], 2)
-        self.assertIn("the oldest dead letters were removed", "".join(self.server.log))
+        self.assertTrue(eventually(lambda: "the oldest dead letters were removed" in "".join(self.server.log)))
+
+    def test_a_page_of_dead_letters_ends_once_it_holds_max_page_bytes(self):
+        self.refused("--max-page-bytes", "5000", count=5, pad="x" * 1000)  # events of about 2 KiB
+        pages, cursor = [], None
+        while True:
+            r = self.server.get("/v1/registrations/w/dead-letters" + (f"?cursor={cursor}" if cursor else ""))
+            page = r.json()
+            pages.append(page["deadLetters"])
+            self.assertLessEqual(len(r.content), 5000 + 100, "the budget, and the page's own brackets")
+            cursor = page.get("cursor")
+            if not cursor:
+                break
+        self.assertGreater(len(pages), 1)
+        self.assertGreater(max(len(p) for p in pages), 1, "as many as fit")
+        self.assertTrue(all(pages), "every page holds at least one letter")
+        versions = [d["event"]["data"]["reported"]["version"] for p in pages for d in p]
+        self.assertEqual(versions, [1, 2, 3, 4, 5])
 
     def test_expired_dead_letters_are_purged(self):
         self.refused("--dead-letter-retention", "1s", "--purge-interval", "1s", count=2)
         self.assertTrue(eventually(lambda: self.server.get("/v1/registrations/w/dead-letters").json()["deadLetters"] == []))
-        self.assertIn("purged", "".join(self.server.log))
+        self.assertTrue(eventually(lambda: "purged" in "".join(self.server.log)))
 
 
 class CrashTest(unittest.TestCase):
