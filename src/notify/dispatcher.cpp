@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <atomic>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -832,23 +834,85 @@ void Dispatcher::refresh() {
   update_feed_switch();
 }
 
+namespace {
+
+// Rethrows the exception being handled, thrown while a registration's target or worker started,
+// as the API answers it: errors of validation and of the store as they are; running out of
+// descriptors, threads or memory (or any other failure to start) as 503 unavailable.
+[[noreturn]] void rethrow_start_failure() {
+  const std::string prefix = "cannot start the target: ";
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::system_error& e) {  // EMFILE, ENFILE, EAGAIN (threads), ENOMEM
+    std::string why = e.code().message();
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    throw Error(ErrorCode::unavailable, prefix + why);
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::unavailable, prefix + "out of memory");
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::unavailable, prefix + e.what());
+  }
+}
+
+}  // namespace
+
+void Dispatcher::check_registration_limit(std::string_view id) const {
+  if (registrations_.contains(id) || registrations_.size() < options_.max_registrations) return;
+  ErrorDetails details;
+  details.limit = options_.max_registrations;
+  throw Error(ErrorCode::invalid_request,
+              "shadowd keeps at most " + std::to_string(options_.max_registrations) +
+                  " registrations (--max-registrations): delete one, or raise the limit",
+              std::move(details));
+}
+
 Registration Dispatcher::put(std::string_view id, std::string_view json) {
   Registration r = parse_registration(id, json);
-  std::unique_ptr<Target> target = targets_(r);  // refuses a type this build cannot deliver to
+  {
+    std::lock_guard lock(mutex_);
+    check_registration_limit(r.id);  // before its target takes descriptors
+  }
+  std::unique_ptr<Target> target;
+  try {
+    target = targets_(r);  // refuses a type this build cannot deliver to
+  } catch (...) {
+    rethrow_start_failure();
+  }
   if (!feed_) {
     throw Error(ErrorCode::unavailable,
                 "notifications need a change feed: on DynamoDB, the table's stream "
                 "(shadowd dynamodb create-table enables it)");
   }
   std::lock_guard lock(mutex_);
+  check_registration_limit(r.id);  // again: another PUT may have created one meanwhile
+  std::optional<RegistrationRecord> previous;
+  if (auto it = registrations_.find(r.id); it != registrations_.end()) {
+    previous = RegistrationRecord{r.id, render_registration(it->second.registration), now_ns()};
+  }
   store_.put_registration({r.id, render_registration(r), now_ns()});
   Entry& entry = registrations_[r.id];
   try {
     run(entry, r, std::move(target), false);
-  } catch (const std::exception& e) {  // stored, but not running: status says why until a PUT or restart
-    entry.fault = e.what();
+  } catch (...) {
+    // Undone, so that a PUT that failed stored nothing: a new registration is removed again; a
+    // replaced one is stored and started as it was (if that fails too, its status says why).
+    try {
+      if (previous) {
+        store_.put_registration(*previous);
+        adopt(*previous, true);
+      } else {
+        stop_worker(entry);
+        registrations_.erase(r.id);
+        store_.remove_registration(r.id);
+      }
+    } catch (const std::exception& e) {
+      log_(true, "a registration that could not start could not be undone either",
+           {{"registration", r.id}, {"error", e.what()}});
+    }
     update_feed_switch();
-    throw;
+    rethrow_start_failure();
   }
   update_feed_switch();
   return r;

@@ -61,6 +61,9 @@ struct DispatcherOptions {
   std::chrono::seconds dead_letter_retention{14 * 24 * 3600};
   std::size_t max_dead_letters = 100000;
   std::chrono::milliseconds dead_letter_recount{60000};
+  // Registrations a PUT may create at most: each enabled one costs a sender thread and its
+  // target's descriptors (docs/notifications.md).
+  std::size_t max_registrations = 100;
   bool keep_feed_on = false;  // the change feed stays on without registrations (history written from it)
 };
 
@@ -102,6 +105,9 @@ class Dispatcher {
 
   // Creates or replaces a registration (validated by parse_registration; the target must be
   // one this build delivers to). A new or re-enabled registration starts at the feed's end.
+  // Throws invalid_request (with the limit) for a new id once max_registrations exist, and
+  // unavailable ("cannot start the target: too many open files") when its target or worker
+  // cannot start: then nothing is stored, and a replaced registration is as it was.
   Registration put(std::string_view id, std::string_view json);
   std::vector<Registration> list() const;
   std::optional<Registration> get(std::string_view id) const;
@@ -147,6 +153,8 @@ class Dispatcher {
                                        RegistrationStatus counters);
   void stop_worker(Entry& entry);
   void update_feed_switch();
+  // Throws when `id` is new and max_registrations exist.
+  void check_registration_limit(std::string_view id) const;
 
   Engine& engine_;
   Store& store_;

@@ -206,6 +206,7 @@ int serve(const Settings& s) {
   notify_options.nice = s.notify_nice;
   notify_options.dead_letter_retention = parse_duration(s.dead_letter_retention);
   notify_options.max_dead_letters = s.max_dead_letters;
+  notify_options.max_registrations = s.max_registrations;
   notify_options.keep_feed_on = history_from_stream;
   notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);

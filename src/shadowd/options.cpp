@@ -240,6 +240,10 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--notify-nice", s.notify_nice,
                  "nice levels the notification delivery threads run below request handling (0 to 19; 0: the same priority)")
       ->envname(env("NOTIFY_NICE"))->check(whole(0, 19))->capture_default_str();
+  app.add_option("--max-registrations", s.max_registrations,
+                 "notification registrations a PUT may create at most (each costs a thread and its target's "
+                 "descriptors); more are refused with 400")
+      ->envname(env("MAX_REGISTRATIONS"))->check(whole(1, 100000))->capture_default_str();
   app.add_option("--dead-letter-retention", s.dead_letter_retention,
                  "how long a dead letter is kept after it failed (then purged; on DynamoDB, by the table's TTL)")
       ->envname(env("DEAD_LETTER_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();

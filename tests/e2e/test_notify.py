@@ -371,6 +371,55 @@ class DeadLetterLimitsTest(ApiTestCase):
         self.assertTrue(eventually(lambda: "purged" in "".join(self.server.log)))
 
 
+class RegistrationLimitsTest(ApiTestCase):
+    """Registrations cost a thread and descriptors each: --max-registrations bounds how many a PUT
+    may create, and one whose target cannot start for want of descriptors is refused with 503,
+    stored nowhere."""
+
+    def setUp(self):
+        self.server = None
+
+    def tearDown(self):
+        if self.server:
+            self.server.close()
+
+    def put(self, rid, **extra):
+        return self.server.request("PUT", f"/v1/registrations/{rid}", json=webhook("http://127.0.0.1:9/hook", **extra))
+
+    def ids(self):
+        return [r["id"] for r in self.server.get("/v1/registrations").json()["registrations"]]
+
+    def test_a_new_registration_past_the_limit_is_refused_naming_it(self):
+        self.server = Server("--max-registrations", "2")
+        self.assertEqual(self.put("a").status_code, 200)
+        self.assertEqual(self.put("b", enabled=False).status_code, 200)
+        error = self.assertError(self.put("c"), 400, "invalid_request")
+        self.assertEqual(error["limit"], 2)
+        self.assertIn("--max-registrations", error["message"])
+        self.assertEqual(self.put("a", maxAttempts=3).status_code, 200, "replacing one creates none")
+        self.assertEqual(self.ids(), ["a", "b"])
+        self.assertEqual(self.server.delete("/v1/registrations/b").status_code, 200)
+        self.assertEqual(self.put("c").status_code, 200)
+
+    def test_out_of_descriptors_a_registration_is_503_and_stored_nowhere(self):
+        self.server = Server("--max-registrations", "1000", open_files=96)
+        made, refused = [], None
+        for i in range(200):
+            r = self.put(f"r{i}")
+            if r.status_code != 200:
+                refused = r
+                break
+            made.append(f"r{i}")
+        self.assertIsNotNone(refused, "the descriptors never ran out")
+        error = self.assertError(refused, 503, "unavailable")
+        self.assertEqual(error["message"], "cannot start the target: too many open files")
+        self.assertEqual(self.ids(), sorted(made), "nothing stored of the refused one")
+        self.assertTrue(self.server.alive())
+        # Deleting one gives its descriptors back.
+        self.assertEqual(self.server.delete(f"/v1/registrations/{made[0]}").status_code, 200)
+        self.assertEqual(self.put("again").status_code, 200)
+
+
 class CrashTest(unittest.TestCase):
     """kill -9 while writes and deliveries are under way: after a restart every acknowledged
     write's event arrives (duplicates allowed, same id), in version order per shadow."""

@@ -14,11 +14,13 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace ds = deviceshadow;
@@ -541,6 +543,101 @@ TEST_P(DispatcherTest, DeadLettersRemovedElsewhereAreCountedBeforeTheOldestGo) {
   EXPECT_EQ(store->dead_letters("r", "", 10)[0], letters[2]) << "kept: there was room";
   EXPECT_EQ(dispatcher->status("r")->dead_letters, 3u);
   EXPECT_EQ(dispatcher->status("r")->dead_letters_evicted, 0u);
+}
+
+// The error a call fails with (ds::Error only; anything else fails the test).
+ds::Error error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ds::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ds::Error";
+  return ds::Error(ds::ErrorCode::internal, "none");
+}
+
+std::vector<std::string> stored_ids(ds::Store& store) {
+  std::vector<std::string> ids;
+  for (const auto& r : store.list_registrations()) ids.push_back(r.id);
+  return ids;
+}
+
+TEST_P(DispatcherTest, ANewRegistrationPastMaxRegistrationsIsRefusedNamingTheLimit) {
+  notify::DispatcherOptions o = fast_options();
+  o.max_registrations = 2;
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher->put("a", hook());
+  dispatcher->put("b", hook(R"(,"enabled":false)"));  // disabled ones count too
+  const ds::Error e = error_of([&] { dispatcher->put("c", hook()); });
+  EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request);
+  EXPECT_EQ(e.details().limit, 2u);
+  EXPECT_NE(std::string(e.what()).find("--max-registrations"), std::string::npos) << e.what();
+  EXPECT_EQ(stored_ids(*store), (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(dispatcher->get("c"));
+  dispatcher->put("a", hook(R"(,"match":"t#.*")"));  // replacing one is no new one
+  EXPECT_TRUE(dispatcher->remove("b"));
+  dispatcher->put("c", hook());
+  EXPECT_EQ(stored_ids(*store), (std::vector<std::string>{"a", "c"}));
+}
+
+// Out of descriptors while its target starts: 503 unavailable saying so, and nothing stored; a
+// registration being replaced goes on as it was.
+TEST_P(DispatcherTest, ATargetThatCannotStartIsUnavailableAndStoresNothing) {
+  std::atomic<bool> out_of_descriptors = false;
+  auto factory = [&, inner = targets.factory()](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
+    if (out_of_descriptors) {
+      throw std::system_error(EMFILE, std::generic_category(), "webhook: cannot set up its event loop");
+    }
+    return inner(r);
+  };
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, fast_options(), factory);
+  dispatcher->put("a", hook());
+  out_of_descriptors = true;
+  for (const std::string id : {"b", "a"}) {
+    const ds::Error e = error_of([&] { dispatcher->put(id, hook(R"(,"match":"nothing#.*")")); });
+    EXPECT_EQ(e.code(), ds::ErrorCode::unavailable) << id;
+    EXPECT_STREQ(e.what(), "cannot start the target: too many open files");
+  }
+  EXPECT_EQ(stored_ids(*store), std::vector<std::string>{"a"});
+  EXPECT_FALSE(dispatcher->get("b"));
+  EXPECT_EQ(dispatcher->get("a")->match, ".*") << "unchanged";
+  report(*engine, "t", "main", 1);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("a").size() == 1; })) << "still delivering";
+}
+
+// A failure after the registration was stored (here the store, as its worker starts; as well a
+// thread that cannot be had) is undone: a new registration is removed, a replaced one restored
+// and restarted.
+TEST_P(DispatcherTest, AWorkerThatCannotStartIsUndone) {
+  struct FailingStart final : ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::atomic<int> failures = 0;  // the next count_dead_letters calls that fail
+    std::uint64_t count_dead_letters(std::string_view r) override {
+      if (failures > 0 && failures-- > 0) throw std::system_error(EAGAIN, std::generic_category(), "no thread");
+      return ForwardingStore::count_dead_letters(r);
+    }
+  } failing(*store);
+  dispatcher.reset();
+  engine = std::make_unique<ds::Engine>(failing);
+  notify::Dispatcher d(*engine, fast_options(), targets.factory());
+  failing.failures = 1;
+  ds::Error e = error_of([&] { d.put("new", hook()); });
+  EXPECT_EQ(e.code(), ds::ErrorCode::unavailable);
+  EXPECT_STREQ(e.what(), "cannot start the target: resource temporarily unavailable");
+  EXPECT_TRUE(stored_ids(*store).empty());
+  EXPECT_TRUE(d.list().empty());
+  EXPECT_FALSE(engine->change_feed()) << "no registration: the feed is off again";
+
+  d.put("a", hook());
+  const std::string stored = store->list_registrations().at(0).json;
+  failing.failures = 1;
+  e = error_of([&] { d.put("a", hook(R"(,"match":"nothing#.*")")); });
+  EXPECT_EQ(e.code(), ds::ErrorCode::unavailable);
+  EXPECT_EQ(store->list_registrations().at(0).json, stored) << "the replaced registration is stored again";
+  EXPECT_EQ(d.get("a")->match, ".*");
+  EXPECT_FALSE(d.status("a")->last_error) << "and runs";
+  report(*engine, "t", "main", 1);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("a").size() == 1; }));
 }
 
 TEST_P(DispatcherTest, CountersSurviveReplacingTheRegistration) {

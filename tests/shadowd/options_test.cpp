@@ -70,6 +70,8 @@ TEST(Options, NumbersAreWholeAndInRange) {
   expect_refused({"--idle-timeout-ms", "-1"}, "--idle-timeout-ms: '-1' is not a whole number (1-3600000)");
   expect_refused({"--notify-nice", "20"}, "--notify-nice: 20 is out of range (0-19)");
   expect_refused({"--max-dead-letters", "0"}, "--max-dead-letters: 0 is out of range (1-100000000)");
+  expect_refused({"--max-registrations", "0"}, "--max-registrations: 0 is out of range (1-100000)");
+  EXPECT_EQ(parse({}).command.options.max_registrations, 100u);
   EXPECT_EQ(parse({}).command.options.max_dead_letters, 100000u);
   expect_refused({"--cache-entries", "12abc"}, "--cache-entries: '12abc' is not a whole number (0-9223372036854775807)");
 }
