@@ -135,7 +135,7 @@ struct RegistrationRecord {
 };
 
 // An event a registration's target refused for good or failed maxAttempts times: kept until it
-// is redriven or deleted.
+// is redriven or deleted, or until it expires.
 struct DeadLetter {
   std::string registration;
   std::string event_id;  // the CloudEvent's id
@@ -143,6 +143,7 @@ struct DeadLetter {
   int attempts = 0;
   std::string last_error;
   std::int64_t failed_ns = 0;
+  std::int64_t expires_ns = INT64_MAX;  // purge may drop it from then on; INT64_MAX: never
 
   friend bool operator==(const DeadLetter&, const DeadLetter&) = default;
 };
@@ -178,7 +179,8 @@ class Store {
   // write then moves the version of both.
   virtual bool shares_versions() const { return false; }
 
-  // Drops tombstones and history events whose expires_ns <= now_ns. Returns how many.
+  // Drops tombstones, history events and dead letters whose expires_ns <= now_ns. Returns how
+  // many.
   virtual std::size_t purge(std::int64_t now_ns) = 0;
   // Readiness: nothing when the store can serve requests, else why it cannot.
   virtual std::optional<std::string> unready() = 0;
@@ -201,10 +203,24 @@ class Store {
   // throws Error(unavailable) here). Dead letters are listed by event id, ids > after.
   virtual std::optional<std::uint64_t> checkpoint(std::string_view registration) = 0;
   virtual void put_checkpoint(std::string_view registration, std::uint64_t seq) = 0;
-  virtual void put_dead_letter(const DeadLetter& letter) = 0;
+  // Stores dead letters (of any registrations), each replacing the one of its registration and
+  // event id: at once where the store can (SQLite: one transaction; DynamoDB: batches of 25,
+  // so that a failure may leave some stored). A letter named twice is stored as its last.
+  virtual void put_dead_letters(std::span<const DeadLetter> letters) = 0;
+  void put_dead_letter(const DeadLetter& letter) { put_dead_letters(std::span<const DeadLetter>(&letter, 1)); }
   virtual std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after,
                                                std::size_t limit) = 0;
-  virtual bool remove_dead_letter(std::string_view registration, std::string_view event_id) = 0;
+  // How many dead letters the registration has, without reading their events.
+  virtual std::uint64_t count_dead_letters(std::string_view registration) = 0;
+  // Removes the registration's dead letters with the given event ids, or all of them (nullopt),
+  // at once where the store can (SQLite: one transaction; DynamoDB: batches of 25). Returns how
+  // many of them there were (an id named twice counts once).
+  virtual std::size_t remove_dead_letters(std::string_view registration,
+                                          std::optional<std::span<const std::string>> event_ids) = 0;
+  bool remove_dead_letter(std::string_view registration, std::string_view event_id) {
+    const std::string id(event_id);
+    return remove_dead_letters(registration, std::span<const std::string>(&id, 1)) > 0;
+  }
 
   // The outbox: entries with seq > after, in seq order, at most limit. Throws
   // Error(unavailable) on a store whose feed is not an outbox (DynamoDB: its stream).

@@ -540,23 +540,41 @@ HttpResponse Api::registrations(Context& ctx) {
   }
   allow_only(ctx.query, {"limit", "cursor"});
   const std::size_t limit = parse_limit(ctx.query);
-  const std::string after = ctx.query.contains("cursor") ? decode_cursor(ctx.query.at("cursor")) : "";
-  std::vector<DeadLetter> letters = engine_.store().dead_letters(id, after, limit + 1);
+  std::string after = ctx.query.contains("cursor") ? decode_cursor(ctx.query.at("cursor")) : "";
+  // A page ends at `limit` letters or, like a history page, once its letters reach
+  // max_page_bytes (the first always goes in). They are read a few at a time, so that a page of
+  // large events is never read whole.
+  constexpr std::size_t kChunk = 16;
+  const std::size_t budget = engine_.options().max_page_bytes;
   std::string out = "{\"deadLetters\":[";
-  for (std::size_t i = 0; i < letters.size() && i < limit; ++i) {
-    const DeadLetter& d = letters[i];
-    if (i) out += ',';
-    out += "{\"event\":" + (d.event.empty() ? std::string("null") : d.event) + ",\"attempts\":" + std::to_string(d.attempts) +
-           ",\"lastError\":";
-    append_json_string(out, to_valid_utf8(d.last_error));
-    out += ",\"failedAt\":";
-    append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(d.failed_ns)));
-    out += '}';
+  std::string item;
+  std::size_t kept = 0, bytes = 0;
+  bool more = false;
+  while (!more) {
+    const std::size_t wanted = std::min(limit + 1 - kept, kChunk);
+    std::vector<DeadLetter> letters = engine_.store().dead_letters(id, after, wanted);
+    for (const DeadLetter& d : letters) {
+      item = "{\"event\":" + (d.event.empty() ? std::string("null") : d.event) + ",\"attempts\":" +
+             std::to_string(d.attempts) + ",\"lastError\":";
+      append_json_string(item, to_valid_utf8(d.last_error));
+      item += ",\"failedAt\":";
+      append_json_string(item, format_rfc3339(Timestamp::from_unix_nanos(d.failed_ns)));
+      item += '}';
+      if (kept == limit || (kept > 0 && bytes + item.size() > budget)) {
+        more = true;  // this one is for the next page
+        break;
+      }
+      if (kept++) out += ',';
+      out += item;
+      bytes += item.size();
+      after = d.event_id;
+    }
+    if (letters.size() < wanted) break;  // none left
   }
   out += ']';
-  if (letters.size() > limit) {
+  if (more) {
     out += ",\"cursor\":";
-    append_json_string(out, encode_cursor(letters[limit - 1].event_id));
+    append_json_string(out, encode_cursor(after));
   }
   return json_response(200, out + "}");
 }

@@ -67,11 +67,14 @@ class MeteredStore final : public Store {
   bool remove_registration(std::string_view id) override { return inner_.remove_registration(id); }
   std::optional<std::uint64_t> checkpoint(std::string_view r) override { return inner_.checkpoint(r); }
   void put_checkpoint(std::string_view r, std::uint64_t seq) override { inner_.put_checkpoint(r, seq); }
-  void put_dead_letter(const DeadLetter& d) override { inner_.put_dead_letter(d); }
+  void put_dead_letters(std::span<const DeadLetter> letters) override { inner_.put_dead_letters(letters); }
   std::vector<DeadLetter> dead_letters(std::string_view r, std::string_view after, std::size_t limit) override {
     return inner_.dead_letters(r, after, limit);
   }
-  bool remove_dead_letter(std::string_view r, std::string_view id) override { return inner_.remove_dead_letter(r, id); }
+  std::uint64_t count_dead_letters(std::string_view r) override { return inner_.count_dead_letters(r); }
+  std::size_t remove_dead_letters(std::string_view r, std::optional<std::span<const std::string>> ids) override {
+    return inner_.remove_dead_letters(r, ids);
+  }
   std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override { return inner_.read_feed(after, limit); }
   void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
   std::uint64_t feed_end() override { return inner_.feed_end(); }

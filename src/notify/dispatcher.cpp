@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <set>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -82,9 +84,15 @@ void for_each_dead_letter(Store& store, std::string_view registration, const std
 }
 
 std::uint64_t count_dead_letters(Store& store, std::string_view registration) {
-  std::uint64_t n = 0;
-  for_each_dead_letter(store, registration, [&](DeadLetter&) { return ++n, true; });
-  return n;
+  return store.count_dead_letters(registration);  // their events are not read
+}
+
+// When a dead letter that failed at `failed_ns` expires (saturating).
+std::int64_t dead_letter_expiry(std::int64_t failed_ns, std::chrono::seconds retention) {
+  constexpr std::int64_t kNanos = 1'000'000'000;
+  if (retention.count() >= INT64_MAX / kNanos) return INT64_MAX;
+  const std::int64_t ns = retention.count() * kNanos;
+  return failed_ns > INT64_MAX - ns ? INT64_MAX : failed_ns + ns;
 }
 
 // The wanted feed entries a worker has not finished, with their write times, by seq. They are
@@ -328,6 +336,65 @@ class Dispatcher::Worker {
     status_.dead_letters -= std::min(n, status_.dead_letters);
   }
 
+  // Stores dead letters of this registration, each expiring dead_letter_retention after it
+  // failed, and keeps at most max_dead_letters: the oldest by event id (by write time) are
+  // removed to make room, and counted. `again`: they replace letters already stored (redriven
+  // ones that failed again), which the count holds. The count is this worker's own (counted at
+  // its start, then kept); it misses letters that expired or that another process put or
+  // deleted, so it is counted again before letters are removed, at most every
+  // dead_letter_recount. Called without mutex_; throws what the store throws.
+  void store_dead_letters(std::vector<DeadLetter> letters, bool again) {
+    if (letters.empty()) return;
+    const std::uint64_t max = std::max<std::size_t>(1, options_.max_dead_letters);
+    std::uint64_t evicted = 0;
+    if (!again && letters.size() > max) {  // more than fit at all: only the newest go in
+      std::sort(letters.begin(), letters.end(),
+                [](const DeadLetter& a, const DeadLetter& b) { return a.event_id < b.event_id; });
+      evicted = letters.size() - max;
+      letters.erase(letters.begin(), letters.begin() + static_cast<std::ptrdiff_t>(evicted));
+    }
+    for (DeadLetter& letter : letters) {
+      letter.expires_ns = dead_letter_expiry(letter.failed_ns, options_.dead_letter_retention);
+    }
+    const std::uint64_t adding = again ? 0 : letters.size();
+    std::uint64_t stored;
+    bool recount;
+    {
+      std::lock_guard lock(mutex_);
+      stored = status_.dead_letters;
+      recount = stored + adding > max && Clock::now() - counted_at_ >= options_.dead_letter_recount;
+    }
+    if (recount) {
+      stored = count_dead_letters(store_, registration_.id);
+      std::lock_guard lock(mutex_);
+      counted_at_ = Clock::now();
+      status_.dead_letters = stored;
+    }
+    std::uint64_t removed = 0;
+    for (std::uint64_t excess = stored + adding > max ? stored + adding - max : 0; removed < excess;) {
+      std::vector<DeadLetter> oldest =
+          store_.dead_letters(registration_.id, "", std::min<std::uint64_t>(excess - removed, 100));
+      if (oldest.empty()) break;
+      std::vector<std::string> ids;
+      for (const DeadLetter& letter : oldest) ids.push_back(letter.event_id);
+      removed += store_.remove_dead_letters(registration_.id, std::span<const std::string>(ids));
+    }
+    if (removed > 0) {
+      std::lock_guard lock(mutex_);
+      status_.dead_letters -= std::min(removed, status_.dead_letters);
+      status_.dead_letters_evicted += removed;
+    }
+    store_.put_dead_letters(letters);
+    if (removed + evicted > 0) {
+      log_(false, "the oldest dead letters were removed: a registration keeps at most --max-dead-letters",
+           {{"registration", registration_.id}, {"removed", std::to_string(removed + evicted)},
+            {"max_dead_letters", std::to_string(max)}});
+    }
+    std::lock_guard lock(mutex_);
+    status_.dead_letters += adding;
+    status_.dead_letters_evicted += evicted;
+  }
+
  private:
   struct RedrivenNames {
     std::string id, type, thing, name;
@@ -524,7 +591,9 @@ class Dispatcher::Worker {
         if (p.settled->outcome == Outcome::delivered) {
           if (redriven) removed = store_.remove_dead_letter(registration_.id, p.id);
         } else {
-          store_.put_dead_letter({registration_.id, std::string(p.id), p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()});
+          store_dead_letters(
+              {{registration_.id, std::string(p.id), p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()}},
+              redriven);
         }
       } catch (const std::exception& e) {  // the store is failing: store the outcome later, not deliver again
         log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
@@ -538,8 +607,7 @@ class Dispatcher::Worker {
         status_.latency.observe(std::max<double>(0, (now_ns() - p.written_ns) / 1e9));
         if (removed) status_.dead_letters -= std::min<std::uint64_t>(1, status_.dead_letters);
       } else {
-        ++status_.dead_lettered;
-        if (!redriven) ++status_.dead_letters;
+        ++status_.dead_lettered;  // and counted in dead_letters by store_dead_letters
         log_(true, "event dead-lettered",
              {{"registration", registration_.id}, {"event", std::string(p.id)}, {"subject", key},
               {"attempts", std::to_string(p.prior_attempts + p.attempts)}, {"error", p.settled->error}});
@@ -599,7 +667,7 @@ class Dispatcher::Worker {
               : expired_reason();
     const bool discard = discard_;
     lock.unlock();
-    std::vector<DeadLetter> letters;
+    std::vector<DeadLetter> letters, redriven;  // new dead letters; redriven ones stored again
     letters.reserve(expired.size());
     for (Pending* p : expired) {
       if (p->event.empty()) {
@@ -610,12 +678,14 @@ class Dispatcher::Worker {
           p->event = to_json(stub);
         }
       }
-      letters.push_back({registration_.id, std::string(p->id), p->event, p->prior_attempts + p->attempts, reason, now});
+      (p->seq ? letters : redriven)
+          .push_back({registration_.id, std::string(p->id), p->event, p->prior_attempts + p->attempts, reason, now});
     }
     bool stored = false;
     if (!discard) {
       try {
-        for (const DeadLetter& letter : letters) store_.put_dead_letter(letter);
+        store_dead_letters(std::move(letters), false);
+        store_dead_letters(std::move(redriven), true);
         stored = true;
       } catch (const std::exception& e) {  // tried again at the next sweep
         log_(true, "storing expired events as dead letters failed", {{"registration", registration_.id}, {"error", e.what()}});
@@ -627,11 +697,8 @@ class Dispatcher::Worker {
     for (Pending* p : expired) {
       p->stored = true;
       p->settled = DeliveryResult{DeliveryResult::Outcome::reject, reason};
-      ++status_.dead_lettered;
-      if (p->seq) {
-        ++status_.dead_letters;
-        open_.finish(p->seq);
-      }
+      ++status_.dead_lettered;  // and counted in dead_letters by store_dead_letters
+      if (p->seq) open_.finish(p->seq);
       if (!p->in_flight) std::string().swap(p->event);  // the target keeps no view of it
     }
     if (!had_room && has_room()) room_();
@@ -694,6 +761,7 @@ class Dispatcher::Worker {
   std::unordered_set<std::string> redriving_;    // ids of the dead letters queued again
   RegistrationStatus status_;
   std::shared_ptr<Worker> predecessor_;  // still stopping; reset by the sender once it has stopped
+  Clock::time_point counted_at_ = Clock::now();  // when status_.dead_letters was last read from the store
   std::thread sender_;
 };
 
@@ -1016,23 +1084,85 @@ void Dispatcher::refresh() {
   update_feed_switch();
 }
 
+namespace {
+
+// Rethrows the exception being handled, thrown while a registration's target or worker started,
+// as the API answers it: errors of validation and of the store as they are; running out of
+// descriptors, threads or memory (or any other failure to start) as 503 unavailable.
+[[noreturn]] void rethrow_start_failure() {
+  const std::string prefix = "cannot start the target: ";
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::system_error& e) {  // EMFILE, ENFILE, EAGAIN (threads), ENOMEM
+    std::string why = e.code().message();
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    throw Error(ErrorCode::unavailable, prefix + why);
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::unavailable, prefix + "out of memory");
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::unavailable, prefix + e.what());
+  }
+}
+
+}  // namespace
+
+void Dispatcher::check_registration_limit(std::string_view id) const {
+  if (registrations_.contains(id) || registrations_.size() < options_.max_registrations) return;
+  ErrorDetails details;
+  details.limit = options_.max_registrations;
+  throw Error(ErrorCode::invalid_request,
+              "shadowd keeps at most " + std::to_string(options_.max_registrations) +
+                  " registrations (--max-registrations): delete one, or raise the limit",
+              std::move(details));
+}
+
 Registration Dispatcher::put(std::string_view id, std::string_view json) {
   Registration r = parse_registration(id, json);
-  std::unique_ptr<Target> target = targets_(r);  // refuses a type this build cannot deliver to
+  {
+    std::lock_guard lock(mutex_);
+    check_registration_limit(r.id);  // before its target takes descriptors
+  }
+  std::unique_ptr<Target> target;
+  try {
+    target = targets_(r);  // refuses a type this build cannot deliver to
+  } catch (...) {
+    rethrow_start_failure();
+  }
   if (!feed_) {
     throw Error(ErrorCode::unavailable,
                 "notifications need a change feed: on DynamoDB, the table's stream "
                 "(shadowd dynamodb create-table enables it)");
   }
   std::lock_guard lock(mutex_);
+  check_registration_limit(r.id);  // again: another PUT may have created one meanwhile
+  std::optional<RegistrationRecord> previous;
+  if (auto it = registrations_.find(r.id); it != registrations_.end()) {
+    previous = RegistrationRecord{r.id, render_registration(it->second.registration), now_ns()};
+  }
   store_.put_registration({r.id, render_registration(r), now_ns()});
   Entry& entry = registrations_[r.id];
   try {
     run(entry, r, std::move(target), false);
-  } catch (const std::exception& e) {  // stored, but not running: status says why until a PUT or restart
-    entry.fault = e.what();
+  } catch (...) {
+    // Undone, so that a PUT that failed stored nothing: a new registration is removed again; a
+    // replaced one is stored and started as it was (if that fails too, its status says why).
+    try {
+      if (previous) {
+        store_.put_registration(*previous);
+        adopt(*previous, true);
+      } else {
+        stop_worker(r.id, entry, true);
+        registrations_.erase(r.id);
+        store_.remove_registration(r.id);
+      }
+    } catch (const std::exception& e) {
+      log_(true, "a registration that could not start could not be undone either",
+           {{"registration", r.id}, {"error", e.what()}});
+    }
     update_feed_switch();
-    throw;
+    rethrow_start_failure();
   }
   update_feed_switch();
   return r;
@@ -1124,15 +1254,9 @@ std::size_t Dispatcher::delete_dead_letters(std::string_view id, const std::opti
     if (!registrations_.contains(id)) throw Error::not_found("no registration " + std::string(id));
   }
   // The store's work happens outside the lock: deleting many letters must not hold up the rest.
-  std::size_t n = 0;
-  if (event_ids) {
-    for (const std::string& event : *event_ids) n += store_.remove_dead_letter(id, event) ? 1 : 0;
-  } else {
-    for_each_dead_letter(store_, id, [&](DeadLetter& letter) {
-      n += store_.remove_dead_letter(id, letter.event_id) ? 1 : 0;
-      return true;
-    });
-  }
+  // One call removes them all (SQLite: one transaction).
+  const std::size_t n = event_ids ? store_.remove_dead_letters(id, std::span<const std::string>(*event_ids))
+                                  : store_.remove_dead_letters(id, std::nullopt);
   std::lock_guard lock(mutex_);
   if (auto it = registrations_.find(id); it != registrations_.end() && it->second.worker) {
     it->second.worker->forget_dead_letters(event_ids, n);

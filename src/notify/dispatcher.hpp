@@ -60,6 +60,16 @@ struct DispatcherOptions {
   // only briefly behind is waited for).
   std::chrono::milliseconds spill_after{10000};
   int nice = 10;  // the delivery threads run this many nice levels below the process: they yield the CPU to request handling
+  // Dead letters: each expires this long after it failed (purge drops it; DynamoDB's TTL), and a
+  // registration keeps at most max_dead_letters (storing more removes the oldest). A worker
+  // counts its registration's letters again before it removes any, at most every
+  // dead_letter_recount (the count it keeps misses expired letters).
+  std::chrono::seconds dead_letter_retention{14 * 24 * 3600};
+  std::size_t max_dead_letters = 100000;
+  std::chrono::milliseconds dead_letter_recount{60000};
+  // Registrations a PUT may create at most: each enabled one costs a sender thread and its
+  // target's descriptors (docs/notifications.md).
+  std::size_t max_registrations = 100;
   bool keep_feed_on = false;  // the change feed stays on without registrations (history written from it)
 };
 
@@ -73,6 +83,7 @@ struct RegistrationStatus {
   std::uint64_t failed = 0;        // failed attempts
   std::uint64_t dead_lettered = 0; // events dead-lettered
   std::uint64_t dead_letters = 0;  // dead letters stored now
+  std::uint64_t dead_letters_evicted = 0;  // the oldest dead letters removed to keep max_dead_letters
   std::optional<std::string> last_error;
   Histogram latency{Histogram::kDeliveryBounds};  // from the write to its delivery
 };
@@ -100,6 +111,9 @@ class Dispatcher {
 
   // Creates or replaces a registration (validated by parse_registration; the target must be
   // one this build delivers to). A new or re-enabled registration starts at the feed's end.
+  // Throws invalid_request (with the limit) for a new id once max_registrations exist, and
+  // unavailable ("cannot start the target: too many open files") when its target or worker
+  // cannot start: then nothing is stored, and a replaced registration is as it was.
   Registration put(std::string_view id, std::string_view json);
   std::vector<Registration> list() const;
   std::optional<Registration> get(std::string_view id) const;
@@ -148,6 +162,8 @@ class Dispatcher {
   // registration is gone, nothing more is stored for it.
   void stop_worker(std::string_view id, Entry& entry, bool removed);
   void update_feed_switch();
+  // Throws when `id` is new and max_registrations exist.
+  void check_registration_limit(std::string_view id) const;
 
   Engine& engine_;
   Store& store_;

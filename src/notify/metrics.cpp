@@ -17,6 +17,9 @@ void render_metrics(std::string& out, const std::vector<RegistrationStatus>& reg
        [](S r) { return std::to_string(r.failed); });
   each("shadowd_notify_dead_lettered_total", "counter", "Events dead-lettered, by registration.",
        [](S r) { return std::to_string(r.dead_lettered); });
+  each("shadowd_notify_dead_letters_evicted_total", "counter",
+       "Dead letters removed, oldest first, to keep a registration's at --max-dead-letters, by registration.",
+       [](S r) { return std::to_string(r.dead_letters_evicted); });
   each("shadowd_notify_pending", "gauge", "Change-feed entries not yet delivered or passed, by registration.",
        [](S r) { return std::to_string(r.pending); });
   each("shadowd_notify_lag_seconds", "gauge", "Age of the oldest undelivered event, by registration.",

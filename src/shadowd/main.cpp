@@ -199,6 +199,9 @@ int serve(const Settings& s) {
   notify_options.window = s.notify_window;
   notify_options.window_bytes = s.notify_window_bytes;
   notify_options.nice = s.notify_nice;
+  notify_options.dead_letter_retention = parse_duration(s.dead_letter_retention);
+  notify_options.max_dead_letters = s.max_dead_letters;
+  notify_options.max_registrations = s.max_registrations;
   notify_options.keep_feed_on = history_from_stream;
   notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);
@@ -221,7 +224,7 @@ int serve(const Settings& s) {
     return api;
   });
 
-  // Off the request path: on SQLite and memory, expired tombstones and history are purged
+  // Off the request path: on SQLite and memory, expired tombstones, history and dead letters are purged
   // periodically (on DynamoDB its own TTL drops them; a purge would scan the whole table); on
   // DynamoDB, the registrations other shadowd put or removed are picked up.
   std::mutex purge_mutex;

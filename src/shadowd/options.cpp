@@ -209,7 +209,7 @@ Command parse_command_line(int argc, const char* const* argv) {
       ->envname(env("HISTORY_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
   app.add_option("--tombstone-retention", s.tombstone_retention, "how long deleted sections keep their version")
       ->envname(env("TOMBSTONE_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
-  app.add_option("--purge-interval", s.purge_interval, "how often expired tombstones and history are dropped")
+  app.add_option("--purge-interval", s.purge_interval, "how often expired tombstones, history and dead letters are dropped")
       ->envname(env("PURGE_INTERVAL"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
   app.add_option("--max-attempts", s.max_attempts, "read-merge-write attempts of an unpinned write")
       ->envname(env("MAX_ATTEMPTS"))->check(whole(1, 1000))->capture_default_str();
@@ -230,7 +230,7 @@ Command parse_command_line(int argc, const char* const* argv) {
                  "16 KiB and would pass this is answered 503 with Retry-After: 1 (writes are always answered)")
       ->envname(env("MAX_RESPONSE_BYTES_IN_FLIGHT"))->check(size(1))->capture_default_str();
   app.add_option("--max-page-bytes", s.max_page_bytes,
-                 "bytes of events in one history page and of shadows in one batch get response")
+                 "bytes of events in one history or dead-letters page and of shadows in one batch get response")
       ->envname(env("MAX_PAGE_BYTES"))->check(size(1024))->capture_default_str();
   app.add_option("--notify-concurrency", s.notify_concurrency, "event deliveries in flight per notification registration")
       ->envname(env("NOTIFY_CONCURRENCY"))->check(whole(1, 1024))->capture_default_str();
@@ -243,6 +243,16 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--notify-nice", s.notify_nice,
                  "nice levels the notification delivery threads run below request handling (0 to 19; 0: the same priority)")
       ->envname(env("NOTIFY_NICE"))->check(whole(0, 19))->capture_default_str();
+  app.add_option("--max-registrations", s.max_registrations,
+                 "notification registrations a PUT may create at most (each costs a thread and its target's "
+                 "descriptors); more are refused with 400")
+      ->envname(env("MAX_REGISTRATIONS"))->check(whole(1, 100000))->capture_default_str();
+  app.add_option("--dead-letter-retention", s.dead_letter_retention,
+                 "how long a dead letter is kept after it failed (then purged; on DynamoDB, by the table's TTL)")
+      ->envname(env("DEAD_LETTER_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+  app.add_option("--max-dead-letters", s.max_dead_letters,
+                 "dead letters a registration keeps at most; storing one more removes the oldest")
+      ->envname(env("MAX_DEAD_LETTERS"))->check(whole(1, 100000000))->capture_default_str();
   app.add_option("--stream-lease-timeout", s.stream_lease_timeout,
                  "on DynamoDB: how long a shadowd that stopped renewing its stream shard leases keeps them before "
                  "the others take them over")

@@ -77,6 +77,9 @@ struct Options {
   std::size_t notify_window = 10000;
   std::size_t notify_window_bytes = std::size_t{64} << 20;
   int notify_nice = 10;
+  std::string dead_letter_retention = "14d";
+  std::size_t max_dead_letters = 100000;
+  std::size_t max_registrations = 100;
   std::string stream_lease_timeout = "10s";
   std::string log_format = "text";
   std::string log_level = "info";

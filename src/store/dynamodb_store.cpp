@@ -11,6 +11,7 @@
 #include "store/dynamodb_client.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <future>
 #include <map>
 #include <set>
@@ -544,9 +545,7 @@ class DynamoDbStore final : public Store {
                                         {"Key", json::object{{"PK", S(kRegistrationsPk)}, {"SK", S(id)}}},
                                         {"ReturnValues", "ALL_OLD"}},
                            true);
-    for (std::vector<DeadLetter> page; !(page = dead_letters(id, "", 100)).empty();) {
-      for (const DeadLetter& d : page) remove_dead_letter(id, d.event_id);
-    }
+    remove_dead_letters(id, std::nullopt);
     return old.as_object().contains("Attributes");
   }
 
@@ -595,12 +594,39 @@ class DynamoDbStore final : public Store {
       }
       close(request, ']');
       close(request, '}');
-      json::object unprocessed = batch_write(finish(std::move(request)));
-      for (int attempt = 1; !unprocessed.empty(); ++attempt) {
-        if (attempt >= options_.max_attempts * 2) throw Error(ErrorCode::throttled, "dynamodb: history items left unprocessed");
-        back_off(std::chrono::milliseconds(10), attempt, 7);
-        unprocessed = batch_write(to_json(json::object{{"RequestItems", std::move(unprocessed)}}));
+      batch_write_all(finish(std::move(request)), "history items");
+    }
+  }
+
+  // One BatchWriteItem, and again with its UnprocessedItems (backing off) until none is left.
+  void batch_write_all(const std::string& request, std::string_view what) {
+    json::object unprocessed = batch_write(request);
+    for (int attempt = 1; !unprocessed.empty(); ++attempt) {
+      if (attempt >= options_.max_attempts * 2) {
+        throw Error(ErrorCode::throttled, "dynamodb: " + std::string(what) + " left unprocessed");
       }
+      back_off(std::chrono::milliseconds(10), attempt, 7);
+      unprocessed = batch_write(to_json(json::object{{"RequestItems", std::move(unprocessed)}}));
+    }
+  }
+
+  // BatchWriteItems of up to 25 requests, each made by `append` (a PutRequest or DeleteRequest
+  // member, its comma included) for one of `count` items. The items must be distinct.
+  void batch_write_chunks(std::size_t count, const std::function<void(std::string&, std::size_t)>& append,
+                          std::string_view what) {
+    constexpr std::size_t kBatch = 25;  // DynamoDB's limit
+    for (std::size_t next = 0; next < count;) {
+      std::string request = "{";
+      open(request, "RequestItems", '{');
+      open(request, options_.table, '[');
+      for (const std::size_t end = std::min(count, next + kBatch); next < end; ++next) {
+        request += '{';
+        append(request, next);
+        close(request, '}');
+      }
+      close(request, ']');
+      close(request, '}');
+      batch_write_all(finish(std::move(request)), what);
     }
   }
 
@@ -616,13 +642,34 @@ class DynamoDbStore final : public Store {
     return unprocessed && unprocessed->is_object() ? unprocessed->as_object() : json::object{};
   }
 
-  void put_dead_letter(const DeadLetter& d) override {
-    call("PutItem",
-         json::object{{"TableName", options_.table},
-                      {"Item", json::object{{"PK", S(dead_letters_pk(d.registration))}, {"SK", S(d.event_id)},
-                                            {"event", S(d.event)}, {"attempts", N(d.attempts)},
-                                            {"lastError", S(d.last_error)}, {"failed", N(d.failed_ns)}}}},
-         true);
+  // BatchWriteItem, 25 at a time; a letter named twice is put once, as its last.
+  void put_dead_letters(std::span<const DeadLetter> letters) override {
+    std::map<std::pair<std::string_view, std::string_view>, std::size_t> last;  // registration, event id
+    for (std::size_t i = 0; i < letters.size(); ++i) last[{letters[i].registration, letters[i].event_id}] = i;
+    std::vector<const DeadLetter*> distinct;
+    for (std::size_t i = 0; i < letters.size(); ++i) {
+      if (last.at({letters[i].registration, letters[i].event_id}) == i) distinct.push_back(&letters[i]);
+    }
+    batch_write_chunks(
+        distinct.size(),
+        [&](std::string& out, std::size_t i) {
+          const DeadLetter& d = *distinct[i];
+          open(out, "PutRequest", '{');
+          open(out, "Item", '{');
+          member_s(out, "PK", dead_letters_pk(d.registration));
+          member_s(out, "SK", d.event_id);
+          member_s(out, "event", d.event);
+          member_n(out, "attempts", d.attempts);
+          member_s(out, "lastError", d.last_error);
+          member_n(out, "failed", d.failed_ns);
+          if (d.expires_ns != INT64_MAX) {  // dropped by the table's TTL some time after it expires
+            member_n(out, "expires", d.expires_ns);
+            member_n(out, "ttl", ttl_seconds(d.expires_ns));
+          }
+          close(out, '}');
+          close(out, '}');
+        },
+        "dead letters");
   }
 
   std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after, std::size_t limit) override {
@@ -639,7 +686,8 @@ class DynamoDbStore final : public Store {
       for (const json::value& v : page.at("Items").as_array()) {
         const json::object& item = v.as_object();
         out.push_back({std::string(registration), get_s(item, "SK"), get_s(item, "event"),
-                       static_cast<int>(get_n(item, "attempts")), get_s(item, "lastError"), get_n(item, "failed")});
+                       static_cast<int>(get_n(item, "attempts")), get_s(item, "lastError"), get_n(item, "failed"),
+                       item.contains("expires") ? get_n(item, "expires") : INT64_MAX});
       }
       const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
       if (!last) break;
@@ -648,13 +696,74 @@ class DynamoDbStore final : public Store {
     return out;
   }
 
-  bool remove_dead_letter(std::string_view registration, std::string_view event_id) override {
-    json::value old = call("DeleteItem",
-                           json::object{{"TableName", options_.table},
-                                        {"Key", json::object{{"PK", S(dead_letters_pk(registration))}, {"SK", S(event_id)}}},
-                                        {"ReturnValues", "ALL_OLD"}},
-                           true);
-    return old.as_object().contains("Attributes");
+  // A Query that counts (DynamoDB reads the items but sends none).
+  std::uint64_t count_dead_letters(std::string_view registration) override {
+    json::object q = base_query(dead_letters_pk(registration));
+    q["KeyConditionExpression"] = "PK = :pk";
+    q["Select"] = "COUNT";
+    std::uint64_t n = 0;
+    for (;;) {
+      json::value page = call("Query", q, true);
+      n += static_cast<std::uint64_t>(page.at("Count").to_number<std::int64_t>());
+      const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+      if (!last) return n;
+      q["ExclusiveStartKey"] = *last;
+    }
+  }
+
+  // All: their keys are queried a page at a time and deleted 25 to a BatchWriteItem. Named: one
+  // is a DeleteItem; more are looked up (BatchGetItem of their keys) and the existing deleted so.
+  std::size_t remove_dead_letters(std::string_view registration,
+                                  std::optional<std::span<const std::string>> event_ids) override {
+    const std::string pk = dead_letters_pk(registration);
+    std::vector<std::string> found;  // sort keys of existing letters
+    auto delete_found = [&] {
+      batch_write_chunks(
+          found.size(),
+          [&](std::string& out, std::size_t i) {
+            open(out, "DeleteRequest", '{');
+            member_key(out, pk, found[i]);
+            close(out, '}');
+          },
+          "dead letters");
+    };
+    std::size_t removed = 0;
+    if (!event_ids) {
+      json::object q = base_query(pk);
+      q["KeyConditionExpression"] = "PK = :pk";
+      q["ProjectionExpression"] = "SK";
+      for (;;) {
+        json::value page = call("Query", q, true);
+        found.clear();
+        for (const json::value& v : page.at("Items").as_array()) found.push_back(get_s(v.as_object(), "SK"));
+        delete_found();
+        removed += found.size();
+        const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+        if (!last) return removed;
+        q["ExclusiveStartKey"] = *last;
+      }
+    }
+    std::set<std::string_view> ids(event_ids->begin(), event_ids->end());
+    if (ids.size() == 1) {
+      json::value old = call("DeleteItem",
+                             json::object{{"TableName", options_.table},
+                                          {"Key", json::object{{"PK", S(pk)}, {"SK", S(*ids.begin())}}},
+                                          {"ReturnValues", "ALL_OLD"}},
+                             true);
+      return old.as_object().contains("Attributes") ? 1 : 0;
+    }
+    std::vector<std::string_view> named(ids.begin(), ids.end());
+    for (std::size_t start = 0; start < named.size(); start += options_.max_read_batch) {
+      json::array keys;
+      for (std::size_t i = start; i < std::min(named.size(), start + options_.max_read_batch); ++i) {
+        keys.push_back(json::object{{"PK", S(pk)}, {"SK", S(named[i])}});
+      }
+      std::map<std::pair<std::string, std::string>, json::object> items;
+      batch_get(std::move(keys), items, "PK, SK");
+      for (const auto& [key, item] : items) found.push_back(key.second);
+    }
+    delete_found();
+    return found.size();
   }
 
   // The table's stream is its change feed; write.feed is not stored.
@@ -695,9 +804,12 @@ class DynamoDbStore final : public Store {
             {"ExpressionAttributeValues", json::object{{":pk", S(pk)}}}};
   }
 
-  void batch_get(json::array keys, std::map<std::pair<std::string, std::string>, json::object>& items) {
-    json::object request{{"RequestItems", json::object{{options_.table, json::object{{"Keys", std::move(keys)},
-                                                                                     {"ConsistentRead", true}}}}}};
+  // `projection`: the attributes to read ("": all).
+  void batch_get(json::array keys, std::map<std::pair<std::string, std::string>, json::object>& items,
+                 std::string_view projection = {}) {
+    json::object table{{"Keys", std::move(keys)}, {"ConsistentRead", true}};
+    if (!projection.empty()) table["ProjectionExpression"] = projection;
+    json::object request{{"RequestItems", json::object{{options_.table, std::move(table)}}}};
     for (int attempt = 1;; ++attempt) {
       json::value response = call("BatchGetItem", request, true);
       for (const json::value& v : response.at("Responses").at(options_.table).as_array()) {

@@ -109,6 +109,9 @@ class MemoryStore final : public Store {
     for (auto& [key, events] : history_) {
       purged += std::erase_if(events, [&](const auto& e) { return e.second.expires_ns <= now_ns; });
     }
+    for (auto& [registration, letters] : dead_letters_) {
+      purged += std::erase_if(letters, [&](const auto& l) { return l.second.expires_ns <= now_ns; });
+    }
     return purged;
   }
 
@@ -142,9 +145,9 @@ class MemoryStore final : public Store {
     std::unique_lock lock(mutex_);
     if (registrations_.count(std::string(registration))) checkpoints_[std::string(registration)] = seq;
   }
-  void put_dead_letter(const DeadLetter& letter) override {
+  void put_dead_letters(std::span<const DeadLetter> letters) override {
     std::unique_lock lock(mutex_);
-    dead_letters_[letter.registration][letter.event_id] = letter;
+    for (const DeadLetter& letter : letters) dead_letters_[letter.registration][letter.event_id] = letter;
   }
   std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after, std::size_t limit) override {
     std::shared_lock lock(mutex_);
@@ -156,10 +159,25 @@ class MemoryStore final : public Store {
     }
     return out;
   }
-  bool remove_dead_letter(std::string_view registration, std::string_view event_id) override {
+  std::uint64_t count_dead_letters(std::string_view registration) override {
+    std::shared_lock lock(mutex_);
+    auto letters = dead_letters_.find(std::string(registration));
+    return letters == dead_letters_.end() ? 0 : letters->second.size();
+  }
+  std::size_t remove_dead_letters(std::string_view registration,
+                                  std::optional<std::span<const std::string>> event_ids) override {
     std::unique_lock lock(mutex_);
     auto letters = dead_letters_.find(std::string(registration));
-    return letters != dead_letters_.end() && letters->second.erase(std::string(event_id)) > 0;
+    if (letters == dead_letters_.end()) return 0;
+    std::size_t removed = 0;
+    if (event_ids) {
+      for (const std::string& id : *event_ids) removed += letters->second.erase(id);
+    } else {
+      removed = letters->second.size();
+      letters->second.clear();
+    }
+    if (letters->second.empty()) dead_letters_.erase(letters);
+    return removed;
   }
 
   std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override {

@@ -183,6 +183,15 @@ ALTER TABLE feed_v4 RENAME TO feed;
 PRAGMA user_version = 4;
 )sql";
 
+// Version 5: dead letters expire (--dead-letter-retention). Those stored before expire 14 days
+// (the default retention) after they failed.
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE dead_letters ADD COLUMN expires INTEGER NOT NULL DEFAULT 9223372036854775807;
+UPDATE dead_letters SET expires = failed + 1209600000000000 WHERE failed < 9000000000000000000;
+CREATE INDEX dead_letters_expiry ON dead_letters(expires);
+PRAGMA user_version = 5;
+)sql";
+
 constexpr const char* kSelectSections =
     "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires, times "
     "FROM sections WHERE thing = ?1 AND name = ?2";
@@ -210,6 +219,7 @@ constexpr const char* kHistoryDesc =
     "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id DESC LIMIT ?6";
 constexpr const char* kPurgeTombstones = "DELETE FROM sections WHERE deleted = 1 AND expires <= ?1";
 constexpr const char* kPurgeHistory = "DELETE FROM history WHERE expires <= ?1";
+constexpr const char* kPurgeDeadLetters = "DELETE FROM dead_letters WHERE expires <= ?1";
 // A put keeps the registration's checkpoint.
 constexpr const char* kPutRegistration =
     "INSERT INTO registrations(id, document, updated) VALUES (?1, ?2, ?3) "
@@ -220,11 +230,12 @@ constexpr const char* kRemoveDeadLetters = "DELETE FROM dead_letters WHERE regis
 constexpr const char* kCheckpoint = "SELECT checkpoint FROM registrations WHERE id = ?1 AND checkpoint IS NOT NULL";
 constexpr const char* kPutCheckpoint = "UPDATE registrations SET checkpoint = ?2 WHERE id = ?1";
 constexpr const char* kPutDeadLetter =
-    "INSERT OR REPLACE INTO dead_letters(registration, event_id, event, attempts, last_error, failed) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    "INSERT OR REPLACE INTO dead_letters(registration, event_id, event, attempts, last_error, failed, expires) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 constexpr const char* kDeadLetters =
-    "SELECT registration, event_id, event, attempts, last_error, failed FROM dead_letters "
+    "SELECT registration, event_id, event, attempts, last_error, failed, expires FROM dead_letters "
     "WHERE registration = ?1 AND event_id > ?2 ORDER BY event_id LIMIT ?3";
+constexpr const char* kCountDeadLetters = "SELECT count(*) FROM dead_letters WHERE registration = ?1";
 constexpr const char* kRemoveDeadLetter = "DELETE FROM dead_letters WHERE registration = ?1 AND event_id = ?2";
 // The largest seq ever used: the last entry's, or the largest trimmed once none is left.
 constexpr const char* kFeedEnd =
@@ -394,7 +405,7 @@ class SqliteStore final : public Store {
   std::size_t purge(std::int64_t now_ns) override {
     std::size_t purged = 0;
     run_on_writer([&](Connection& c) {
-      for (const char* sql : {kPurgeTombstones, kPurgeHistory}) {
+      for (const char* sql : {kPurgeTombstones, kPurgeHistory, kPurgeDeadLetters}) {
         Query(c.statement(sql)).bind(1, now_ns).run();
         purged += static_cast<std::size_t>(sqlite3_changes(c.db()));
       }
@@ -449,11 +460,14 @@ class SqliteStore final : public Store {
     });
   }
 
-  void put_dead_letter(const DeadLetter& d) override {
+  void put_dead_letters(std::span<const DeadLetter> letters) override {
+    if (letters.empty()) return;
     run_on_writer([&](Connection& c) {
-      Query q(c.statement(kPutDeadLetter));
-      q.bind(1, d.registration).bind(2, d.event_id).bind(3, d.event).bind(4, std::int64_t{d.attempts});
-      q.bind(5, d.last_error).bind(6, d.failed_ns).run();
+      for (const DeadLetter& d : letters) {
+        Query q(c.statement(kPutDeadLetter));
+        q.bind(1, d.registration).bind(2, d.event_id).bind(3, d.event).bind(4, std::int64_t{d.attempts});
+        q.bind(5, d.last_error).bind(6, d.failed_ns).bind(7, d.expires_ns).run();
+      }
     });
   }
 
@@ -463,17 +477,36 @@ class SqliteStore final : public Store {
       q.bind(1, registration).bind(2, after).bind(3, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
       std::vector<DeadLetter> out;
       while (q.step()) {
-        out.push_back({q.text(0), q.text(1), q.text(2), static_cast<int>(q.integer(3)), q.text(4), q.integer(5)});
+        out.push_back({q.text(0), q.text(1), q.text(2), static_cast<int>(q.integer(3)), q.text(4), q.integer(5),
+                       q.integer(6)});
       }
       return out;
     });
   }
 
-  bool remove_dead_letter(std::string_view registration, std::string_view event_id) override {
-    bool removed = false;
+  std::uint64_t count_dead_letters(std::string_view registration) override {
+    return with_reader([&](Connection& c) -> std::uint64_t {
+      Query q(c.statement(kCountDeadLetters));
+      q.bind(1, registration);
+      return q.step() ? static_cast<std::uint64_t>(q.integer(0)) : 0;
+    });
+  }
+
+  // One transaction, however many.
+  std::size_t remove_dead_letters(std::string_view registration,
+                                  std::optional<std::span<const std::string>> event_ids) override {
+    if (event_ids && event_ids->empty()) return 0;
+    std::size_t removed = 0;
     run_on_writer([&](Connection& c) {
-      Query(c.statement(kRemoveDeadLetter)).bind(1, registration).bind(2, event_id).run();
-      removed = sqlite3_changes(c.db()) > 0;
+      if (!event_ids) {
+        Query(c.statement(kRemoveDeadLetters)).bind(1, registration).run();
+        removed = static_cast<std::size_t>(sqlite3_changes(c.db()));
+        return;
+      }
+      for (const std::string& id : *event_ids) {
+        Query(c.statement(kRemoveDeadLetter)).bind(1, registration).bind(2, id).run();
+        removed += static_cast<std::size_t>(sqlite3_changes(c.db()));
+      }
     });
     return removed;
   }
@@ -544,7 +577,7 @@ class SqliteStore final : public Store {
     }
     // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
     for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
-                             std::pair{3, kSchemaV4}}) {
+                             std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5}}) {
       if (version > from) continue;
       c.exec("BEGIN IMMEDIATE");
       c.exec(sql);

@@ -1,6 +1,7 @@
 """Starts a real shadowd for end-to-end tests and talks to it over HTTP."""
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -46,19 +47,24 @@ def checked_session():
 
 
 class Server:
-    """One shadowd process on a free port; stderr is kept for inspection."""
+    """One shadowd process on a free port; stderr is kept for inspection. `open_files`: its
+    open-file limit, soft and hard (shadowd raises the soft one to the hard one)."""
 
-    def __init__(self, *args, data_dir=None):
+    def __init__(self, *args, data_dir=None, open_files=None):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="shadowd-e2e-")
         self.args = list(args)
+        self.open_files = open_files
         self.proc = None
         self.log = []
         self.start()
 
     def start(self):
         store = [] if any(a.startswith("--store") for a in self.args) else ["--store", f"sqlite:{self.data_dir}/shadows.db"]
+        limit = None
+        if self.open_files:
+            limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
         self.proc = subprocess.Popen([SHADOWD, "--listen", "127.0.0.1:0", *store, *self.args],
-                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, preexec_fn=limit)
         self.log = []
         deadline = time.time() + 20
         while time.time() < deadline:

@@ -310,6 +310,116 @@ class DeliveryTest(ApiTestCase):
         self.assertTrue(self.server.alive())
 
 
+class DeadLetterLimitsTest(ApiTestCase):
+    """--max-dead-letters keeps a registration's newest dead letters; --dead-letter-retention
+    makes them expire, and the periodic purge drops them."""
+
+    def setUp(self):
+        self.receiver = Receiver(answer=lambda n: 400)  # refuses every event: each is dead-lettered at once
+        self.server = None
+
+    def tearDown(self):
+        if self.server:
+            self.server.close()
+        self.receiver.close()
+
+    def refused(self, *args, count, pad=""):
+        """Starts shadowd with `args`, registers w and writes `count` reports of shadow t (with
+        `pad` in each), each refused by the receiver, and waits until all are dead-lettered."""
+        self.server = Server(*args)
+        r = self.server.request("PUT", "/v1/registrations/w", json=webhook(self.receiver.url))
+        self.assertEqual(r.status_code, 200, r.text)
+        for i in range(1, count + 1):
+            state = {"n": i, "pad": pad} if pad else {"n": i}
+            self.assertEqual(self.server.post(shadow_path("t", "main", "reported"), {"state": state}).status_code, 200)
+        self.assertTrue(eventually(lambda: self.metric("shadowd_notify_dead_lettered_total") == count))
+
+    def metric(self, name):
+        for line in self.server.get("/metrics").text.splitlines():
+            if line.startswith(name + '{registration="w"} '):
+                return int(line.split()[-1])
+        return None
+
+    def test_a_registration_keeps_its_newest_dead_letters_up_to_the_limit(self):
+        self.refused("--max-dead-letters", "2", count=4)
+        letters = self.server.get("/v1/registrations/w/dead-letters").json()["deadLetters"]
+        self.assertEqual([d["event"]["data"]["reported"]["version"] for d in letters], [3, 4])
+        self.assertEqual(self.metric("shadowd_notify_dead_letters_evicted_total"), 2)
+        self.assertEqual(self.server.get("/v1/registrations/w").json()["status"]["deadLetters"], 2)
+        self.assertTrue(eventually(lambda: "the oldest dead letters were removed" in "".join(self.server.log)))
+
+    def test_a_page_of_dead_letters_ends_once_it_holds_max_page_bytes(self):
+        self.refused("--max-page-bytes", "5000", count=5, pad="x" * 1000)  # events of about 2 KiB
+        pages, cursor = [], None
+        while True:
+            r = self.server.get("/v1/registrations/w/dead-letters" + (f"?cursor={cursor}" if cursor else ""))
+            page = r.json()
+            pages.append(page["deadLetters"])
+            self.assertLessEqual(len(r.content), 5000 + 100, "the budget, and the page's own brackets")
+            cursor = page.get("cursor")
+            if not cursor:
+                break
+        self.assertGreater(len(pages), 1)
+        self.assertGreater(max(len(p) for p in pages), 1, "as many as fit")
+        self.assertTrue(all(pages), "every page holds at least one letter")
+        versions = [d["event"]["data"]["reported"]["version"] for p in pages for d in p]
+        self.assertEqual(versions, [1, 2, 3, 4, 5])
+
+    def test_expired_dead_letters_are_purged(self):
+        self.refused("--dead-letter-retention", "1s", "--purge-interval", "1s", count=2)
+        self.assertTrue(eventually(lambda: self.server.get("/v1/registrations/w/dead-letters").json()["deadLetters"] == []))
+        self.assertTrue(eventually(lambda: "purged" in "".join(self.server.log)))
+
+
+class RegistrationLimitsTest(ApiTestCase):
+    """Registrations cost a thread and descriptors each: --max-registrations bounds how many a PUT
+    may create, and one whose target cannot start for want of descriptors is refused with 503,
+    stored nowhere."""
+
+    def setUp(self):
+        self.server = None
+
+    def tearDown(self):
+        if self.server:
+            self.server.close()
+
+    def put(self, rid, **extra):
+        return self.server.request("PUT", f"/v1/registrations/{rid}", json=webhook("http://127.0.0.1:9/hook", **extra))
+
+    def ids(self):
+        return [r["id"] for r in self.server.get("/v1/registrations").json()["registrations"]]
+
+    def test_a_new_registration_past_the_limit_is_refused_naming_it(self):
+        self.server = Server("--max-registrations", "2")
+        self.assertEqual(self.put("a").status_code, 200)
+        self.assertEqual(self.put("b", enabled=False).status_code, 200)
+        error = self.assertError(self.put("c"), 400, "invalid_request")
+        self.assertEqual(error["limit"], 2)
+        self.assertIn("--max-registrations", error["message"])
+        self.assertEqual(self.put("a", maxAttempts=3).status_code, 200, "replacing one creates none")
+        self.assertEqual(self.ids(), ["a", "b"])
+        self.assertEqual(self.server.delete("/v1/registrations/b").status_code, 200)
+        self.assertEqual(self.put("c").status_code, 200)
+
+    def test_out_of_descriptors_a_registration_is_503_and_stored_nowhere(self):
+        self.server = Server("--max-registrations", "1000", open_files=96)
+        made, refused = [], None
+        for i in range(200):
+            r = self.put(f"r{i}")
+            if r.status_code != 200:
+                refused = r
+                break
+            made.append(f"r{i}")
+        self.assertIsNotNone(refused, "the descriptors never ran out")
+        error = self.assertError(refused, 503, "unavailable")
+        self.assertEqual(error["message"], "cannot start the target: too many open files")
+        self.assertEqual(self.ids(), sorted(made), "nothing stored of the refused one")
+        self.assertTrue(self.server.alive())
+        # Deleting one gives its descriptors back.
+        self.assertEqual(self.server.delete(f"/v1/registrations/{made[0]}").status_code, 200)
+        self.assertEqual(self.put("again").status_code, 200)
+
+
 class CrashTest(unittest.TestCase):
     """kill -9 while writes and deliveries are under way: after a restart every acknowledged
     write's event arrives (duplicates allowed, same id), in version order per shadow."""

@@ -14,12 +14,14 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace ds = deviceshadow;
@@ -490,6 +492,153 @@ TEST_P(DispatcherTest, DeletingARedrivenDeadLetterCancelsItsRedrive) {
   EXPECT_EQ(versions_of(targets.delivered("r"), "x"), std::vector<std::int64_t>{2});
   EXPECT_TRUE(store->dead_letters("r", "", 10).empty());
   EXPECT_EQ(dispatcher->status("r")->dead_letters, 0u);
+}
+
+// A registration keeps at most max_dead_letters: storing more removes the oldest (by event id,
+// that is by write time), counted. Each letter expires dead_letter_retention after it failed.
+TEST_P(DispatcherTest, KeepsAtMostMaxDeadLettersTheOldestGoFirst) {
+  notify::DispatcherOptions o = fast_options();
+  o.max_dead_letters = 3;
+  o.dead_letter_retention = std::chrono::hours(1);
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
+  dispatcher->put("r", hook());
+  for (int i = 1; i <= 5; ++i) report(*engine, "x", "main", i);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_lettered == 5; }));
+  std::vector<ds::DeadLetter> letters = store->dead_letters("r", "", 10);
+  std::vector<std::int64_t> versions;
+  for (const auto& letter : letters) {
+    versions.push_back(ds::parse_json(letter.event).at("data").at("reported").at("version").as_int64());
+    EXPECT_EQ(letter.expires_ns, letter.failed_ns + std::int64_t{3600} * 1'000'000'000);
+  }
+  EXPECT_EQ(versions, (std::vector<std::int64_t>{3, 4, 5}));
+  EXPECT_EQ(dispatcher->status("r")->dead_letters, 3u);
+  EXPECT_EQ(dispatcher->status("r")->dead_letters_evicted, 2u);
+  std::string metrics;
+  notify::render_metrics(metrics, dispatcher->statuses());
+  EXPECT_NE(metrics.find(R"(shadowd_notify_dead_letters_evicted_total{registration="r"} 2)"), std::string::npos) << metrics;
+
+  // The retention: purge drops them once they expired.
+  EXPECT_EQ(store->purge(letters.back().expires_ns), 3u);
+  EXPECT_TRUE(store->dead_letters("r", "", 10).empty());
+}
+
+// The worker's count misses letters removed behind its back (expired and purged, deleted by
+// another process): it counts again before it removes any, so none goes for nothing.
+TEST_P(DispatcherTest, DeadLettersRemovedElsewhereAreCountedBeforeTheOldestGo) {
+  notify::DispatcherOptions o = fast_options();
+  o.max_dead_letters = 3;
+  o.dead_letter_recount = std::chrono::milliseconds(0);
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
+  dispatcher->put("r", hook());
+  for (int i = 1; i <= 3; ++i) report(*engine, "x", "main", i);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_letters == 3; }));
+  std::vector<ds::DeadLetter> letters = store->dead_letters("r", "", 10);
+  ASSERT_EQ(letters.size(), 3u);
+  const std::vector<std::string> two{letters[0].event_id, letters[1].event_id};
+  EXPECT_EQ(store->remove_dead_letters("r", std::span<const std::string>(two)), 2u);  // not through the dispatcher
+  for (int i = 4; i <= 5; ++i) report(*engine, "x", "main", i);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_lettered == 5; }));
+  ASSERT_EQ(store->dead_letters("r", "", 10).size(), 3u);
+  EXPECT_EQ(store->dead_letters("r", "", 10)[0], letters[2]) << "kept: there was room";
+  EXPECT_EQ(dispatcher->status("r")->dead_letters, 3u);
+  EXPECT_EQ(dispatcher->status("r")->dead_letters_evicted, 0u);
+}
+
+// The error a call fails with (ds::Error only; anything else fails the test).
+ds::Error error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ds::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ds::Error";
+  return ds::Error(ds::ErrorCode::internal, "none");
+}
+
+std::vector<std::string> stored_ids(ds::Store& store) {
+  std::vector<std::string> ids;
+  for (const auto& r : store.list_registrations()) ids.push_back(r.id);
+  return ids;
+}
+
+TEST_P(DispatcherTest, ANewRegistrationPastMaxRegistrationsIsRefusedNamingTheLimit) {
+  notify::DispatcherOptions o = fast_options();
+  o.max_registrations = 2;
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher->put("a", hook());
+  dispatcher->put("b", hook(R"(,"enabled":false)"));  // disabled ones count too
+  const ds::Error e = error_of([&] { dispatcher->put("c", hook()); });
+  EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request);
+  EXPECT_EQ(e.details().limit, 2u);
+  EXPECT_NE(std::string(e.what()).find("--max-registrations"), std::string::npos) << e.what();
+  EXPECT_EQ(stored_ids(*store), (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(dispatcher->get("c"));
+  dispatcher->put("a", hook(R"(,"match":"t#.*")"));  // replacing one is no new one
+  EXPECT_TRUE(dispatcher->remove("b"));
+  dispatcher->put("c", hook());
+  EXPECT_EQ(stored_ids(*store), (std::vector<std::string>{"a", "c"}));
+}
+
+// Out of descriptors while its target starts: 503 unavailable saying so, and nothing stored; a
+// registration being replaced goes on as it was.
+TEST_P(DispatcherTest, ATargetThatCannotStartIsUnavailableAndStoresNothing) {
+  std::atomic<bool> out_of_descriptors = false;
+  auto factory = [&, inner = targets.factory()](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
+    if (out_of_descriptors) {
+      throw std::system_error(EMFILE, std::generic_category(), "webhook: cannot set up its event loop");
+    }
+    return inner(r);
+  };
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, fast_options(), factory);
+  dispatcher->put("a", hook());
+  out_of_descriptors = true;
+  for (const std::string id : {"b", "a"}) {
+    const ds::Error e = error_of([&] { dispatcher->put(id, hook(R"(,"match":"nothing#.*")")); });
+    EXPECT_EQ(e.code(), ds::ErrorCode::unavailable) << id;
+    EXPECT_STREQ(e.what(), "cannot start the target: too many open files");
+  }
+  EXPECT_EQ(stored_ids(*store), std::vector<std::string>{"a"});
+  EXPECT_FALSE(dispatcher->get("b"));
+  EXPECT_EQ(dispatcher->get("a")->match, ".*") << "unchanged";
+  report(*engine, "t", "main", 1);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("a").size() == 1; })) << "still delivering";
+}
+
+// A failure after the registration was stored (here the store, as its worker starts; as well a
+// thread that cannot be had) is undone: a new registration is removed, a replaced one restored
+// and restarted.
+TEST_P(DispatcherTest, AWorkerThatCannotStartIsUndone) {
+  struct FailingStart final : ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::atomic<int> failures = 0;  // the next count_dead_letters calls that fail
+    std::uint64_t count_dead_letters(std::string_view r) override {
+      if (failures > 0 && failures-- > 0) throw std::system_error(EAGAIN, std::generic_category(), "no thread");
+      return ForwardingStore::count_dead_letters(r);
+    }
+  } failing(*store);
+  dispatcher.reset();
+  engine = std::make_unique<ds::Engine>(failing);
+  notify::Dispatcher d(*engine, fast_options(), targets.factory());
+  failing.failures = 1;
+  ds::Error e = error_of([&] { d.put("new", hook()); });
+  EXPECT_EQ(e.code(), ds::ErrorCode::unavailable);
+  EXPECT_STREQ(e.what(), "cannot start the target: resource temporarily unavailable");
+  EXPECT_TRUE(stored_ids(*store).empty());
+  EXPECT_TRUE(d.list().empty());
+  EXPECT_FALSE(engine->change_feed()) << "no registration: the feed is off again";
+
+  d.put("a", hook());
+  const std::string stored = store->list_registrations().at(0).json;
+  failing.failures = 1;
+  e = error_of([&] { d.put("a", hook(R"(,"match":"nothing#.*")")); });
+  EXPECT_EQ(e.code(), ds::ErrorCode::unavailable);
+  EXPECT_EQ(store->list_registrations().at(0).json, stored) << "the replaced registration is stored again";
+  EXPECT_EQ(d.get("a")->match, ".*");
+  EXPECT_FALSE(d.status("a")->last_error) << "and runs";
+  report(*engine, "t", "main", 1);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("a").size() == 1; }));
 }
 
 TEST_P(DispatcherTest, CountersSurviveReplacingTheRegistration) {

@@ -69,6 +69,10 @@ TEST(Options, NumbersAreWholeAndInRange) {
   expect_refused({"--read-timeout-ms", "-1"}, "--read-timeout-ms: '-1' is not a whole number (1-3600000)");
   expect_refused({"--idle-timeout-ms", "-1"}, "--idle-timeout-ms: '-1' is not a whole number (1-3600000)");
   expect_refused({"--notify-nice", "20"}, "--notify-nice: 20 is out of range (0-19)");
+  expect_refused({"--max-dead-letters", "0"}, "--max-dead-letters: 0 is out of range (1-100000000)");
+  expect_refused({"--max-registrations", "0"}, "--max-registrations: 0 is out of range (1-100000)");
+  EXPECT_EQ(parse({}).command.options.max_registrations, 100u);
+  EXPECT_EQ(parse({}).command.options.max_dead_letters, 100000u);
   expect_refused({"--cache-entries", "12abc"}, "--cache-entries: '12abc' is not a whole number (0-9223372036854775807)");
 }
 
@@ -84,6 +88,10 @@ TEST(Options, Durations) {
   expect_refused({"--history-retention", "36501d"}, "--history-retention: 36501d is longer than 36500d");
   expect_refused({"--tombstone-retention", "-5m"},
                  "--tombstone-retention: '-5m' is not a duration (a whole number and s, m, h or d: 90s, 15m, 48h, 30d)");
+  expect_refused({"--dead-letter-retention", "0"}, "--dead-letter-retention: must be at least 1s, not 0");
+  expect_refused({"--dead-letter-retention", "36501d"}, "--dead-letter-retention: 36501d is longer than 36500d");
+  EXPECT_EQ(parse({}).command.options.dead_letter_retention, "14d");
+  EXPECT_EQ(sd::parse_duration(parse({"--dead-letter-retention", "2h"}).command.options.dead_letter_retention).count(), 7200);
   // 0 would make the purger spin.
   expect_refused({"--purge-interval", "0"}, "--purge-interval: must be at least 1s, not 0");
   EXPECT_EQ(parse({"--mqtt-claim", "0"}).command.kind, sd::Command::Kind::serve);

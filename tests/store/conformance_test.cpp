@@ -404,6 +404,56 @@ TEST_P(Conformance, KeepsDeliveryStateWithItsRegistration) {
   }
 }
 
+// Many at once: more than one DynamoDB batch (25), a letter named twice, ids that do not exist.
+TEST_P(Conformance, PutsCountsAndRemovesDeadLettersInBatches) {
+  auto letter = [](const std::string& registration, int i, int attempts = 1) {
+    char id[32];
+    std::snprintf(id, sizeof id, "%020d#R%d", i, i);
+    return ds::DeadLetter{registration, id, R"({"id":")" + std::string(id) + R"("})", attempts, "failed", 100 + i,
+                          1'000'000 + i};
+  };
+  std::vector<ds::DeadLetter> letters;
+  for (int i = 1; i <= 60; ++i) letters.push_back(letter("reg", i));
+  letters.push_back(letter("reg", 7, 99));  // named twice: the last one is stored
+  letters.push_back(letter("other", 1));
+  store().put_dead_letters(letters);
+  store().put_dead_letters({});
+  EXPECT_EQ(store().count_dead_letters("reg"), 60u);
+  EXPECT_EQ(store().count_dead_letters("other"), 1u);
+  EXPECT_EQ(store().count_dead_letters("nobody"), 0u);
+  std::vector<ds::DeadLetter> stored = store().dead_letters("reg", "", 100);
+  ASSERT_EQ(stored.size(), 60u);
+  EXPECT_EQ(stored[0], letters[0]);  // every field, its expiry too
+  EXPECT_EQ(stored[6], letters[60]);
+  EXPECT_EQ(stored[59], letters[59]);
+
+  const std::vector<std::string> some{stored[0].event_id, stored[1].event_id, stored[0].event_id, "no such id"};
+  EXPECT_EQ(store().remove_dead_letters("reg", std::span<const std::string>(some)), 2u);
+  EXPECT_EQ(store().remove_dead_letters("reg", std::span<const std::string>(some)), 0u);
+  EXPECT_EQ(store().remove_dead_letters("reg", std::span<const std::string>()), 0u);
+  EXPECT_EQ(store().count_dead_letters("reg"), 58u);
+  EXPECT_EQ(store().dead_letters("reg", "", 1).at(0), stored[2]);
+  EXPECT_TRUE(store().remove_dead_letter("reg", stored[2].event_id));
+  EXPECT_FALSE(store().remove_dead_letter("reg", stored[2].event_id));
+
+  EXPECT_EQ(store().remove_dead_letters("reg", std::nullopt), 57u);
+  EXPECT_EQ(store().count_dead_letters("reg"), 0u);
+  EXPECT_TRUE(store().dead_letters("reg", "", 100).empty());
+  EXPECT_EQ(store().remove_dead_letters("reg", std::nullopt), 0u);
+  EXPECT_EQ(store().dead_letters("other", "", 10), std::vector<ds::DeadLetter>{letters.back()}) << "only its own";
+}
+
+TEST_P(Conformance, PurgeDropsExpiredDeadLetters) {
+  const ds::DeadLetter soon{"reg", "00000000000000000001#R1", "{}", 1, "x", 10, 100};
+  const ds::DeadLetter later{"reg", "00000000000000000002#R2", "{}", 1, "x", 20, 300};
+  const ds::DeadLetter never{"reg", "00000000000000000003#R3", "{}", 1, "x", 30};
+  store().put_dead_letters(std::vector<ds::DeadLetter>{soon, later, never});
+  EXPECT_EQ(store().purge(200), 1u);
+  EXPECT_EQ(store().dead_letters("reg", "", 10), (std::vector<ds::DeadLetter>{later, never}));
+  EXPECT_EQ(store().purge(INT64_MAX - 1), 1u);
+  EXPECT_EQ(store().dead_letters("reg", "", 10), std::vector<ds::DeadLetter>{never});
+}
+
 TEST_P(Conformance, KeepsRegistrationsByIdAcrossReopen) {
   EXPECT_TRUE(store().list_registrations().empty());
   const ds::RegistrationRecord b{"ops.alerts-2", R"({"id":"ops.alerts-2","match":"^My House#.*$"})", 7};

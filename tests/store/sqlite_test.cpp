@@ -23,6 +23,12 @@ std::string scalar(const std::filesystem::path& db, const char* sql) {
   return out;
 }
 
+// Makes the dead letters table of a current database what it was before version 5 (no expiry).
+void dead_letters_before_version_5(const std::filesystem::path& db) {
+  scalar(db, "DROP INDEX dead_letters_expiry");
+  scalar(db, "ALTER TABLE dead_letters DROP COLUMN expires");
+}
+
 ds::SqliteOptions options_in(const TempDir& dir) {
   ds::SqliteOptions o;
   o.path = (dir.path() / "nested" / "dir" / "shadows.db").string();
@@ -97,6 +103,7 @@ TEST(Sqlite, MigratesAVersion3FeedWithoutReusingSeqs) {
       scalar(db, insert);
     }
     scalar(db, entries_left ? "DELETE FROM feed WHERE seq <= 10" : "DELETE FROM feed");
+    dead_letters_before_version_5(db);
     scalar(db, "PRAGMA user_version = 3");
 
     auto store = ds::open_sqlite_store(options_in(dir));
@@ -138,6 +145,7 @@ TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
   }
   scalar(db, "ALTER TABLE sections DROP COLUMN times");
   scalar(db, "DROP TABLE feed_trimmed");
+  dead_letters_before_version_5(db);
   scalar(db, "PRAGMA user_version = 2");
   auto store = ds::open_sqlite_store(options_in(dir));
   EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
@@ -149,6 +157,25 @@ TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
   const std::int64_t second_ns = engine.update(r).shadow.record.reported.timestamp_ns;
   EXPECT_EQ(store->read({"t", "main"}).reported.times_json,
             R"({"a":)" + std::to_string(first_ns) + R"(,"b":)" + std::to_string(second_ns) + "}");
+}
+
+// Dead letters stored before version 5 had no expiry: they expire 14 days (the default
+// retention) after they failed, and purge drops them then.
+TEST(Sqlite, MigratesVersion4DeadLettersToExpireAfterTheDefaultRetention) {
+  TempDir dir;
+  auto db = dir.path() / "nested" / "dir" / "shadows.db";
+  { auto store = ds::open_sqlite_store(options_in(dir)); }
+  dead_letters_before_version_5(db);
+  scalar(db, "INSERT INTO dead_letters VALUES ('r', '00000000000000000001#R1', '{}', 3, 'x', 1000)");
+  scalar(db, "PRAGMA user_version = 4");
+  auto store = ds::open_sqlite_store(options_in(dir));
+  EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+  constexpr std::int64_t kFourteenDays = 14LL * 86400 * 1'000'000'000;
+  const std::vector<ds::DeadLetter> letters = store->dead_letters("r", "", 10);
+  EXPECT_EQ(letters, (std::vector<ds::DeadLetter>{{"r", "00000000000000000001#R1", "{}", 3, "x", 1000, 1000 + kFourteenDays}}));
+  EXPECT_EQ(store->purge(1000 + kFourteenDays - 1), 0u);
+  EXPECT_EQ(store->purge(1000 + kFourteenDays), 1u);
+  EXPECT_EQ(store->count_dead_letters("r"), 0u);
 }
 
 // The write-ahead log is copied into the database while the store is open, and stays bounded

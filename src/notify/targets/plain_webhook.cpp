@@ -31,6 +31,7 @@
 #include <optional>
 #include <thread>
 #include <stdexcept>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -95,7 +96,9 @@ class Resolver {
  public:
   Resolver(std::string host, std::string port) : port_(std::move(port)), lookup_(std::make_shared<Lookup>()) {
     host_ = host.size() > 2 && host.front() == '[' ? host.substr(1, host.size() - 2) : std::move(host);
-    if (lookup_->event < 0) throw std::runtime_error("webhook: cannot set up its resolver");
+    if (lookup_->event < 0) {
+      throw std::system_error(lookup_->event_error, std::generic_category(), "webhook: cannot set up its resolver");
+    }
     literal_ = resolve(host_, port_, AI_NUMERICHOST, addresses_).empty();
   }
 
@@ -147,6 +150,7 @@ class Resolver {
     std::vector<sockaddr_storage> found;
     std::string error;
     int event = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int event_error = event < 0 ? errno : 0;  // why there is no eventfd (too many open files)
     ~Lookup() { ::close(event); }
   };
 
@@ -189,10 +193,11 @@ class PlainWebhook final : public Target {
       ready = ready && ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) == 0;
     }
     if (!ready) {
+      const int error = errno;  // of the call that failed (too many open files)
       for (const int fd : {epoll_, wake_}) {
         if (fd >= 0) ::close(fd);
       }
-      throw std::runtime_error("webhook: cannot set up its event loop");
+      throw std::system_error(error, std::generic_category(), "webhook: cannot set up its event loop");
     }
     // As libcurl writes it: Accept, and no header of the registration's whose value is empty.
     head_ = "POST " + endpoint_.target + " HTTP/1.1\r\nHost: " + endpoint_.authority +

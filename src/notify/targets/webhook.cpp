@@ -16,10 +16,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 #include <mutex>
@@ -48,7 +50,14 @@ class CurlWebhook final : public Target {
     multi_ = curl_multi_init();
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!multi_ || epoll_ < 0 || wake_ < 0) throw std::runtime_error("webhook: cannot set up its event loop");
+    if (!multi_ || epoll_ < 0 || wake_ < 0) {
+      const int error = multi_ ? errno : ENOMEM;  // of the call that failed (too many open files)
+      for (const int fd : {epoll_, wake_}) {
+        if (fd >= 0) ::close(fd);
+      }
+      if (multi_) curl_multi_cleanup(multi_);
+      throw std::system_error(error, std::generic_category(), "webhook: cannot set up its event loop");
+    }
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = wake_;
