@@ -32,7 +32,7 @@ struct Api::Context {
 namespace {
 
 // Every route, in the order route() tries them. Adding one here and in route() is not enough:
-// tests/server/openapi_test.cpp fails until docs/openapi.yaml documents it too.
+// tests/api/openapi_test.cpp fails until docs/openapi.yaml documents it too.
 constexpr Route kRoutes[] = {
     {"/healthz", "GET"},
     {"/readyz", "GET"},
@@ -552,7 +552,7 @@ HttpResponse Api::registrations(Context& ctx) {
   bool more = false;
   while (!more) {
     const std::size_t wanted = std::min(limit + 1 - kept, kChunk);
-    std::vector<DeadLetter> letters = engine_.store().dead_letters(id, after, wanted);
+    std::vector<DeadLetter> letters = dispatcher_->dead_letters(id, after, wanted);
     for (const DeadLetter& d : letters) {
       item = "{\"event\":" + (d.event.empty() ? std::string("null") : d.event) + ",\"attempts\":" +
              std::to_string(d.attempts) + ",\"lastError\":";

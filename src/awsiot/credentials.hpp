@@ -3,7 +3,7 @@
 //
 // One key a line, fields separated by spaces or tabs:
 //   ACCESS_KEY_ID SECRET_ACCESS_KEY ROLE [PATTERN...]
-// ROLE and PATTERNs as in the token file (server/auth.hpp): admin, app or device, limited to the
+// ROLE and PATTERNs as in the token file (http/auth.hpp): admin, app or device, limited to the
 // things the patterns cover (none: every thing). A line whose first non-blank character is '#'
 // is a comment; blank lines are skipped. An access key id is 1-128 characters without '/', ',',
 // '=' or '#' (they would make the Authorization header ambiguous); a key listed twice, or any

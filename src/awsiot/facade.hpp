@@ -42,7 +42,7 @@ class Facade final : public http::Service {
   http::HttpResponse handle(const http::HttpRequest& request) override;
   // A refusal by the transport (an oversized body, …) in AWS's format, with `status` kept.
   http::HttpResponse refuse(int status, const std::string& message) const override;
-  // The facade's routes, as http::Api::routes() lists API v1's.
+  // The facade's routes, as api::Api::routes() lists API v1's.
   static std::span<const http::Route> routes() noexcept;
 
  private:

@@ -132,6 +132,10 @@ class Dispatcher {
   // again with its attempts added up. Returns how many were queued. Throws not_found for an
   // unknown registration, invalid_request for a disabled one.
   std::size_t redrive(std::string_view id, const std::optional<std::vector<std::string>>& event_ids);
+  // The registration's dead letters by event id, ids > after, at most `limit`.
+  std::vector<DeadLetter> dead_letters(std::string_view id, std::string_view after, std::size_t limit) const {
+    return store_.dead_letters(id, after, limit);
+  }
   // Deletes the named dead letters (all when nullopt), cancelling their queued redrives;
   // returns how many were deleted.
   std::size_t delete_dead_letters(std::string_view id, const std::optional<std::vector<std::string>>& event_ids);

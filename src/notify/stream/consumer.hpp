@@ -1,6 +1,6 @@
-// The stream consumer of one shadowd: its lease coordinator and a reader per held shard.
-// A building block, not yet started by shadowd (docs/notifications.md, "DynamoDB: the stream
-// consumer", in progress): the caller schedules balance() every few seconds and poll() often.
+// The stream consumer of one shadowd: its lease coordinator and a reader per held shard
+// (docs/notifications.md, "DynamoDB: the stream consumer"). StreamService runs it: the caller
+// schedules balance() every few seconds and poll() often.
 #pragma once
 
 #include "notify/stream/leases.hpp"
