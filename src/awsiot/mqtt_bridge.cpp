@@ -19,6 +19,8 @@ namespace {
 
 constexpr int kQos = 1;
 constexpr auto kFirstConnectWait = std::chrono::seconds(5);
+// How often a thread waiting for room under max_unsent_bytes looks whether the bridge stops.
+constexpr auto kStopCheck = std::chrono::milliseconds(100);
 
 // A request topic, split: $aws/things/{thing}/shadow[/name/{name}]/{action}, levels as received.
 struct RequestTopic {
@@ -124,9 +126,13 @@ const std::vector<std::string>& ShadowTopics::filters() {
   return kFilters;
 }
 
-std::size_t ShadowTopics::shard_of(std::string_view topic) noexcept {
-  const std::optional<RequestTopic> t = split_topic(topic);
-  return std::hash<std::string_view>{}(t ? t->prefix : topic);
+std::string_view ShadowTopics::shadow_of(std::string_view topic) noexcept {
+  try {
+    const std::optional<RequestTopic> t = split_topic(topic);
+    return t ? t->prefix : topic;
+  } catch (const std::bad_alloc&) {
+    return topic;
+  }
 }
 
 std::vector<MqttMessage> ShadowTopics::refuse(std::string_view topic, std::string_view payload, const Error& error) {
@@ -246,9 +252,12 @@ MqttBridge::MqttBridge(Engine& engine, http::Logger& logger, MqttBridgeOptions o
       topics_(engine, options.classic_shadow, options.acknowledge),
       logger_(logger),
       options_(std::move(options)),
+      queue_budget_(options_.max_queued_bytes),
       owner_(random_owner()) {
   notify::parse_mqtt_broker(options_.broker);  // throws std::invalid_argument for a bad URL (shadowd checks it first)
-  for (std::size_t i = 0; i < std::max<std::size_t>(options_.workers, 1); ++i) shards_.push_back(std::make_unique<Shard>());
+  for (std::size_t i = 0; i < std::max<std::size_t>(options_.workers, 1); ++i) {
+    shards_.push_back(std::make_unique<Shard>(queue_budget_));
+  }
   for (auto& shard : shards_) shard->thread = std::thread([this, s = shard.get()] { work(*s); });
   notify::MqttSessionOptions session;
   session.broker = options_.broker;
@@ -256,6 +265,7 @@ MqttBridge::MqttBridge(Engine& engine, http::Logger& logger, MqttBridgeOptions o
   session.password = options_.password;
   session.client_id = options_.client_id;
   session.no_delay = true;  // devices wait for each answer
+  session.max_unsent_bytes = options_.max_unsent_bytes;
   session.on_connect = [this] {
     // A clean session forgets its subscriptions: subscribe again on every connect.
     for (const std::string& filter : ShadowTopics::filters()) {
@@ -315,53 +325,75 @@ MqttBridge::~MqttBridge() {
 void MqttBridge::received(std::string_view topic, std::string_view payload) {
   if (stopping_) return;
   ++stats_.requests;
-  Shard& shard = *shards_[ShadowTopics::shard_of(topic) % shards_.size()];
-  if (queued_.fetch_add(1) >= options_.max_queued) {
-    --queued_;
-    ++stats_.overloaded;
-    ++stats_.rejected;
-    publish(ShadowTopics::refuse(topic, payload, Error(ErrorCode::throttled, "too many requests waiting")));
+  // Over the largest body, the request is refused as serve() would refuse it, but at once:
+  // neither copied nor queued, nor waiting behind its shadow's other requests.
+  if (payload.size() > engine_.options().document.limits.max_body_bytes) {
+    ++stats_.too_large;
+    refuse_now(topic, payload, Error(ErrorCode::document_too_large, "payload too large"));
     return;
   }
-  {
+  const std::string_view shadow = ShadowTopics::shadow_of(topic);
+  Shard& shard = *shards_[std::hash<std::string_view>{}(shadow) % shards_.size()];
+  bool queued = false;
+  bool shadow_waiting = false;  // the shadow itself holds requests: its share is what is full
+  try {
     std::lock_guard lock(shard.mutex);
-    shard.queue.push_back({{std::string(topic), std::string(payload)}, std::chrono::steady_clock::now()});
+    queued = shard.queue.push(shadow, topic, payload, std::chrono::steady_clock::now());
+    if (!queued) shadow_waiting = shard.queue.held(shadow) > 0;
+  } catch (const std::bad_alloc&) {  // refused as when the queue has no room
+  }
+  if (!queued) {
+    ++stats_.overloaded;
+    if (shadow_waiting) ++stats_.shadow_throttled;
+    refuse_now(topic, payload, Error(ErrorCode::throttled, "too many requests waiting"));
+    return;
   }
   shard.cv.notify_one();
 }
 
+void MqttBridge::refuse_now(std::string_view topic, std::string_view payload, const Error& error) {
+  ++stats_.rejected;
+  // The network thread never waits for room: it is what makes room, by sending.
+  answer(ShadowTopics::refuse(topic, payload, error), std::chrono::steady_clock::now());
+}
+
 void MqttBridge::work(Shard& shard) {
   for (;;) {
-    Request request;
+    QueuedRequest request;
     {
       std::unique_lock lock(shard.mutex);
       shard.cv.wait(lock, [&] { return stopping_ || !shard.queue.empty(); });
       if (stopping_) return;
-      request = std::move(shard.queue.front());
-      shard.queue.pop_front();
+      try {
+        request = shard.queue.pop();
+      } catch (const std::bad_alloc&) {  // the queue is as it was: try again
+        continue;
+      }
     }
-    --queued_;
     if (!claim(request)) continue;
-    std::vector<MqttMessage> answers = topics_.serve(request.message.topic, request.message.payload);
+    std::vector<MqttMessage> answers = topics_.serve(request.topic, request.payload);
     if (answers.empty()) {
       ++stats_.ignored;
-      logger_.log(http::LogLevel::info, "mqtt: not a shadow request topic, ignored", {{"topic", request.message.topic}});
+      logger_.log(http::LogLevel::info, "mqtt: not a shadow request topic, ignored", {{"topic", request.topic}});
       continue;
     }
     if (answers.front().topic.ends_with("/rejected")) ++stats_.rejected;
-    publish(answers);
+    answer(answers, std::chrono::steady_clock::now() + options_.answer_wait);
   }
 }
 
-bool MqttBridge::claim(const Request& request) {
+bool MqttBridge::claim(const QueuedRequest& request) {
   if (options_.claim_window.count() == 0) return true;
   // Neither answer nor serve what another shadowd may have served: a copy that waited past the
   // window could claim again after the first claim expired, and a failed claim says nothing of
   // the others. The device's request times out, and it asks again.
   auto unclaimed = [&](std::string_view why, std::string_view error) {
     ++stats_.unclaimed;
-    logger_.log(http::LogLevel::warn, "mqtt: request not served", {{"topic", request.message.topic}, {"why", std::string(why)},
-                                                                      {"error", std::string(error)}});
+    if (std::uint64_t suppressed = 0; unclaimed_log_.admit(suppressed)) {  // a flooding device makes many
+      logger_.log(http::LogLevel::warn, "mqtt: request not served",
+                  {{"topic", request.topic}, {"why", std::string(why)}, {"error", std::string(error)},
+                   {"suppressed", std::to_string(suppressed)}});
+    }
     return false;
   };
   if (std::chrono::steady_clock::now() - request.received >= options_.claim_window) {
@@ -370,9 +402,9 @@ bool MqttBridge::claim(const Request& request) {
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
   const std::int64_t window = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.claim_window).count();
-  std::string identity = request.message.topic;
+  std::string identity = request.topic;
   identity += '\0';
-  identity += request.message.payload;
+  identity += request.payload;
   try {
     if (engine_.store().claim(aws::hex_sha256(identity), owner_, now, now + window)) return true;
     ++stats_.claimed_elsewhere;
@@ -427,6 +459,12 @@ void MqttBridge::announce_writes() {
     write.shadow_deleted = a.shadow_deleted;
     write.client_token = a.client_token;
     for (const MqttMessage& m : topics_.announce(write)) {
+      // Never dropped for want of room under max_unsent_bytes: waits for it (the queue of
+      // announcements bounds what waits meanwhile).
+      if (!wait_for_room(notify::MqttSession::unsent_cost(m.topic.size(), m.payload.size()),
+                         std::chrono::steady_clock::time_point::max())) {
+        return;  // stopping
+      }
       // Held while the broker is away (the queue bounds what waits), then published in order.
       for (std::string error;;) {
         const std::uint64_t connects = stats_.connects;
@@ -447,6 +485,30 @@ void MqttBridge::announce_writes() {
   }
 }
 
+bool MqttBridge::wait_for_room(std::size_t bytes, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    if (session_->wait_for_room(bytes, deadline - now < kStopCheck ? deadline : now + kStopCheck)) return true;
+    if (stopping_ || std::chrono::steady_clock::now() >= deadline) return false;
+  }
+}
+
+void MqttBridge::answer(const std::vector<MqttMessage>& messages, std::chrono::steady_clock::time_point deadline) {
+  std::size_t bytes = 0;
+  for (const MqttMessage& m : messages) bytes += notify::MqttSession::unsent_cost(m.topic.size(), m.payload.size());
+  if (messages.empty() || wait_for_room(bytes, deadline)) {
+    publish(messages);
+    return;
+  }
+  stats_.answers_dropped += messages.size();
+  if (std::uint64_t suppressed = 0; drop_log_.admit(suppressed)) {
+    logger_.log(http::LogLevel::warn, "mqtt: answers dropped, the broker takes messages slower than they are made",
+                {{"topic", messages.front().topic},
+                 {"unsent_bytes", std::to_string(session_->unsent_bytes())},
+                 {"suppressed", std::to_string(suppressed)}});
+  }
+}
+
 void MqttBridge::publish(const std::vector<MqttMessage>& messages) {
   for (const MqttMessage& m : messages) {
     std::string error;
@@ -464,7 +526,21 @@ void MqttBridge::render_metrics(std::string& out) const {
   metric("counter", "shadowd_mqtt_requests_total", "Messages received on the AWS IoT shadow request topics.", stats_.requests);
   metric("counter", "shadowd_mqtt_rejected_total", "Requests answered on .../rejected.", stats_.rejected);
   metric("counter", "shadowd_mqtt_ignored_total", "Messages on topics that are no shadow request.", stats_.ignored);
-  metric("counter", "shadowd_mqtt_overloaded_total", "Requests refused with 429 because the queue was full.", stats_.overloaded);
+  metric("counter", "shadowd_mqtt_overloaded_total", "Requests refused with 429: no room for them in the queue.",
+         stats_.overloaded);
+  metric("counter", "shadowd_mqtt_shadow_throttled_total",
+         "Requests refused with 429 while their own shadow had requests waiting: its share of the queue was full.",
+         stats_.shadow_throttled);
+  metric("counter", "shadowd_mqtt_too_large_total", "Requests refused with 413 at once: over --max-body-bytes.",
+         stats_.too_large);
+  metric("counter", "shadowd_mqtt_answers_dropped_total",
+         "Answers dropped: the broker connection held too many unsent bytes for longer than a worker waits.",
+         stats_.answers_dropped);
+  prometheus::append_metric(out, "gauge", "shadowd_mqtt_queued_bytes", "Bytes of requests waiting for a worker.",
+                            queue_budget_.used());
+  prometheus::append_metric(out, "gauge", "shadowd_mqtt_unsent_bytes",
+                            "Bytes of answers and announcements handed to the broker connection, not yet acknowledged.",
+                            session_->unsent_bytes());
   metric("counter", "shadowd_mqtt_publish_failures_total", "Messages that could not be handed to the broker (answers are dropped, announcements retried).", stats_.publish_failures);
   metric("counter", "shadowd_mqtt_connects_total", "Connections made to the broker, the first included.", stats_.connects);
   metric("counter", "shadowd_mqtt_disconnects_total", "Connections to the broker lost.", stats_.disconnects);

@@ -47,6 +47,7 @@ MqttSession::MqttSession(MqttSessionOptions options) : options_(std::move(option
     if (self(p).options_.on_disconnect) self(p).options_.on_disconnect(why);
   });
   mosquitto_publish_callback_set(mosq_, [](mosquitto*, void* p, int mid) {
+    self(p).acknowledged(mid);
     if (self(p).options_.on_published) self(p).options_.on_published(mid);
   });
   mosquitto_message_callback_set(mosq_, [](mosquitto*, void* p, const mosquitto_message* m) {
@@ -84,13 +85,55 @@ MqttSession::~MqttSession() {
 
 std::optional<int> MqttSession::publish(const std::string& topic, std::string_view payload, int qos, std::string& error) {
   int mid = 0;
-  const int rc = mosquitto_publish(mosq_, &mid, topic.c_str(), static_cast<int>(payload.size()), payload.data(), qos, false);
+  int rc = 0;
+  if (qos == 0) {
+    rc = mosquitto_publish(mosq_, &mid, topic.c_str(), static_cast<int>(payload.size()), payload.data(), qos, false);
+  } else {
+    const std::size_t cost = unsent_cost(topic.size(), payload.size());
+    std::lock_guard lock(unsent_mutex_);
+    rc = mosquitto_publish(mosq_, &mid, topic.c_str(), static_cast<int>(payload.size()), payload.data(), qos, false);
+    // libmosquitto (2.0) queues a QoS 1 or 2 message before it tries to send it: one that found
+    // no connection (MOSQ_ERR_NO_CONN) stays queued and goes out after the next connect. The
+    // errors before the queue (invalid arguments, no memory for the copy) keep nothing.
+    if (rc == MOSQ_ERR_SUCCESS || rc == MOSQ_ERR_NO_CONN) {
+      std::vector<std::size_t>& costs = unsent_[mid];
+      costs.push_back(cost);
+      unsent_bytes_ += cost;
+    }
+  }
   if (rc != MOSQ_ERR_SUCCESS) {
     const std::string now = state();
     error = std::string(mosquitto_strerror(rc)) + (now == "connected" ? "" : " (" + now + ")");
     return std::nullopt;
   }
   return mid;
+}
+
+void MqttSession::acknowledged(int mid) {
+  std::lock_guard lock(unsent_mutex_);
+  const auto it = unsent_.find(mid);
+  if (it == unsent_.end()) return;  // QoS 0, or a publish that failed before it was queued
+  unsent_bytes_ -= it->second.front();
+  it->second.erase(it->second.begin());
+  if (it->second.empty()) unsent_.erase(it);
+  if (room_waiters_ > 0) room_cv_.notify_all();
+}
+
+std::size_t MqttSession::unsent_bytes() {
+  std::lock_guard lock(unsent_mutex_);
+  return unsent_bytes_;
+}
+
+bool MqttSession::wait_for_room(std::size_t bytes, std::chrono::steady_clock::time_point deadline) {
+  if (options_.max_unsent_bytes == 0) return true;
+  std::unique_lock lock(unsent_mutex_);
+  const std::size_t limit = options_.max_unsent_bytes;
+  auto fits = [&] { return unsent_bytes_ == 0 || (unsent_bytes_ <= limit && bytes <= limit - unsent_bytes_); };
+  if (fits()) return true;
+  ++room_waiters_;
+  const bool fit = room_cv_.wait_until(lock, deadline, fits);
+  --room_waiters_;
+  return fit;
 }
 
 std::string MqttSession::subscribe(const std::string& filter, int qos) {

@@ -2,17 +2,27 @@
 // (notify/targets/mqtt.cpp) and the AWS IoT MQTT bridge (awsiot/mqtt_bridge.cpp): MQTT 3.1.1,
 // connected and reconnected (1 s doubling up to 30 s) by libmosquitto's network thread, which
 // calls the handlers. Also the percent-encoding of names inside topic levels.
+//
+// Unsent bytes: libmosquitto holds every QoS 1 or 2 message it is handed until the broker
+// acknowledges it (also across reconnects, when it sends them again), with no bound of its own:
+// a broker that reads slower than messages are published lets them pile up in memory. The
+// session counts them (unsent_bytes()) from publish() to their acknowledgement, so that
+// publishers can wait for room (wait_for_room()) under a limit of their choosing. QoS 0
+// messages are not counted (libmosquitto forgets them once written, or at a disconnect).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 struct mosquitto;
 
@@ -36,6 +46,8 @@ struct MqttSessionOptions {
   std::function<void(const std::string& why)> on_disconnect;
   std::function<void(std::string_view topic, std::string_view payload)> on_message;
   std::function<void(int mid)> on_published;
+  // The unsent bytes at which wait_for_room() has publishers wait; 0: no limit.
+  std::size_t max_unsent_bytes = 0;
 };
 
 class MqttSession {
@@ -50,8 +62,22 @@ class MqttSession {
   MqttSession& operator=(const MqttSession&) = delete;
 
   // Queues a message. Returns the message id, or nullopt with `error` set (the error text names
-  // the connection's state when it is down).
+  // the connection's state when it is down). A QoS 1 or 2 message refused only for want of a
+  // connection is kept by libmosquitto all the same and sent once connected: it counts as unsent.
   std::optional<int> publish(const std::string& topic, std::string_view payload, int qos, std::string& error);
+  // What a QoS 1 or 2 message counts in unsent_bytes(): its topic, its payload and
+  // kUnsentOverhead (libmosquitto's record of it and its allocations).
+  static constexpr std::size_t kUnsentOverhead = 128;
+  static std::size_t unsent_cost(std::size_t topic_bytes, std::size_t payload_bytes) noexcept {
+    return topic_bytes + payload_bytes + kUnsentOverhead;
+  }
+  // The bytes of the QoS 1 and 2 messages published and not yet acknowledged by the broker.
+  std::size_t unsent_bytes();
+  // Waits until `bytes` more fit under max_unsent_bytes, at most until `deadline` (a deadline
+  // already past: no wait). True when they fit; they always do without a limit, and when nothing
+  // is unsent (a message larger than the limit goes alone). Several publishers that are let
+  // through at once may together pass the limit by what they publish.
+  bool wait_for_room(std::size_t bytes, std::chrono::steady_clock::time_point deadline);
   // Subscribes (call it from on_connect). Returns libmosquitto's error text, empty on success.
   std::string subscribe(const std::string& filter, int qos);
 
@@ -65,6 +91,7 @@ class MqttSession {
 
  private:
   void set_state(bool connected, std::string error);
+  void acknowledged(int mid);
 
   MqttSessionOptions options_;
   mosquitto* mosq_ = nullptr;
@@ -74,6 +101,15 @@ class MqttSession {
   bool connected_ = false;
   std::uint64_t connects_ = 0;
   std::string last_error_ = "connecting";
+  // Held across mosquitto_publish, so that an acknowledgement (on the network thread) never
+  // comes before its message is counted; guards what follows.
+  std::mutex unsent_mutex_;
+  std::condition_variable room_cv_;
+  std::size_t unsent_bytes_ = 0;
+  std::size_t room_waiters_ = 0;
+  // The cost of each unacknowledged message by message id, oldest first: ids repeat after 65,535
+  // messages, and libmosquitto takes an acknowledged id's oldest message.
+  std::unordered_map<int, std::vector<std::size_t>> unsent_;
 };
 
 // A broker's address from mqtt://[user@]HOST[:PORT] (1883 when absent; [v6 address] allowed).

@@ -216,6 +216,8 @@ int serve(const Settings& s) {
         awsiot::MqttBridgeOptions{.broker = s.mqtt, .username = s.mqtt_username, .password = s.mqtt_password,
                                   .client_id = s.mqtt_client_id, .classic_shadow = s.aws_classic_shadow,
                                   .acknowledge = s.aws_acknowledge, .workers = s.mqtt_workers,
+                                  .max_queued_bytes = s.mqtt_max_queued_bytes,
+                                  .max_unsent_bytes = s.mqtt_max_unsent_bytes,
                                   .claim_window = parse_duration(s.mqtt_claim)});
     metrics.add_section([b = bridge.get()](std::string& out) { b->render_metrics(out); });
   }

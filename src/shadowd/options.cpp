@@ -75,6 +75,7 @@ CLI::Validator duration_of_at_least(std::chrono::seconds min) {
 
 constexpr std::uint64_t kMaxSize = std::numeric_limits<std::int64_t>::max();
 constexpr std::uint64_t kHour = 3600 * 1000;
+constexpr std::uint64_t kMinMqttBytes = 64 * 1024;
 
 }  // namespace
 
@@ -187,6 +188,15 @@ Command parse_command_line(int argc, const char* const* argv) {
       ->envname(env("MQTT_CLIENT_ID"));
   app.add_option("--mqtt-workers", s.mqtt_workers, "threads serving MQTT requests")
       ->envname(env("MQTT_WORKERS"))->check(whole(1, 1024))->capture_default_str();
+  app.add_option("--mqtt-max-queued-bytes", s.mqtt_max_queued_bytes,
+                 "bytes of MQTT requests waiting for a worker, at most; one shadow may take no more than the room "
+                 "left free (at most half), and a request that does not fit is answered 429. At least twice "
+                 "--max-body-bytes")
+      ->envname(env("MQTT_MAX_QUEUED_BYTES"))->check(size(kMinMqttBytes))->capture_default_str();
+  app.add_option("--mqtt-max-unsent-bytes", s.mqtt_max_unsent_bytes,
+                 "bytes of MQTT answers handed to the broker connection and not yet acknowledged by the broker, at "
+                 "most; past it an answer waits up to 2 s for room and is then dropped")
+      ->envname(env("MQTT_MAX_UNSENT_BYTES"))->check(size(kMinMqttBytes))->capture_default_str();
   app.add_option("--mqtt-claim", s.mqtt_claim,
                  "how long a shadowd's claim on an MQTT request keeps others on the same store from serving it; 0 "
                  "claims nothing")
@@ -292,6 +302,14 @@ Command parse_command_line(int argc, const char* const* argv) {
   if (s.history == "stream" && parse_store(s.store).kind != StoreKind::dynamodb) {
     std::fprintf(stderr, "shadowd: --history: stream writes history from a DynamoDB table's stream: use true or false "
                          "with --store %s\n", s.store.c_str());
+    command.kind = Command::Kind::exit;
+    command.exit_status = 2;
+    return command;
+  }
+  if (!s.mqtt.empty() && s.mqtt_max_queued_bytes / 2 < s.max_body_bytes) {
+    std::fprintf(stderr, "shadowd: --mqtt-max-queued-bytes: %zu is less than twice --max-body-bytes (%zu): one shadow "
+                         "may take at most half of it, and must fit a request of the largest size\n",
+                 s.mqtt_max_queued_bytes, s.max_body_bytes);
     command.kind = Command::Kind::exit;
     command.exit_status = 2;
     return command;

@@ -55,6 +55,8 @@ struct Options {
   std::string mqtt_password;
   std::string mqtt_client_id;
   std::size_t mqtt_workers = 16;
+  std::size_t mqtt_max_queued_bytes = std::size_t{64} << 20;
+  std::size_t mqtt_max_unsent_bytes = std::size_t{64} << 20;
   std::string mqtt_claim = "3s";
   std::size_t max_body_bytes = 1 << 20;
   std::size_t max_state_bytes = 64 << 10;

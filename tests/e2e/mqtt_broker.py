@@ -39,9 +39,12 @@ class Broker:
             self.url = f.read().strip()
         self.port = int(self.url.rsplit(":", 1)[1])
 
-    def stop(self):
+    def pid(self):
         with open(os.path.join(self.dir, "pid")) as f:
-            pid = int(f.read())
+            return int(f.read())
+
+    def stop(self):
+        pid = self.pid()
         os.kill(pid, 15)  # SIGTERM: Mosquitto saves its sessions and queued messages first
         while True:
             try:

@@ -3,11 +3,15 @@ per class by scripts/mosquitto.sh, driven with mosquitto_pub and read back with 
 get/update/delete answered on accepted/rejected with the clientToken echoed, update/delta and
 update/documents, version conflicts, named and classic shadows, percent-encoded names, bad
 payloads and topics, writes made through REST announced (also when made while the broker was
-away), a broker restart after which the bridge serves again, and two shadowd on one DynamoDB
-table answering each request once."""
+away), a broker restart after which the bridge serves again, a device flooding its shadow
+(throttled, while another device is served and shadowd's memory stays bounded, also when the
+broker stops reading) and two shadowd on one DynamoDB table answering each request once."""
 import json
+import os
 import re
+import signal
 import subprocess
+import threading
 import time
 import unittest
 import uuid
@@ -305,6 +309,163 @@ class AwsIotMqttReconnectTest(BridgeCase):
             self.assertEqual([(d["state"], d["clientToken"]) for d in deltas], [({"n": n}, f"w{n}") for n in range(3)])
         finally:
             back.close()
+
+
+def peak_rss_mb(pid):
+    """The process's peak resident set size (VmHWM), in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+
+
+def metric(server, name):
+    m = re.search(rf"(?m)^{name} (\d+)$", server.get("/metrics").text)
+    return int(m.group(1)) if m else None
+
+
+class Flood:
+    """mosquitto_pub -l, fed by a thread: `oversized` payloads over --max-body-bytes, then
+    `updates` valid updates of a 60,000-byte reported value, each with clientToken f<n>."""
+
+    def __init__(self, broker, updates, oversized=3):
+        self.proc = subprocess.Popen(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(broker.port), "-q", "1",
+                                      "-t", "$aws/things/flood/shadow/update", "-l"], stdin=subprocess.PIPE)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._feed, args=(updates, oversized), daemon=True)
+        self.thread.start()
+
+    def _feed(self, updates, oversized):
+        try:
+            for n in range(oversized + updates):
+                if self.stopping.is_set():
+                    break
+                blob = "x" * 200_000 if n < oversized else ("%09d" % n) * 6666
+                self.proc.stdin.write(('{"state":{"reported":{"blob":"%s"}},"clientToken":"f%d"}\n' % (blob, n)).encode())
+            self.proc.stdin.close()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def done(self):
+        return not self.thread.is_alive() and self.proc.poll() is not None
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=30)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@unittest.skipUnless(HAVE_MOSQUITTO, "mosquitto is not installed (scripts/setup.sh installs it)")
+class AwsIotMqttFloodTest(ApiTestCase):
+    """One device floods its own shadow with large updates (bounded: FLOOD_UPDATES × about 60 KB, a
+    few seconds) while another asks for its own shadow. One worker, so that both shadows share
+    one queue; 16 MiB for waiting requests (the flooding shadow may hold 8 MiB, about 130 of its
+    updates), 2 MiB for unsent answers (those of about ten of its updates)."""
+
+    FLOOD_UPDATES = 4000  # 240 MB in all
+    MAX_QUEUED_BYTES = 16 << 20
+    MAX_UNSENT_BYTES = 2 << 20
+    RSS_BOUND_MB = 100  # what shadowd may reach with these budgets; the flood alone is 240 MB
+    server_args = ("--mqtt-workers", "1", "--max-body-bytes", "131072", "--mqtt-max-queued-bytes",
+                   str(MAX_QUEUED_BYTES), "--mqtt-max-unsent-bytes", str(MAX_UNSENT_BYTES))
+
+    def setUp(self):
+        self.broker = Broker()
+        self.subs = []
+        try:
+            self.server = Server("--mqtt", self.broker.url, *self.server_args)
+            assert eventually(lambda: any("mqtt: connected" in line for line in self.server.log)), self.server.log
+            r = self.server.post(shadow_path("other", "main", "reported"), {"state": {"on": True}})
+            self.assertEqual(r.status_code, 200, r.text)
+            self.other = self.subscribe("$aws/things/other/shadow/get/#")  # the requests too
+            self.rejected = self.subscribe("$aws/things/flood/shadow/update/rejected/#")
+            # until the bridge answers (its subscriptions are in place)
+            for n in range(50):
+                publish(self.broker, "$aws/things/other/shadow/get", {"clientToken": f"warm-{n}"})
+                if eventually(lambda: self.answers_to_other(f"warm-{n}"), 0.5):
+                    break
+            else:
+                raise AssertionError("the bridge does not answer: " + "".join(self.server.log))
+        except BaseException:
+            self.tearDown()
+            raise
+        self.flooding = None
+
+    def tearDown(self):
+        if getattr(self, "flooding", None):
+            self.flooding.stop()
+        for sub in self.subs:
+            sub.close()
+        if getattr(self, "server", None):
+            self.server.close()
+        self.broker.close()
+
+    def subscribe(self, topic_filter):
+        sub = Subscriber(self.broker, topic_filter, client_id="e2e-flood-" + uuid.uuid4().hex[:8])
+        self.subs.append(sub)
+        return sub
+
+    def answers_to_other(self, token):
+        return [p for t, p in self.other.events() if t == "$aws/things/other/shadow/get/accepted" and token_of(p) == token]
+
+    def ask_other(self, token, timeout=10):
+        """The seconds until the other device's get is answered; fails past `timeout` (generous:
+        it waits behind at most one flooding request, not behind the flood)."""
+        started = time.monotonic()
+        publish(self.broker, "$aws/things/other/shadow/get", {"clientToken": token})
+        answer = eventually(lambda: self.answers_to_other(token), timeout)
+        self.assertTrue(answer, f"no answer to {token} within {timeout} s")
+        self.assertEqual(answer[0]["state"]["reported"], {"on": True})
+        return time.monotonic() - started
+
+    def test_a_flooding_shadow_is_throttled_while_another_is_served_and_memory_stays_bounded(self):
+        self.flooding = Flood(self.broker, self.FLOOD_UPDATES)
+        # the other device asks while the flood is under way, and after it
+        self.assertTrue(eventually(lambda: (metric(self.server, "shadowd_mqtt_requests_total") or 0) > 500, 60))
+        waits = [self.ask_other(f"during-{n}") for n in range(3)]
+        self.assertTrue(eventually(self.flooding.done, 120), "the flood did not end")
+        waits.append(self.ask_other("after"))
+
+        # the flooding device was answered 429 for what its share could not hold, 413 at once for
+        # payloads over --max-body-bytes
+        rejected = eventually(lambda: [p for t, p in self.rejected.events() if p.get("code") == 429], 30)
+        self.assertTrue(rejected, "the flooding shadow was never throttled")
+        self.assertEqual(rejected[0]["message"], "Rate exceeded")
+        self.assertRegex(rejected[0]["clientToken"], r"^f\d+$")
+        too_large = lambda: [p["clientToken"] for t, p in self.rejected.events() if p.get("code") == 413]
+        self.assertTrue(eventually(lambda: len(too_large()) >= 3, 30), too_large())
+        self.assertEqual(sorted(too_large()), ["f0", "f1", "f2"])
+        self.assertGreater(metric(self.server, "shadowd_mqtt_shadow_throttled_total"), 0)
+        self.assertEqual(metric(self.server, "shadowd_mqtt_too_large_total"), 3)
+        self.assertTrue(eventually(lambda: metric(self.server, "shadowd_mqtt_queued_bytes") == 0, 30))
+
+        peak = peak_rss_mb(self.server.proc.pid)
+        self.assertLess(peak, self.RSS_BOUND_MB, f"peak RSS {peak:.0f} MB (other device waited {waits} s)")
+        self.assertTrue(self.server.alive())
+
+    def test_answers_wait_for_a_broker_that_stops_reading_and_memory_stays_bounded(self):
+        self.flooding = Flood(self.broker, self.FLOOD_UPDATES // 2)
+        # the broker stops reading while the flooding shadow's share of the queue is full
+        self.assertTrue(eventually(lambda: (metric(self.server, "shadowd_mqtt_overloaded_total") or 0) > 0, 60),
+                        "the flood did not fill the shadow's share")
+        os.kill(self.broker.pid(), signal.SIGSTOP)
+        try:
+            # what waits for the broker stays under the budget (but for what the worker and the
+            # network thread may let through at once), and answers that found no room in time are
+            # dropped
+            self.assertTrue(eventually(lambda: (metric(self.server, "shadowd_mqtt_answers_dropped_total") or 0) > 0, 30),
+                            "no answer was dropped")
+            unsent = metric(self.server, "shadowd_mqtt_unsent_bytes")
+            self.assertLessEqual(unsent, self.MAX_UNSENT_BYTES + 64 * 1024)
+            self.assertGreater(unsent, self.MAX_UNSENT_BYTES // 2)
+        finally:
+            os.kill(self.broker.pid(), signal.SIGCONT)
+        self.assertTrue(eventually(self.flooding.done, 120), "the flood did not end")
+        self.ask_other("after")
+        self.assertTrue(eventually(lambda: metric(self.server, "shadowd_mqtt_unsent_bytes") == 0, 30))
+        peak = peak_rss_mb(self.server.proc.pid)
+        self.assertLess(peak, self.RSS_BOUND_MB, f"peak RSS {peak:.0f} MB")
+        self.assertIn("mqtt: answers dropped", "".join(self.server.log))
 
 
 @unittest.skipUnless(HAVE_MOSQUITTO and DYNAMODB_ENDPOINT, "needs mosquitto and DynamoDB Local (scripts/with-services.sh)")

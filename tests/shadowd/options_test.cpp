@@ -76,6 +76,24 @@ TEST(Options, NumbersAreWholeAndInRange) {
   expect_refused({"--cache-entries", "12abc"}, "--cache-entries: '12abc' is not a whole number (0-9223372036854775807)");
 }
 
+TEST(Options, MqttByteBudgets) {
+  const Parsed defaults = parse({"--mqtt", "mqtt://127.0.0.1"});
+  ASSERT_EQ(defaults.command.kind, sd::Command::Kind::serve) << defaults.error;
+  EXPECT_EQ(defaults.command.options.mqtt_max_queued_bytes, std::size_t{64} << 20);
+  EXPECT_EQ(defaults.command.options.mqtt_max_unsent_bytes, std::size_t{64} << 20);
+  expect_refused({"--mqtt-max-queued-bytes", "65535"},
+                 "--mqtt-max-queued-bytes: 65535 is out of range (65536-9223372036854775807)");
+  expect_refused({"--mqtt-max-unsent-bytes", "0"},
+                 "--mqtt-max-unsent-bytes: 0 is out of range (65536-9223372036854775807)");
+  // One shadow may take half of the queue: that half must hold a request of the largest size.
+  expect_refused({"--mqtt", "mqtt://127.0.0.1", "--max-body-bytes", "1048576", "--mqtt-max-queued-bytes", "2097151"},
+                 "--mqtt-max-queued-bytes: 2097151 is less than twice --max-body-bytes (1048576): one shadow may "
+                 "take at most half of it, and must fit a request of the largest size");
+  EXPECT_EQ(parse({"--mqtt", "mqtt://127.0.0.1", "--mqtt-max-queued-bytes", "2097152"}).command.kind,
+            sd::Command::Kind::serve);
+  EXPECT_EQ(parse({"--mqtt-max-queued-bytes", "65536"}).command.kind, sd::Command::Kind::serve);  // no --mqtt
+}
+
 TEST(Options, Durations) {
   EXPECT_EQ(sd::parse_duration("90s").count(), 90);
   EXPECT_EQ(sd::parse_duration("15m").count(), 900);
