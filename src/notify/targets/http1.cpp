@@ -2,13 +2,17 @@
 
 #include "deviceshadow/ascii.hpp"
 
+#include <boost/beast/http/parser.hpp>
+
 #include <algorithm>
-#include <cctype>
-#include <charconv>
+#include <optional>
 #include <utility>
 
 namespace deviceshadow::notify {
 namespace {
+
+namespace http = boost::beast::http;
+using boost::beast::error_code;
 
 // Calls `f` with each comma-separated element of a header value, trimmed.
 template <typename F>
@@ -20,7 +24,83 @@ void each_token(std::string_view value, F f) {
   }
 }
 
+// A Beast body that keeps the first kBodyKept bytes (for error messages) and drops the rest,
+// however long the body is.
+struct KeptBody {
+  using value_type = std::string;
+
+  class reader {
+   public:
+    template <bool isRequest, class Fields>
+    reader(http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
+    void init(const boost::optional<std::uint64_t>&, error_code& ec) { ec = {}; }
+    std::size_t put(boost::asio::const_buffer buffer, error_code& ec) {
+      if (body_.size() < Http1Response::kBodyKept) {
+        body_.append(static_cast<const char*>(buffer.data()), std::min(buffer.size(), Http1Response::kBodyKept - body_.size()));
+      }
+      ec = {};
+      return buffer.size();
+    }
+    void finish(error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
+
+using ResponseParser = http::response_parser<KeptBody>;
+
+// The line of `bytes` that starts at `at` (past a line end), shown in an error message.
+std::string line_at(std::string_view bytes, std::size_t at) {
+  std::string_view rest = bytes.substr(std::min(at, bytes.size()));
+  if (rest.starts_with("\r\n")) rest.remove_prefix(2);
+  return printable(rest.substr(0, rest.find("\r\n")));
+}
+
+constexpr std::size_t kBareLf = std::string_view::npos;
+
+// Where the head ends in `head` (its headers, after the status line and its CR LF): past its
+// empty line; 0 while it has not come; kBareLf at a line feed without a CR before it, which
+// Beast refuses once it has the whole head (RFC 9112 2.2 lets a recipient take it).
+std::size_t head_end(std::string_view head) {
+  for (std::size_t lf = head.find('\n'); lf != std::string_view::npos; lf = head.find('\n', lf + 1)) {
+    if (lf == 0 || head[lf - 1] != '\r') return kBareLf;
+    if (lf == 1 || (lf >= 3 && head[lf - 2] == '\n')) return lf + 1;  // CR LF CR LF, the first after the status line's
+  }
+  return 0;
+}
+
 }  // namespace
+
+// Beast's parser of the answer being read (a new one after each interim answer) and the bytes
+// of it that no put() took yet. The status line goes to the parser alone, once whole, and the
+// rest of the head only once its empty line is there: given part of a head, Beast may refuse
+// a bad line in it at once, but once it has had to wait it looks again only when the whole head
+// has come. So an answer reads the same however it is split, and a peer that is no HTTP server
+// is refused by its first line.
+struct Http1Response::Parser {
+  Parser() { next(); }
+  void next() {
+    parser.emplace();
+    parser->header_limit(static_cast<std::uint32_t>(kHeadLimit));
+    parser->body_limit(boost::none);  // the body is dropped past kBodyKept; the deadline bounds it
+    parser->eager(true);
+    status_line = 0;
+    head_checked = false;
+    wanting = false;
+  }
+
+  std::optional<ResponseParser> parser;
+  std::string unparsed;         // what comes after the bytes the parser took
+  std::size_t status_line = 0;  // its bytes, once the parser has it
+  bool head_checked = false;
+  bool wanting = false;  // the last put() needed more bytes than it was given
+};
+
+Http1Response::Http1Response() = default;
+Http1Response::Http1Response(Http1Response&&) noexcept = default;
+Http1Response& Http1Response::operator=(Http1Response&&) noexcept = default;
+Http1Response::~Http1Response() = default;
 
 std::string printable(std::string_view bytes, std::size_t limit) {
   std::string out;
@@ -40,48 +120,107 @@ Http1Response::Progress Http1Response::feed(std::string_view bytes) {
     if (!bytes.empty()) extra_ = true;
     return progress_;
   }
-  if (!bytes.empty()) started_ = true;
-  while (!bytes.empty() && progress_ == Progress::incomplete) {
-    if (part_ == Part::length || part_ == Part::chunk_data || part_ == Part::until_close) {
-      const std::size_t take = part_ == Part::until_close ? bytes.size() : static_cast<std::size_t>(std::min<std::uint64_t>(remaining_, bytes.size()));
-      keep(bytes.substr(0, take));
-      bytes.remove_prefix(take);
-      if (part_ == Part::until_close || (remaining_ -= take) > 0) continue;
-      if (part_ == Part::length) {
-        progress_ = Progress::complete;
-        part_ = Part::done;
-      } else {
-        part_ = Part::chunk_end;
+  if (bytes.empty()) return progress_;
+  started_ = true;
+  if (!parser_) parser_ = std::make_unique<Parser>();
+  std::string& unparsed = parser_->unparsed;
+  if (unparsed.empty()) {  // as a rule the whole answer comes in one read: parsed where it lies
+    const std::size_t taken = parse(bytes);
+    if (progress_ == Progress::incomplete) unparsed.assign(bytes.substr(taken));
+    if (progress_ == Progress::complete && taken < bytes.size()) extra_ = true;
+  } else {
+    unparsed.append(bytes);
+    const std::size_t taken = parse(unparsed);
+    if (progress_ == Progress::complete && taken < unparsed.size()) extra_ = true;
+    unparsed.erase(0, taken);
+  }
+  if (progress_ != Progress::incomplete) parser_.reset();
+  return progress_;
+}
+
+std::size_t Http1Response::parse(std::string_view bytes) {
+  const auto head_over = [] { return "its head is over " + std::to_string(kHeadLimit) + " bytes"; };
+  std::size_t taken = 0;
+  while (progress_ == Progress::incomplete && taken < bytes.size()) {
+    ResponseParser& p = *parser_->parser;
+    const std::string_view rest = bytes.substr(taken);
+    error_code ec;
+    if (parser_->status_line == 0) {  // HTTP/1.x SSS reason
+      const std::size_t end = rest.substr(0, kHeadLimit).find('\n');
+      if (end == std::string_view::npos) {
+        if (rest.size() >= kHeadLimit) fail(head_over());
+        break;
       }
+      const std::string_view line = rest.substr(0, end + 1);
+      // Without a reason the space before it may be missing, as libcurl and most clients accept.
+      const std::string patched = line.size() == 14 ? std::string(line.substr(0, 12)) + " \r\n" : std::string();
+      const std::string_view given = patched.empty() ? line : patched;
+      const std::size_t n = line.ends_with("\r\n") ? p.put(boost::asio::buffer(given.data(), given.size()), ec) : 0;
+      status_ = n == given.size() && ec == http::error::need_more ? p.get().result_int() : 0;  // it waits for the headers
+      if (status_ < 100) {
+        status_ = 0;
+        fail("not an HTTP/1.x status line: " + printable(line.substr(0, line.find_last_not_of("\r\n") + 1)));
+        break;
+      }
+      taken += line.size();
+      parser_->status_line = line.size();
       continue;
     }
-    const std::size_t newline = bytes.find('\n');
-    const std::string_view piece = bytes.substr(0, newline);
-    const bool in_head = part_ == Part::status_line || part_ == Part::header;
-    if (in_head) head_bytes_ += piece.size() + (newline == std::string_view::npos ? 0 : 1);
-    if (line_.size() + piece.size() > kHeadLimit || head_bytes_ > kHeadLimit) {
-      return fail("its head is over " + std::to_string(kHeadLimit) + " bytes");
+    if (p.is_header_done()) {
+      // Beast 1.81 asserts that it is given 5 bytes or more when it comes back to a first chunk
+      // that is the last and whose end it has not seen (fixed upstream: boostorg/beast#2861);
+      // fewer cannot complete it, so they wait.
+      if (parser_->wanting && rest.size() < 5 && rest.starts_with("0\r\n")) break;
+    } else if (const auto end = head_end(rest.substr(0, kHeadLimit - parser_->status_line)); end == kBareLf) {
+      fail("a line of its head does not end in CR LF");
+      break;
+    } else if (end == 0) {
+      if (rest.size() >= kHeadLimit - parser_->status_line) fail(head_over());
+      break;
     }
-    line_.append(piece);
-    bytes.remove_prefix(piece.size());
-    if (newline == std::string_view::npos) break;
-    bytes.remove_prefix(1);
-    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
-    const std::string text = std::exchange(line_, {});
-    line(text);
+    // Whatever is there, eagerly; a chunk header or a trailer section longer than a head is refused.
+    const std::size_t offer = std::min(rest.size(), kHeadLimit);
+    const std::size_t n = p.put(boost::asio::buffer(rest.data(), offer), ec);
+    taken += n;
+    if (ec && ec != http::error::need_more) {
+      fail(ec.message() + " at: " + line_at(rest, n));
+      break;
+    }
+    if (!parser_->head_checked && p.is_header_done()) {
+      parser_->head_checked = true;
+      // Beast refuses most framing by both, but takes the length after a Transfer-Encoding
+      // that does not end in chunked: an answer framed both ways is refused (RFC 9112 6.3).
+      const auto& message = p.get();
+      if (message.count(http::field::transfer_encoding) > 0 && message.count(http::field::content_length) > 0) {
+        fail("both Transfer-Encoding and Content-Length");
+        break;
+      }
+    }
+    parser_->wanting = ec == http::error::need_more;
+    if (p.is_done()) {
+      done();
+    } else if (parser_->wanting && offer == rest.size()) {
+      break;
+    } else if (parser_->wanting && n == 0) {
+      fail("a chunk header or trailer section over " + std::to_string(kHeadLimit) + " bytes");
+    }
   }
-  if (progress_ == Progress::complete && !bytes.empty()) extra_ = true;
-  return progress_;
+  return taken;
 }
 
 Http1Response::Progress Http1Response::end_of_stream() {
   if (progress_ != Progress::incomplete) return progress_;
-  if (part_ == Part::until_close) {
-    progress_ = Progress::complete;
-    part_ = Part::done;
-    return progress_;
+  if (!started_) return fail("the connection closed without an answer");
+  if (ResponseParser& p = *parser_->parser; parser_->status_line != 0 && p.is_header_done()) {
+    error_code ec;
+    p.put_eof(ec);  // the end of a body that runs until the close, else a partial message
+    if (!ec && p.is_done()) {
+      done();
+      parser_.reset();
+      return progress_;
+    }
   }
-  return fail(started_ ? "the connection closed in the middle of the answer" : "the connection closed without an answer");
+  return fail("the connection closed in the middle of the answer");
 }
 
 Http1Response::Progress Http1Response::fail(std::string why) {
@@ -89,97 +228,27 @@ Http1Response::Progress Http1Response::fail(std::string why) {
   return progress_ = Progress::malformed;
 }
 
-Http1Response::Progress Http1Response::line(std::string_view text) {
-  switch (part_) {
-    case Part::status_line: {  // HTTP/1.x SSS reason
-      int status = 0;
-      if (text.size() < 12 || text.substr(0, 7) != "HTTP/1." || !std::isdigit(static_cast<unsigned char>(text[7])) || text[8] != ' ' ||
-          std::from_chars(text.data() + 9, text.data() + 12, status).ptr != text.data() + 12 || (text.size() > 12 && text[12] != ' ') ||
-          status < 100) {
-        return fail("not an HTTP/1.x status line: " + printable(text));
-      }
-      status_ = status;
-      http10_ = text[7] == '0';
-      part_ = Part::header;
-      return progress_;
-    }
-    case Part::header: {
-      if (text.empty()) return end_of_head();
-      const std::size_t colon = text.find(':');
-      if (colon == 0 || colon == std::string_view::npos || text.front() == ' ' || text.front() == '\t') {
-        return fail("not a header line: " + printable(text));
-      }
-      const std::string_view name = text.substr(0, colon), value = trim_spaces_and_tabs(text.substr(colon + 1));
-      if (equals_ignoring_case(name, "Content-Length")) {
-        std::uint64_t length = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
-        if (value.empty() || ec != std::errc() || end != value.data() + value.size() || (has_length_ && length != remaining_)) {
-          return fail("a bad Content-Length: " + printable(value));
-        }
-        has_length_ = true;
-        remaining_ = length;
-      } else if (equals_ignoring_case(name, "Transfer-Encoding")) {
-        transfer_coded_ = true;
-        each_token(value, [&](std::string_view coding) { chunked_ = equals_ignoring_case(coding, "chunked"); });  // the last one counts
-      } else if (equals_ignoring_case(name, "Connection")) {
-        each_token(value, [&](std::string_view option) {
-          close_ = close_ || equals_ignoring_case(option, "close");
-          keep_alive_asked_ = keep_alive_asked_ || equals_ignoring_case(option, "keep-alive");
-        });
-      }
-      return progress_;
-    }
-    case Part::chunk_size: {  // hex size [; extensions]
-      const std::string_view digits = trim_spaces_and_tabs(text.substr(0, text.find(';')));
-      std::uint64_t size = 0;
-      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size, 16);
-      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return fail("a bad chunk size");
-      remaining_ = size;
-      part_ = size == 0 ? Part::trailer : Part::chunk_data;
-      return progress_;
-    }
-    case Part::chunk_end:
-      if (!text.empty()) return fail("a chunk longer than its size");
-      part_ = Part::chunk_size;
-      return progress_;
-    case Part::trailer:
-      if (text.empty()) {
-        progress_ = Progress::complete;
-        part_ = Part::done;
-      }
-      return progress_;
-    default:
-      return progress_;  // not reached: the other parts are not line-based
-  }
-}
-
-Http1Response::Progress Http1Response::end_of_head() {
+Http1Response::Progress Http1Response::done() {
+  ResponseParser& p = *parser_->parser;
   if (status_ < 200) {  // an interim answer: the real one follows
     if (status_ == 101) return fail("101 Switching Protocols to a POST");
-    *this = Http1Response{};
-    started_ = true;
+    parser_->next();
+    status_ = 0;
     return progress_;
   }
-  // HTTP/1.0 closes unless it asks to keep alive; "close" wins; framing by Transfer-Encoding in
-  // HTTP/1.0 or beside a Content-Length is suspect: the connection ends after it (RFC 9112 6.3).
-  keep_alive_ = !close_ && (!http10_ || keep_alive_asked_) && !(transfer_coded_ && (http10_ || has_length_));
-  if (status_ == 204 || status_ == 304) {
-    progress_ = Progress::complete;
-    part_ = Part::done;
-  } else if (transfer_coded_) {
-    part_ = chunked_ ? Part::chunk_size : Part::until_close;
-  } else if (has_length_) {
-    part_ = remaining_ == 0 ? Part::done : Part::length;
-    if (remaining_ == 0) progress_ = Progress::complete;
-  } else {
-    part_ = Part::until_close;
+  // HTTP/1.0 closes unless it asks to keep alive, and so does a body that runs until the close
+  // (Beast's keep_alive()); "close" wins in either version; Transfer-Encoding in HTTP/1.0 is
+  // suspect framing: the connection ends after it (RFC 9112 6.1).
+  auto& message = p.get();
+  bool close = false;
+  for (const auto& field : message) {
+    if (field.name() == http::field::connection) {
+      each_token(field.value(), [&](std::string_view option) { close = close || equals_ignoring_case(option, "close"); });
+    }
   }
-  if (part_ == Part::until_close) keep_alive_ = false;
-  return progress_;
-}
-
-void Http1Response::keep(std::string_view data) {
-  if (body_.size() < kBodyKept) body_.append(data.substr(0, kBodyKept - body_.size()));
+  keep_alive_ = p.keep_alive() && !close && !(message.version() == 10 && message.count(http::field::transfer_encoding) > 0);
+  body_ = std::move(message.body());
+  return progress_ = Progress::complete;
 }
 
 }  // namespace deviceshadow::notify
