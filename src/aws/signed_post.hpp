@@ -21,8 +21,8 @@ struct SignedPostOptions {
   std::string service;   // the signing name: "sqs", "sns"
   std::chrono::milliseconds timeout{10000};          // the whole exchange
   std::chrono::milliseconds connect_timeout{10000};  // connecting, within `timeout`
-  // When set and it becomes true, a post in progress gives up within about a second (libcurl's
-  // progress callback) with transport_error "aborted" and maybe_sent.
+  // When set and it becomes true, a post gives up: at once if it has not begun ("aborted",
+  // not sent), else within about a second (libcurl's progress callback; its error, maybe sent).
   const std::atomic<bool>* abort = nullptr;
 };
 

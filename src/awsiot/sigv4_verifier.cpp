@@ -169,12 +169,14 @@ Verification SigV4Verifier::verify(const http::HttpRequest& request, Clock::time
                   "expected AWS4-HMAC-SHA256 Credential=KEY/DATE/REGION/SERVICE/aws4_request, "
                   "SignedHeaders=…, Signature=<64 hex digits>");
   }
-  // Each signed header once, in the order SigV4's canonical form has them: listing one many times
-  // would make the canonical request grow with the square of the request's size.
-  for (std::size_t i = 1; i < auth->signed_headers.size(); ++i) {
-    if (auth->signed_headers[i] <= auth->signed_headers[i - 1]) {
-      return refuse(Refusal::malformed_authorization,
-                    "SignedHeaders must list lowercase header names in ascending order, each once");
+  // Each signed header once: listing one many times would make the canonical request grow with
+  // the square of the request's size. (Their order is the client's: AWS's Java SDK v1 sorts
+  // ignoring case, which puts '_' elsewhere than a byte-wise sort.)
+  {
+    std::vector<std::string_view> names = auth->signed_headers;
+    std::sort(names.begin(), names.end());
+    if (std::adjacent_find(names.begin(), names.end()) != names.end()) {
+      return refuse(Refusal::malformed_authorization, "SignedHeaders must list each header once");
     }
   }
   if (std::find(options_.services.begin(), options_.services.end(), auth->service) == options_.services.end()) {
@@ -223,9 +225,10 @@ Verification SigV4Verifier::verify(const http::HttpRequest& request, Clock::time
   if (CRYPTO_memcmp(expected.data(), auth->signature.data(), expected.size()) != 0) {
     // The canonical request helps a client find what it signed differently; only its start is
     // told, so that a refusal stays small whatever the request.
-    constexpr std::size_t kShown = 1024;
-    std::string detail = "signature does not match; canonical request:\n" + canonical.substr(0, kShown);
-    if (canonical.size() > kShown) detail += "… (" + std::to_string(canonical.size()) + " bytes in all)";
+    std::size_t shown = std::min<std::size_t>(canonical.size(), 1024);
+    while (shown < canonical.size() && (static_cast<unsigned char>(canonical[shown]) & 0xC0) == 0x80) --shown;  // whole characters
+    std::string detail = "signature does not match; canonical request:\n" + canonical.substr(0, shown);
+    if (canonical.size() > shown) detail += "… (" + std::to_string(canonical.size()) + " bytes in all)";
     return refuse(Refusal::signature_mismatch, std::move(detail));
   }
   return {&key->principal, Refusal::none, {}};

@@ -202,7 +202,7 @@ class Dispatcher::Worker {
     {
       std::unique_lock lock(mutex_);
       if (stopped_) return;
-      if (!discard_) store_checkpoint_locked(lock, true);
+      store_checkpoint_locked(lock, true);  // not when discarded
       stopped_ = true;
     }
     stopped_cv_.notify_all();
@@ -311,8 +311,6 @@ class Dispatcher::Worker {
       } catch (const std::exception&) {
         names->thing = names->id;  // unreadable: deliver as it is, on a queue of its own
       }
-      p.bytes = p.event.size();
-      held_bytes_ += p.bytes;
       p.id = names->id;
       p.type = names->type;
       p.thing = names->thing;
@@ -497,7 +495,7 @@ class Dispatcher::Worker {
       }
       // A finished delivery's place is free already: the next ones start before the finished
       // are settled, so that the target waits as little as possible.
-      while (in_flight.size() - finished.size() < concurrency && !ready_.empty()) {
+      while (!stopping_ && in_flight.size() - finished.size() < concurrency && !ready_.empty()) {
         const std::uint64_t tag = ++next_tag;
         std::string key = std::move(ready_.front());
         ready_.pop_front();
@@ -546,18 +544,31 @@ class Dispatcher::Worker {
     p.event = build_event(registration_, *p.entry, target_->max_event_bytes());
   }
 
+  // Builds the event; one that cannot be built becomes a stub naming it and why, for its dead
+  // letter. Returns the error, empty when it was built.
+  std::string build_or_stub(Pending& p) {
+    try {
+      build(p);
+      return {};
+    } catch (const std::exception& e) {
+      json::object stub{{"id", p.id}, {"subject", std::string(p.thing) + '#' + std::string(p.name)}, {"error", e.what()}};
+      p.event = to_json(stub);
+      return e.what();
+    }
+  }
+
   // Starts delivering the event; an event that cannot be built is refused at once, and its
   // dead letter says why.
   std::optional<DeliveryResult> start(std::uint64_t tag, Pending& p) {
+    if (p.event.empty()) {
+      if (std::string why = build_or_stub(p); !why.empty()) {
+        return DeliveryResult{DeliveryResult::Outcome::reject, "cannot deliver the event: " + why};
+      }
+    }
     try {
-      if (p.event.empty()) build(p);
       target_->start(tag, {p.id, p.type, p.thing, p.name, p.event});
       return std::nullopt;
     } catch (const std::exception& e) {
-      if (p.event.empty()) {
-        json::object stub{{"id", p.id}, {"subject", std::string(p.thing) + '#' + std::string(p.name)}, {"error", e.what()}};
-        p.event = to_json(stub);
-      }
       return DeliveryResult{DeliveryResult::Outcome::reject, std::string("cannot deliver the event: ") + e.what()};
     }
   }
@@ -571,6 +582,9 @@ class Dispatcher::Worker {
     const bool cancelled = redriven && !redriving_.contains(std::string(p.id));  // its dead letter was deleted
     if (!cancelled && !p.stored && !discard_) {
       if (!p.settled) {  // else: its outcome is known and was not stored yet
+        // Abandoned as the worker stops (Target::abandon): not an attempt; the next worker sends
+        // it again (the checkpoint stays before it).
+        if (stopping_ && result.outcome == Outcome::retry) return;
         if (result.outcome != Outcome::delivered) {
           ++status_.failed;
           status_.last_error = result.error;
@@ -662,6 +676,9 @@ class Dispatcher::Worker {
       }
     }
     if (expired.empty()) return;
+    // Feed entries first, then redriven dead letters: each group is stored in one call, and only
+    // what was stored is marked (a failure leaves the rest to the next sweep).
+    std::stable_partition(expired.begin(), expired.end(), [](const Pending* p) { return p->seq != 0; });
     const std::string reason =
         spill ? "spilled: the registration fell behind by more than the change feed holds in memory (redrive it)"
               : expired_reason();
@@ -670,29 +687,25 @@ class Dispatcher::Worker {
     std::vector<DeadLetter> letters, redriven;  // new dead letters; redriven ones stored again
     letters.reserve(expired.size());
     for (Pending* p : expired) {
-      if (p->event.empty()) {
-        try {
-          build(*p);
-        } catch (const std::exception& e) {
-          json::object stub{{"id", p->id}, {"subject", std::string(p->thing) + '#' + std::string(p->name)}, {"error", e.what()}};
-          p->event = to_json(stub);
-        }
-      }
+      if (p->event.empty()) build_or_stub(*p);
       (p->seq ? letters : redriven)
           .push_back({registration_.id, std::string(p->id), p->event, p->prior_attempts + p->attempts, reason, now});
     }
-    bool stored = false;
+    std::size_t stored = 0;  // of `expired`, from the front
     if (!discard) {
       try {
+        const std::size_t new_ones = letters.size();
         store_dead_letters(std::move(letters), false);
+        stored = new_ones;
         store_dead_letters(std::move(redriven), true);
-        stored = true;
-      } catch (const std::exception& e) {  // tried again at the next sweep
+        stored = expired.size();
+      } catch (const std::exception& e) {  // the rest is tried again at the next sweep
         log_(true, "storing expired events as dead letters failed", {{"registration", registration_.id}, {"error", e.what()}});
       }
     }
     lock.lock();
-    if (!stored) return;
+    if (stored == 0) return;
+    expired.resize(stored);
     const bool had_room = has_room();
     for (Pending* p : expired) {
       p->stored = true;
@@ -750,7 +763,9 @@ class Dispatcher::Worker {
   bool stopped_ = false;  // finish_stop() is done
   std::condition_variable stopped_cv_;
   bool spill_requested_ = false;
-  std::size_t held_bytes_ = 0;                   // of the Pending in shadows_ (FeedItem text, redriven events)
+  // Of the feed entries held in shadows_ (redriven dead letters are bounded by `window` per
+  // redrive and do not count: they must never keep the worker from taking feed entries).
+  std::size_t held_bytes_ = 0;
   std::uint64_t read_pos_;                       // the last feed seq read
   std::uint64_t stored_checkpoint_;
   Clock::time_point last_checkpoint_{};

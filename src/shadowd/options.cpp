@@ -20,8 +20,9 @@ std::uint64_t whole_number(std::string_view text, std::uint64_t min, std::uint64
   std::uint64_t n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   const std::string range = "(" + std::to_string(min) + "-" + std::to_string(max) + ")";
-  if (text.empty() || text.front() == '-' || text.front() == '+' || (ec != std::errc() && ec != std::errc::result_out_of_range) ||
-      end != text.data() + text.size()) {
+  // No sign, and no leading zero: CLI11 would read "010" as octal.
+  if (text.empty() || text.front() == '-' || text.front() == '+' || (text.size() > 1 && text.front() == '0') ||
+      (ec != std::errc() && ec != std::errc::result_out_of_range) || end != text.data() + text.size()) {
     throw std::invalid_argument("'" + std::string(text) + "' is not a whole number " + range);
   }
   if (ec == std::errc::result_out_of_range || n < min || n > max) {
@@ -216,9 +217,9 @@ Command parse_command_line(int argc, const char* const* argv) {
                  "not in each write's transaction)")
       ->envname(env("HISTORY"))->check(CLI::IsMember({"true", "false", "stream"}))->capture_default_str();
   app.add_option("--history-retention", s.history_retention, "how long history events are kept")
-      ->envname(env("HISTORY_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+      ->envname(env("HISTORY_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(0)))->capture_default_str();
   app.add_option("--tombstone-retention", s.tombstone_retention, "how long deleted sections keep their version")
-      ->envname(env("TOMBSTONE_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+      ->envname(env("TOMBSTONE_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(0)))->capture_default_str();
   app.add_option("--purge-interval", s.purge_interval, "how often expired tombstones, history and dead letters are dropped")
       ->envname(env("PURGE_INTERVAL"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
   app.add_option("--max-attempts", s.max_attempts, "read-merge-write attempts of an unpinned write")

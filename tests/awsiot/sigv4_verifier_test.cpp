@@ -410,19 +410,24 @@ TEST(SigV4Verifier, RefusesAMalformedQueryEscape) {
 }
 
 // A 15 KB request naming one header thousands of times in SignedHeaders used to make an 11 MB
-// canonical request, echoed in the 403 and the log. Names must be ascending and each once.
-TEST(SigV4Verifier, RefusesRepeatedOrUnsortedSignedHeaders) {
+// canonical request, echoed in the 403 and the log. Each name must come once.
+TEST(SigV4Verifier, RefusesRepeatedSignedHeaders) {
   const std::string good = signed_request().authorization;
   const std::string head = good.substr(0, good.find("SignedHeaders=") + 14);
   const std::string tail = good.substr(good.find(", Signature="));
-  for (const std::string& names : {std::string("host;host;x-amz-date"), std::string("x-amz-date;host"),
+  for (const std::string& names : {std::string("host;host;x-amz-date"), std::string("x-amz-date;host;x-amz-date"),
                                    std::string("content-type;host;x-amz-date;x-amz-date")}) {
     srv::HttpRequest r = signed_request();
     set_header(r, "Authorization", head + names + tail);
     const awsiot::Verification v = botocore_verifier().verify(r, kSignedAt);
     EXPECT_EQ(v.refusal, Refusal::malformed_authorization) << names;
-    EXPECT_NE(v.detail.find("ascending order, each once"), std::string::npos) << v.detail;
+    EXPECT_NE(v.detail.find("each header once"), std::string::npos) << v.detail;
   }
+  // Another order is the client's to choose (AWS's Java SDK v1 sorts ignoring case): only the
+  // signature decides then.
+  srv::HttpRequest r = signed_request();
+  set_header(r, "Authorization", head + "x-amz-date;host;content-type" + tail);
+  EXPECT_EQ(refusal_of(r), Refusal::signature_mismatch);
 }
 
 TEST(SigV4Verifier, ARefusalStaysSmallWhateverTheRequestsSize) {

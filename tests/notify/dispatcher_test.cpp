@@ -23,6 +23,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 namespace ds = deviceshadow;
 namespace notify = deviceshadow::notify;
@@ -793,6 +794,69 @@ TEST_P(DispatcherTest, StoppingATargetNeverWaitsOnItsNetwork) {
   ASSERT_TRUE(eventually([&] { return targets.delivered("fine").size() == 2; })) << "others go on";
   EXPECT_TRUE(d.remove("blocked"));
   EXPECT_TRUE(abandoned.load());
+}
+
+// A target whose call in progress is aborted when abandoned and reported as a retry (as the SQS
+// and SNS targets' libcurl calls are).
+class AbortingTarget final : public notify::Target {
+ public:
+  explicit AbortingTarget(std::atomic<int>& started) : started_(started) {}
+  void start(std::uint64_t tag, const notify::Delivery&) override {
+    ++started_;
+    tags_.push_back(tag);
+  }
+  void run(std::chrono::milliseconds timeout, const Done& done) override {
+    std::unique_lock lock(mutex_);
+    if (tags_.empty()) {  // nothing in flight: wait as asked
+      cv_.wait_for(lock, timeout, [&] { return std::exchange(woken_, false) || abandoned_; });
+      return;
+    }
+    cv_.wait_for(lock, std::chrono::seconds(20), [&] { return abandoned_; });  // a call that only abandon() ends
+    lock.unlock();
+    for (std::uint64_t tag : std::exchange(tags_, {})) done(tag, {Outcome::retry, "aborted"});
+  }
+  void wake() override {
+    {
+      std::lock_guard lock(mutex_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+  }
+  void abandon() override {
+    {
+      std::lock_guard lock(mutex_);
+      abandoned_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::atomic<int>& started_;
+  std::vector<std::uint64_t> tags_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+  bool abandoned_ = false;
+};
+
+// An attempt abandoned because its worker stops is no failed attempt: with maxAttempts 1 the
+// event is not dead-lettered but sent again by the next worker.
+TEST_P(DispatcherTest, AnAttemptAbandonedAsTheWorkerStopsIsNotAFailure) {
+  dispatcher.reset();
+  std::atomic<int> started{0};
+  std::atomic<int> built{0};
+  auto scripted = targets.factory();
+  notify::Dispatcher d(*engine, fast_options(), [&](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
+    if (built++ == 0) return std::make_unique<AbortingTarget>(started);
+    return scripted(r);
+  });
+  d.put("r", hook(R"(,"maxAttempts":1)"));
+  report(*engine, "t", "main", 1);
+  ASSERT_TRUE(eventually([&] { return started.load() == 1; }));
+  d.put("r", hook(R"(,"maxAttempts":1,"match":"t#.*")"));  // replaced: the call in progress is aborted
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 1; })) << "sent again by the next worker";
+  EXPECT_TRUE(store->dead_letters("r", "", 10).empty());
+  EXPECT_EQ(d.status("r")->failed, 0u);
 }
 
 // On DynamoDB the feed is the table's stream, held in memory: each shard reader keeps at most

@@ -69,6 +69,9 @@ TEST(Options, NumbersAreWholeAndInRange) {
   expect_refused({"--read-timeout-ms", "-1"}, "--read-timeout-ms: '-1' is not a whole number (1-3600000)");
   expect_refused({"--idle-timeout-ms", "-1"}, "--idle-timeout-ms: '-1' is not a whole number (1-3600000)");
   expect_refused({"--notify-nice", "20"}, "--notify-nice: 20 is out of range (0-19)");
+  // CLI11 reads a leading zero as octal: refused rather than read as another number.
+  expect_refused({"--notify-nice", "010"}, "--notify-nice: '010' is not a whole number (0-19)");
+  EXPECT_EQ(parse({"--notify-nice", "0"}).command.options.notify_nice, 0);
   expect_refused({"--max-dead-letters", "0"}, "--max-dead-letters: 0 is out of range (1-100000000)");
   expect_refused({"--max-registrations", "0"}, "--max-registrations: 0 is out of range (1-100000)");
   EXPECT_EQ(parse({}).command.options.max_registrations, 100u);
