@@ -20,10 +20,9 @@ import tempfile
 import time
 import urllib.request
 
+from proc import status_mb
 
-def rss_peak_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+
 
 
 class Shadowd:
@@ -99,14 +98,14 @@ def main():
         s.stop()
         fill(f"{data}/shadows.db", "r", a.big, a.event_bytes)
         s = Shadowd(a.shadowd, data)
-        before = rss_peak_mb(s.proc.pid)
+        before = status_mb(s.proc.pid, "VmHWM")
         started = time.perf_counter()
         body = s.call("GET", "/v1/registrations/r/dead-letters?limit=1000")
         seconds = time.perf_counter() - started
         page = json.loads(body)
         print(f"page of {a.big} letters of {a.event_bytes} bytes: {len(body)} bytes, "
               f"{len(page['deadLetters'])} letters, cursor {'yes' if 'cursor' in page else 'no'}, {seconds:.3f} s, "
-              f"peak RSS {before:.1f} -> {rss_peak_mb(s.proc.pid):.1f} MiB")
+              f"peak RSS {before:.1f} -> {status_mb(s.proc.pid, 'VmHWM'):.1f} MiB")
         s.stop()
     finally:
         shutil.rmtree(data, ignore_errors=True)

@@ -28,18 +28,11 @@ import threading
 import time
 import urllib.request
 
+from proc import cpu_seconds, rss_mb
+
 ACCESS_KEY, SECRET = "AKIABENCHEXAMPLE", "bench-secret"
 
 
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:")) / 1024
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Shadowd:

@@ -20,20 +20,13 @@ import tempfile
 import time
 import urllib.request
 
+from proc import cpu_seconds, rss_mb
+
 READ_TIMEOUT_MS = 3000
 IDLE_TIMEOUT_MS = 20000
 MAX_CONNECTIONS = 2000
 
 
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:")) / 1024
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wrk(url, seconds):
