@@ -1,6 +1,7 @@
 // Percent-encoding of URI components (RFC 3986 §2.1).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,5 +13,8 @@ std::string percent_encode(std::string_view s, std::string_view keep = "");
 // Decodes "%XX" (and '+' as a space when plus_is_space, as in query strings). Throws
 // Error(invalid_request) for a malformed escape.
 std::string percent_decode(std::string_view s, bool plus_is_space);
+
+// The port of a URL's authority: decimal digits only, 1 to 65535; nullopt otherwise.
+std::optional<int> parse_port(std::string_view text) noexcept;
 
 }  // namespace deviceshadow

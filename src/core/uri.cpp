@@ -2,6 +2,8 @@
 
 #include "deviceshadow/error.hpp"
 
+#include <charconv>
+
 namespace deviceshadow {
 namespace {
 
@@ -50,6 +52,13 @@ std::string percent_decode(std::string_view s, bool plus_is_space) {
     }
   }
   return out;
+}
+
+std::optional<int> parse_port(std::string_view text) noexcept {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 65535) return std::nullopt;
+  return n;
 }
 
 }  // namespace deviceshadow

@@ -1,4 +1,5 @@
-// The only translation unit that includes Boost.Beast and Boost.Asio.
+// The only translation unit that includes Boost.Asio and Beast's server side (the webhook
+// client's http1.cpp includes Beast's response parser alone).
 #include "http/server.hpp"
 
 #include <boost/asio.hpp>
@@ -171,11 +172,18 @@ class Session : public std::enable_shared_from_this<Session> {
     if (chunked_bytes_ > server_.options.max_body_bytes) ec = bhttp::error::body_limit;
   }
 
+  // The service of the request being read, by its target: "" when the request line was not
+  // read. The line may have been read even when the headers were not (Beast checks a
+  // Content-Length over the body limit while it reads them).
+  void choose_service() {
+    const auto target = parser_->get().target();
+    service_ = &server_.router(std::string_view(target.data(), target.size()));
+  }
+
   void on_header(beast::error_code ec) {
     if (ec) return on_error(ec);
     idle_ = false;
-    const auto target = parser_->get().target();
-    service_ = &server_.router(std::string_view(target.data(), target.size()));
+    choose_service();
     if (std::string why = ambiguous_framing(parser_->get()); !why.empty()) {
       return reject(400, "malformed HTTP request: " + why);
     }
@@ -215,10 +223,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_error(beast::error_code ec) {
     const auto& limits = server_.options;
-    // The request line may have been read even when the headers were not (Beast checks a
-    // Content-Length over the body limit while it reads them): route by whatever target there is.
-    const auto target = parser_->get().target();
-    service_ = &server_.router(std::string_view(target.data(), target.size()));
+    choose_service();
     if (ec == bhttp::error::body_limit) return reject(413, "request body exceeds " + std::to_string(limits.max_body_bytes) + " bytes");
     if (ec == bhttp::error::header_limit) return reject(431, "request headers too large");
     if (ec == bhttp::error::buffer_overflow) {

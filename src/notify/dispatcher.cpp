@@ -83,10 +83,6 @@ void for_each_dead_letter(Store& store, std::string_view registration, const std
   }
 }
 
-std::uint64_t count_dead_letters(Store& store, std::string_view registration) {
-  return store.count_dead_letters(registration);  // their events are not read
-}
-
 // When a dead letter that failed at `failed_ns` expires (saturating).
 std::int64_t dead_letter_expiry(std::int64_t failed_ns, std::chrono::seconds retention) {
   constexpr std::int64_t kNanos = 1'000'000'000;
@@ -170,7 +166,7 @@ class Dispatcher::Worker {
         status_(std::move(counters)),
         predecessor_(std::move(predecessor)) {
     status_.id = registration_.id;
-    status_.dead_letters = count_dead_letters(store_, registration_.id);
+    status_.dead_letters = store_.count_dead_letters(registration_.id);
     sender_ = std::thread([this] {
       lower_priority(options_.nice);
       take_over_from_predecessor();
@@ -276,14 +272,14 @@ class Dispatcher::Worker {
   // How long ago the oldest event it holds was written (zero when it holds none).
   std::chrono::nanoseconds oldest_age() const {
     std::lock_guard lock(mutex_);
-    return std::chrono::nanoseconds(open_.empty() ? 0 : std::max<std::int64_t>(0, now_ns() - open_.oldest_written_ns()));
+    return oldest_age_locked();
   }
 
   RegistrationStatus status(std::uint64_t feed_end) const {
     std::lock_guard lock(mutex_);
     RegistrationStatus s = status_;
     s.pending = open_.size() + (feed_end > read_pos_ ? feed_end - read_pos_ : 0);
-    if (!open_.empty()) s.lag_seconds = std::max<double>(0, (now_ns() - open_.oldest_written_ns()) / 1e9);
+    s.lag_seconds = std::chrono::duration<double>(oldest_age_locked()).count();
     return s;
   }
 
@@ -363,7 +359,7 @@ class Dispatcher::Worker {
       recount = stored + adding > max && Clock::now() - counted_at_ >= options_.dead_letter_recount;
     }
     if (recount) {
-      stored = count_dead_letters(store_, registration_.id);
+      stored = store_.count_dead_letters(registration_.id);
       std::lock_guard lock(mutex_);
       counted_at_ = Clock::now();
       status_.dead_letters = stored;
@@ -501,7 +497,7 @@ class Dispatcher::Worker {
         ready_.pop_front();
         Pending& p = shadows_.at(key).events.front();  // stable until finish() pops it
         in_flight.emplace_back(tag, key);
-        if (p.settled || (p.seq == 0 && !redriving_.contains(std::string(p.id)))) {  // store it again, or cancelled
+        if (p.settled || cancelled_redrive(p)) {  // store it again, or cancelled
           finished.emplace_back(tag, p.settled.value_or(DeliveryResult{}));
           continue;
         }
@@ -579,7 +575,7 @@ class Dispatcher::Worker {
   void finish(const std::string& key, Pending& p, DeliveryResult result, std::unique_lock<std::mutex>& lock) {
     using Outcome = DeliveryResult::Outcome;
     const bool redriven = p.seq == 0;
-    const bool cancelled = redriven && !redriving_.contains(std::string(p.id));  // its dead letter was deleted
+    const bool cancelled = cancelled_redrive(p);
     if (!cancelled && !p.stored && !discard_) {
       if (!p.settled) {  // else: its outcome is known and was not stored yet
         // Abandoned as the worker stops (Target::abandon): not an attempt; the next worker sends
@@ -651,6 +647,14 @@ class Dispatcher::Worker {
            " s) of its write";
   }
 
+  // A redriven dead letter whose letter was deleted meanwhile: it is not sent. Requires mutex_.
+  bool cancelled_redrive(const Pending& p) const { return p.seq == 0 && !redriving_.contains(std::string(p.id)); }
+
+  // The age of the oldest event held (zero when none). Requires mutex_.
+  std::chrono::nanoseconds oldest_age_locked() const {
+    return std::chrono::nanoseconds(open_.empty() ? 0 : std::max<std::int64_t>(0, now_ns() - open_.oldest_written_ns()));
+  }
+
   // Whether the window has room for a page: entries and bytes. Requires mutex_.
   bool has_room() const {
     return options_.window - open_.size() >= room_wanted() && held_bytes_ < options_.window_bytes;
@@ -671,7 +675,7 @@ class Dispatcher::Worker {
       for (Pending& p : shadow.events) {
         if (p.written_ns >= cutoff) break;  // a shadow's queue is in write order
         if (p.stored || p.settled || (p.in_flight && !spill)) continue;
-        if (p.seq == 0 && !redriving_.contains(std::string(p.id))) continue;  // a cancelled redrive
+        if (cancelled_redrive(p)) continue;
         expired.push_back(&p);
       }
     }
@@ -1215,7 +1219,7 @@ std::optional<RegistrationStatus> Dispatcher::status(std::string_view id) const 
   if (it->second.worker) return it->second.worker->status(feed_->end());
   RegistrationStatus s;
   s.id = it->first;
-  s.dead_letters = count_dead_letters(store_, id);
+  s.dead_letters = store_.count_dead_letters(id);
   if (it->second.fault) s.last_error = "not running: " + *it->second.fault;
   return s;
 }

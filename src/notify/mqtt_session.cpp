@@ -5,7 +5,6 @@
 
 #include <mosquitto.h>
 
-#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <random>
@@ -190,12 +189,9 @@ MqttBroker parse_mqtt_broker(std::string_view url) {
   if (host.empty()) throw std::invalid_argument("no host in " + std::string(url));
   MqttBroker broker{std::string(host), 1883};
   if (port) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
-    if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 || n > 65535) {
-      throw std::invalid_argument("port '" + std::string(*port) + "' is out of range (1-65535) in " + std::string(url));
-    }
-    broker.port = n;
+    const std::optional<int> n = parse_port(*port);
+    if (!n) throw std::invalid_argument("port '" + std::string(*port) + "' is out of range (1-65535) in " + std::string(url));
+    broker.port = *n;
   }
   return broker;
 }

@@ -2,13 +2,13 @@
 
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
+#include "deviceshadow/uri.hpp"
 #include "notify/mqtt_session.hpp"
 
 #include <re2/re2.h>
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <initializer_list>
 #include <type_traits>
 
@@ -75,9 +75,7 @@ void check_url(const std::string& url, std::initializer_list<std::string_view> s
   const std::size_t port_colon = host_port.rfind(':');
   if (port_colon != std::string_view::npos && (bracket == std::string_view::npos || port_colon > bracket)) {
     const std::string_view port = host_port.substr(port_colon + 1);
-    unsigned n = 0;
-    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
-    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 || n > 65535) {
+    if (!parse_port(port)) {
       throw Error::invalid_request(field + ": port '" + std::string(port) + "' is out of range (1-65535)", field);
     }
   }

@@ -48,8 +48,7 @@ ds::DynamoDbOptions dynamodb_options(const Settings& s, std::string table) {
   return o;
 }
 
-std::unique_ptr<ds::Store> open_store(const Settings& s) {
-  const ds::shadowd::StoreSpec spec = ds::shadowd::parse_store(s.store);
+std::unique_ptr<ds::Store> open_store(const Settings& s, const ds::shadowd::StoreSpec& spec) {
   switch (spec.kind) {
     case ds::shadowd::StoreKind::memory:
       return ds::make_memory_store();
@@ -135,7 +134,8 @@ int serve(const Settings& s) {
   options.max_attempts = s.max_attempts;
   options.cache_entries = s.cache_entries;
   options.max_page_bytes = s.max_page_bytes;
-  const bool on_dynamodb = s.store.rfind("dynamodb:", 0) == 0;
+  const ds::shadowd::StoreSpec store_spec = ds::shadowd::parse_store(s.store);
+  const bool on_dynamodb = store_spec.kind == ds::shadowd::StoreKind::dynamodb;
   const auto purge_every = parse_duration(s.purge_interval);
 
   std::optional<srv::Authenticator> auth;
@@ -156,7 +156,7 @@ int serve(const Settings& s) {
   }
   ds::validate_shadow_name(s.aws_classic_shadow);
 
-  std::unique_ptr<ds::Store> store = open_store(s);
+  std::unique_ptr<ds::Store> store = open_store(s, store_spec);
   // From here SIGINT/SIGTERM wait for the server's run() (until now they end the process).
   srv::block_shutdown_signals();
   srv::Metrics metrics;
@@ -170,7 +170,7 @@ int serve(const Settings& s) {
   // shards with the other shadowd on the table.
   std::unique_ptr<notify::stream::StreamService> stream;
   if (on_dynamodb) {
-    const ds::DynamoDbOptions table = dynamodb_options(s, s.store.substr(9));
+    const ds::DynamoDbOptions table = dynamodb_options(s, store_spec.location);
     notify::stream::StreamServiceOptions o;
     o.lease_timeout = parse_duration(s.stream_lease_timeout);
     std::optional<std::string> arn;
