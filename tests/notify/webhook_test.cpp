@@ -159,9 +159,9 @@ class ClosingReceiver {
           request.append(chunk, static_cast<std::size_t>(got));
         }
         const std::string reply = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n";
+        ++answered;  // before the reply: the client may read `answered` as soon as the reply arrives
         [[maybe_unused]] const auto put = ::write(c, reply.data(), reply.size());
         ::close(c);
-        ++answered;
       }
     });
   }
