@@ -161,7 +161,7 @@ class Receiver {
   std::thread thread_;
 };
 
-std::unique_ptr<ds::Store> open_store(const std::filesystem::path& dir, bool durable) {
+std::unique_ptr<ds::StoreBackend> open_store(const std::filesystem::path& dir, bool durable) {
   ds::SqliteOptions o;
   o.path = (dir / "shadows.db").string();
   o.durable = durable;
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
       std::filesystem::create_directories(dir);
       auto store = open_store(dir, std::getenv("BENCH_NONDURABLE") == nullptr);
       ds::Engine engine(*store);
-      notify::Dispatcher dispatcher(engine, options);
+      notify::Dispatcher dispatcher(engine, *store, options);
       for (int r = 0; with && r < registrations; ++r) dispatcher.put("r" + std::to_string(r), webhook(receiver.url()));
       receiver.received = 0;
       const double cpu = cpu_seconds();
@@ -315,12 +315,12 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     auto store = open_store(dir, false);
     ds::Engine engine(*store);
-    { notify::Dispatcher(engine, options).put("drain", webhook(receiver.url())); }
+    { notify::Dispatcher(engine, *store, options).put("drain", webhook(receiver.url())); }
     fill(engine, drain, 16);
     receiver.received = 0;
     auto start = Clock::now();
     const double cpu = cpu_seconds();
-    notify::Dispatcher dispatcher(engine, options);
+    notify::Dispatcher dispatcher(engine, *store, options);
     wait_for([&] { return receiver.received.load() >= static_cast<std::uint64_t>(drain); }, 600);
     const double events = static_cast<double>(receiver.received.load());
     const double rate = events / std::chrono::duration<double>(Clock::now() - start).count();
@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     auto store = open_store(dir, true);
     ds::Engine engine(*store);
-    notify::Dispatcher dispatcher(engine, options);
+    notify::Dispatcher dispatcher(engine, *store, options);
     dispatcher.put("latency", webhook(receiver.url()));
     receiver.measure = true;
     receiver.received = 0;
@@ -357,11 +357,11 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     auto store = open_store(dir, false);
     ds::Engine engine(*store);
-    { notify::Dispatcher(engine, options).put("down", webhook(receiver.url())); }
+    { notify::Dispatcher(engine, *store, options).put("down", webhook(receiver.url())); }
     fill(engine, backlog, 16);
     receiver.status = 503;
     const long before = rss_kib();
-    notify::Dispatcher dispatcher(engine, options);
+    notify::Dispatcher dispatcher(engine, *store, options);
     std::this_thread::sleep_for(std::chrono::seconds(10));
     const long after = rss_kib();
     auto st = *dispatcher.status("down");

@@ -106,13 +106,13 @@ double drain(const std::filesystem::path& dir, const std::string& target, long n
   auto store = ds::open_sqlite_store(o);
   ds::Engine engine(*store);
   const std::string registration = R"({"sections":"reported","maxAttempts":1000,"target":)" + target + "}";
-  { notify::Dispatcher(engine, options).put("bench", registration); }
+  { notify::Dispatcher(engine, *store, options).put("bench", registration); }
   fill(engine, n);
   CALLGRIND_START_INSTRUMENTATION;  // no-ops outside callgrind: the drain is dumped alone
   CALLGRIND_ZERO_STATS;
   const Usage usage;
   const auto start = Clock::now();
-  notify::Dispatcher dispatcher(engine, options);
+  notify::Dispatcher dispatcher(engine, *store, options);
   while (dispatcher.status("bench")->delivered < static_cast<std::uint64_t>(n)) {
     if (since(start) > 600 * (RUNNING_ON_VALGRIND ? 50 : 1)) {
       std::fprintf(stderr, "drain: gave up; %s\n", dispatcher.status("bench")->last_error.value_or("").c_str());

@@ -1,5 +1,5 @@
-// The scale-out Store: one Amazon DynamoDB table in a single-table design (docs/storage.md has
-// every item kind, its attributes and the conditions of each write).
+// The scale-out store (Store and DeliveryStore): one Amazon DynamoDB table in a single-table
+// design (docs/storage.md has every item kind, its attributes and the conditions of each write).
 //
 // | item                | PK                  | SK                                  |
 // |---------------------|---------------------|-------------------------------------|
@@ -13,7 +13,7 @@
 // TransactWriteItems. Reads are strongly consistent. Thread-safe.
 #pragma once
 
-#include "deviceshadow/store.hpp"
+#include "deviceshadow/store_backend.hpp"
 
 #include <chrono>
 #include <memory>
@@ -36,7 +36,7 @@ struct DynamoDbOptions {
 };
 
 // Throws Error(unavailable) without credentials.
-std::unique_ptr<Store> open_dynamodb_store(const DynamoDbOptions& options);
+std::unique_ptr<StoreBackend> open_dynamodb_store(const DynamoDbOptions& options);
 
 // Creates the table: on-demand billing, PK/SK, GSI1 (GSI1PK, GSI1SK), TTL on `ttl`, and a
 // stream NEW_AND_OLD_IMAGES unless with_stream is false (tests: DynamoDB Local slows down as

@@ -140,7 +140,7 @@ struct WriteNotice {
 // Follows the writes stored through an engine in this process (the MQTT bridge announces them to
 // devices). Told on the writing thread after each stored write, while that shadow's other writers
 // in this process wait, so one shadow's writes are told in version order. Nothing durable:
-// notifications read the change feed (Store::read_feed, or a DynamoDB table's stream).
+// notifications read the change feed (DeliveryStore::read_feed, or a DynamoDB table's stream).
 class WriteListener {
  public:
   virtual ~WriteListener() = default;

@@ -1,4 +1,4 @@
-// The embedded default Store: one SQLite database file in WAL mode.
+// The embedded default store (Store and DeliveryStore): one SQLite database file in WAL mode.
 //
 // Writes go through a single writer thread that commits whatever writes are queued together
 // in one transaction (group commit), each in its own savepoint, so a failed condition rolls
@@ -7,7 +7,7 @@
 // and migrated at open.
 #pragma once
 
-#include "deviceshadow/store.hpp"
+#include "deviceshadow/store_backend.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -32,7 +32,7 @@ struct SqliteOptions {
 
 // Opens (creating or migrating) the database. Throws Error(unavailable) if it cannot, or if
 // its schema is newer than this build understands.
-std::unique_ptr<Store> open_sqlite_store(const SqliteOptions& options);
+std::unique_ptr<StoreBackend> open_sqlite_store(const SqliteOptions& options);
 
 // The schema version this build writes.
 inline constexpr int kSqliteSchemaVersion = 5;

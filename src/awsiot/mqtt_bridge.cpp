@@ -247,8 +247,9 @@ std::vector<MqttMessage> ShadowTopics::announce(const WriteNotice& write) const 
   return out;
 }
 
-MqttBridge::MqttBridge(Engine& engine, http::Logger& logger, MqttBridgeOptions options)
+MqttBridge::MqttBridge(Engine& engine, DeliveryStore& claims, http::Logger& logger, MqttBridgeOptions options)
     : engine_(engine),
+      claims_(claims),
       topics_(engine, options.classic_shadow, options.acknowledge),
       logger_(logger),
       options_(std::move(options)),
@@ -406,7 +407,7 @@ bool MqttBridge::claim(const QueuedRequest& request) {
   identity += '\0';
   identity += request.payload;
   try {
-    if (engine_.store().claim(aws::hex_sha256(identity), owner_, now, now + window)) return true;
+    if (claims_.claim(aws::hex_sha256(identity), owner_, now, now + window)) return true;
     ++stats_.claimed_elsewhere;
     return false;
   } catch (const std::exception& e) {

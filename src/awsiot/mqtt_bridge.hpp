@@ -6,7 +6,7 @@
 // accepted update …/update/documents and, when there is one to announce, …/update/delta. Writes
 // made through REST are announced the same way (update/accepted, delta, documents, or
 // delete/accepted), as the engine's write listener. With several shadowd on one store, each
-// request is served by the one that claims it first (Store::claim).
+// request is served by the one that claims it first (DeliveryStore::claim).
 // Names are percent-encoded in topic levels ('/', '+', '#', '%', NUL), as the MQTT notification
 // target writes them.
 //
@@ -27,6 +27,7 @@
 #pragma once
 
 #include "awsiot/fair_queue.hpp"
+#include "deviceshadow/delivery_store.hpp"
 #include "deviceshadow/engine.hpp"
 #include "http/log.hpp"
 
@@ -109,7 +110,7 @@ struct MqttBridgeOptions {
   // REST writes waiting to be announced (while the broker is away); beyond it the oldest are
   // dropped and counted.
   std::size_t max_announcements = 10000;
-  // A request is served by the shadowd that claims it (Store::claim of its topic and payload)
+  // A request is served by the shadowd that claims it (DeliveryStore::claim of its topic and payload)
   // for this long; 0 serves every request without claiming (one shadowd per broker).
   std::chrono::milliseconds claim_window{0};
 };
@@ -139,7 +140,8 @@ struct MqttBridgeStats {
 // of the engine's writes: make it before writes begin, and destroy it after they end.
 class MqttBridge final : private WriteListener {
  public:
-  MqttBridge(Engine& engine, http::Logger& logger, MqttBridgeOptions options);
+  // `claims`: where requests are claimed (the delivery half of the engine's store).
+  MqttBridge(Engine& engine, DeliveryStore& claims, http::Logger& logger, MqttBridgeOptions options);
   ~MqttBridge();
   MqttBridge(const MqttBridge&) = delete;
   MqttBridge& operator=(const MqttBridge&) = delete;
@@ -181,6 +183,7 @@ class MqttBridge final : private WriteListener {
   void announce_writes();
 
   Engine& engine_;
+  DeliveryStore& claims_;
   ShadowTopics topics_;
   http::Logger& logger_;
   MqttBridgeOptions options_;

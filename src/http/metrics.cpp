@@ -115,6 +115,9 @@ std::size_t MeteredStore::purge(std::int64_t now_ns) {
   return timed("purge", [&] { return inner_.purge(now_ns); });
 }
 
+std::size_t MeteredStore::purge_dead_letters(std::int64_t now_ns) {
+  return timed("purge_dead_letters", [&] { return inner_.purge_dead_letters(now_ns); });
+}
 bool MeteredStore::claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) {
   return timed("claim", [&] { return inner_.claim(id, owner, now_ns, expires_ns); });
 }

@@ -6,7 +6,7 @@
 
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/histogram.hpp"
-#include "deviceshadow/store.hpp"
+#include "deviceshadow/store_backend.hpp"
 #include "http/server.hpp"
 
 #include <atomic>
@@ -49,10 +49,11 @@ class Metrics {
 // The method's label: itself when it is one the server knows of, else "other".
 std::string_view method_label(std::string_view method);
 
-// A Store that forwards to another and records each operation's latency.
-class MeteredStore final : public Store {
+// A backend's store that forwards to another and records the latency of each shadow operation,
+// and of claims and purges among the delivery ones.
+class MeteredStore final : public StoreBackend {
  public:
-  MeteredStore(Store& inner, Metrics& metrics) : inner_(inner), metrics_(metrics) {}
+  MeteredStore(StoreBackend& inner, Metrics& metrics) : inner_(inner), metrics_(metrics) {}
   std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override;
   void write(const ShadowWrite& write) override;
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after, std::size_t limit) override;
@@ -60,8 +61,11 @@ class MeteredStore final : public Store {
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
   void append_history(std::span<const ShadowHistoryEvent> events) override;
   std::size_t purge(std::int64_t now_ns) override;
-  bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override;
   std::optional<std::string> unready() override { return inner_.unready(); }
+  bool shares_versions() const override { return inner_.shares_versions(); }
+
+  bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override;
+  std::size_t purge_dead_letters(std::int64_t now_ns) override;
   void put_registration(const RegistrationRecord& r) override { inner_.put_registration(r); }
   std::vector<RegistrationRecord> list_registrations() override { return inner_.list_registrations(); }
   bool remove_registration(std::string_view id) override { return inner_.remove_registration(id); }
@@ -79,12 +83,11 @@ class MeteredStore final : public Store {
   void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
   std::uint64_t feed_end() override { return inner_.feed_end(); }
   void set_feed_listener(std::function<void()> listener) override { inner_.set_feed_listener(std::move(listener)); }
-  bool shares_versions() const override { return inner_.shares_versions(); }
 
  private:
   template <class F>
   auto timed(std::string_view operation, F&& f);
-  Store& inner_;
+  StoreBackend& inner_;
   Metrics& metrics_;
 };
 

@@ -69,7 +69,7 @@ void lower_priority(int nice) {
 
 // Calls `each` on the registration's dead letters in id order, reading a page at a time,
 // until it returns false. `each` may move from the letter it is given.
-void for_each_dead_letter(Store& store, std::string_view registration, const std::function<bool(DeadLetter&)>& each) {
+void for_each_dead_letter(DeliveryStore& store, std::string_view registration, const std::function<bool(DeadLetter&)>& each) {
   constexpr std::size_t kPage = 1000;
   std::string after;
   for (;;) {
@@ -151,7 +151,7 @@ class Dispatcher::Worker {
   // `predecessor`: the registration's previous worker, still stopping: this one takes no entry
   // before it has stopped, and then goes on from where it stopped, with its counters (a
   // shadow's events stay in order, and none is sent twice).
-  Worker(Store& store, Feed& feed, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
+  Worker(DeliveryStore& store, Feed& feed, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
          const DispatcherOptions& options, const NotifyLog& log, std::function<void()> room,
          RegistrationStatus counters, std::shared_ptr<Worker> predecessor)
       : store_(store),
@@ -753,7 +753,7 @@ class Dispatcher::Worker {
     if (stored) stored_checkpoint_ = std::max(stored_checkpoint_, seq);
   }
 
-  Store& store_;
+  DeliveryStore& store_;
   Feed& feed_;
   const Registration registration_;
   const std::unique_ptr<Target> target_;
@@ -975,9 +975,10 @@ class Dispatcher::Reaper {
   std::thread thread_;
 };
 
-Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory targets, NotifyLog log, Feed* feed)
+Dispatcher::Dispatcher(Engine& engine, DeliveryStore& store, DispatcherOptions options, TargetFactory targets,
+                       NotifyLog log, Feed* feed)
     : engine_(engine),
-      store_(engine.store()),
+      store_(store),
       options_(options),
       targets_(std::move(targets)),
       log_(log ? std::move(log) : [](bool, std::string_view, std::vector<std::pair<std::string, std::string>>) {}),
@@ -986,7 +987,7 @@ Dispatcher::Dispatcher(Engine& engine, DispatcherOptions options, TargetFactory 
   if (feed) {
     feed_ = feed;
   } else if (OutboxFeed::available(store_)) {
-    own_feed_ = std::make_unique<OutboxFeed>(engine_);
+    own_feed_ = std::make_unique<OutboxFeed>(store_);
     feed_ = own_feed_.get();
   }
   if (feed_) feed_->set_listener([signal = signal_.get()] { signal->notify(); });
@@ -1238,7 +1239,7 @@ namespace {
 
 // The registration's dead letters with the given ids (every one when nullopt), at most `limit`,
 // in id order; those `skip` names are left out.
-std::vector<DeadLetter> find_dead_letters(Store& store, std::string_view registration,
+std::vector<DeadLetter> find_dead_letters(DeliveryStore& store, std::string_view registration,
                                           const std::optional<std::vector<std::string>>& ids, std::size_t limit,
                                           const std::function<bool(const std::string&)>& skip) {
   std::vector<DeadLetter> out;
@@ -1282,5 +1283,7 @@ std::size_t Dispatcher::delete_dead_letters(std::string_view id, const std::opti
   }
   return n;
 }
+
+std::size_t Dispatcher::purge_dead_letters() { return store_.purge_dead_letters(now_ns()); }
 
 }  // namespace deviceshadow::notify

@@ -100,11 +100,12 @@ std::unique_ptr<Target> make_target(const Registration& registration);
 
 class Dispatcher {
  public:
-  // Loads the store's registrations and starts the enabled ones, reading `feed` (null: the
-  // store's outbox). Without a feed (a DynamoDB table without a stream) registrations can be
-  // listed but not put (Error unavailable).
-  Dispatcher(Engine& engine, DispatcherOptions options = {}, TargetFactory targets = make_target, NotifyLog log = {},
-             Feed* feed = nullptr);
+  // Loads the registrations `store` keeps and starts the enabled ones, reading `feed` (null:
+  // the store's outbox). Without a feed (a DynamoDB table without a stream) registrations can
+  // be listed but not put (Error unavailable). `engine` writes on the store's other half (the
+  // same backend): the dispatcher turns its change feed on and off.
+  Dispatcher(Engine& engine, DeliveryStore& store, DispatcherOptions options = {}, TargetFactory targets = make_target,
+             NotifyLog log = {}, Feed* feed = nullptr);
   ~Dispatcher();  // stops every worker; stored checkpoints stay where they got
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -139,6 +140,9 @@ class Dispatcher {
   // Deletes the named dead letters (all when nullopt), cancelling their queued redrives;
   // returns how many were deleted.
   std::size_t delete_dead_letters(std::string_view id, const std::optional<std::vector<std::string>>& event_ids);
+  // Drops the dead letters of every registration that expired (dead_letter_retention after
+  // they failed; on DynamoDB the table's TTL does it as well). Returns how many.
+  std::size_t purge_dead_letters();
 
   // Whether there is a feed to deliver from.
   bool available() const noexcept { return feed_ != nullptr; }
@@ -170,7 +174,7 @@ class Dispatcher {
   void check_registration_limit(std::string_view id) const;
 
   Engine& engine_;
-  Store& store_;
+  DeliveryStore& store_;
   DispatcherOptions options_;
   TargetFactory targets_;
   NotifyLog log_;

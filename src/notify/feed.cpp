@@ -1,13 +1,10 @@
 #include "notify/feed.hpp"
 
-#include "deviceshadow/engine.hpp"
 #include "deviceshadow/error.hpp"
 
 namespace deviceshadow::notify {
 
-OutboxFeed::OutboxFeed(Engine& engine) : store_(engine.store()) {}
-
-bool OutboxFeed::available(Store& store) {
+bool OutboxFeed::available(DeliveryStore& store) {
   try {
     store.feed_end();
     return true;

@@ -4,17 +4,13 @@
 // stream consumer (notify/stream/stream_feed.hpp).
 #pragma once
 
-#include "deviceshadow/store.hpp"
+#include "deviceshadow/delivery_store.hpp"
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
-
-namespace deviceshadow {
-class Engine;
-}
 
 namespace deviceshadow::notify {
 
@@ -43,13 +39,13 @@ class Feed {
 };
 
 // The outbox of a store that keeps one (SQLite, memory): entries, checkpoints and trimming are
-// the store's, and so is the listener told of appends.
+// the delivery store's, and so is the listener told of appends.
 class OutboxFeed final : public Feed {
  public:
-  explicit OutboxFeed(Engine& engine);
+  explicit OutboxFeed(DeliveryStore& store) : store_(store) {}
 
-  // Whether the engine's store keeps an outbox (DynamoDB's feed is its stream).
-  static bool available(Store& store);
+  // Whether the store keeps an outbox (DynamoDB's feed is its stream).
+  static bool available(DeliveryStore& store);
 
   std::vector<FeedEntry> read(std::uint64_t after, std::size_t limit) override { return store_.read_feed(after, limit); }
   void trim(std::uint64_t up_to) override { store_.trim_feed(up_to); }
@@ -59,7 +55,7 @@ class OutboxFeed final : public Feed {
   void set_listener(std::function<void()> listener) override;
 
  private:
-  Store& store_;
+  DeliveryStore& store_;
 };
 
 }  // namespace deviceshadow::notify

@@ -48,7 +48,7 @@ ds::DynamoDbOptions dynamodb_options(const Settings& s, std::string table) {
   return o;
 }
 
-std::unique_ptr<ds::Store> open_store(const Settings& s, const ds::shadowd::StoreSpec& spec) {
+std::unique_ptr<ds::StoreBackend> open_store(const Settings& s, const ds::shadowd::StoreSpec& spec) {
   switch (spec.kind) {
     case ds::shadowd::StoreKind::memory:
       return ds::make_memory_store();
@@ -156,12 +156,16 @@ int serve(const Settings& s) {
   }
   ds::validate_shadow_name(s.aws_classic_shadow);
 
-  std::unique_ptr<ds::Store> store = open_store(s, store_spec);
+  std::unique_ptr<ds::StoreBackend> backend = open_store(s, store_spec);
   // From here SIGINT/SIGTERM wait for the server's run() (until now they end the process).
   srv::block_shutdown_signals();
   srv::Metrics metrics;
-  srv::MeteredStore metered(*store, metrics);
-  ds::Engine engine(metered, options);
+  srv::MeteredStore metered(*backend, metrics);
+  // One backend, two halves: the engine keeps shadows in the Store; notifications and the MQTT
+  // bridge's claims keep their state in the DeliveryStore.
+  ds::Store& store = metered;
+  ds::DeliveryStore& delivery = metered;
+  ds::Engine engine(store, options);
   auto notify_log = [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
     std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
     logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);
@@ -180,7 +184,7 @@ int serve(const Settings& s) {
       logger.log(srv::LogLevel::error, "the table's stream cannot be found; notifications are off until a restart",
                  {{"error", e.what()}});
     }
-    if (history_from_stream) o.feed.on_entries = notify::stream::history_writer(metered, options.history_retention);
+    if (history_from_stream) o.feed.on_entries = notify::stream::history_writer(store, options.history_retention);
     if (arn) {
       stream = std::make_unique<notify::stream::StreamService>(table, *arn, std::move(o), notify_log);
       logger.log(srv::LogLevel::info, "reading the table's stream for notifications",
@@ -189,7 +193,7 @@ int serve(const Settings& s) {
     } else if (history_from_stream) {
       throw std::runtime_error("--history stream needs table " + table.table +
                                "'s stream: enable it (NEW_AND_OLD_IMAGES), or use --history true");
-    } else if (!store->list_registrations().empty()) {
+    } else if (!delivery.list_registrations().empty()) {
       throw std::runtime_error("table " + table.table + " has notification registrations but no stream: enable its "
                                "stream (NEW_AND_OLD_IMAGES), or remove the registrations");
     }
@@ -203,7 +207,7 @@ int serve(const Settings& s) {
   notify_options.max_dead_letters = s.max_dead_letters;
   notify_options.max_registrations = s.max_registrations;
   notify_options.keep_feed_on = history_from_stream;
-  notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,
+  notify::Dispatcher dispatcher(engine, delivery, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);
   metrics.add_section([&dispatcher](std::string& out) { notify::render_metrics(out, dispatcher.statuses()); });
   ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, {.private_readyz = s.private_readyz});
@@ -212,7 +216,7 @@ int serve(const Settings& s) {
   std::unique_ptr<awsiot::MqttBridge> bridge;
   if (!s.mqtt.empty()) {
     bridge = std::make_unique<awsiot::MqttBridge>(
-        engine, logger,
+        engine, delivery, logger,
         awsiot::MqttBridgeOptions{.broker = s.mqtt, .username = s.mqtt_username, .password = s.mqtt_password,
                                   .client_id = s.mqtt_client_id, .classic_shadow = s.aws_classic_shadow,
                                   .acknowledge = s.aws_acknowledge, .workers = s.mqtt_workers,
@@ -239,7 +243,7 @@ int serve(const Settings& s) {
       try {
         if (on_dynamodb) {
           dispatcher.refresh();
-        } else if (std::size_t n = engine.purge()) {
+        } else if (std::size_t n = engine.purge() + dispatcher.purge_dead_letters()) {
           logger.log(srv::LogLevel::info, "purged", {{"items", std::to_string(n)}});
         }
       } catch (const std::exception& e) {

@@ -5,7 +5,7 @@
 
 namespace deviceshadow {
 
-// A listener told of new change-feed entries (Store::set_feed_listener, the stream feed's):
+// A listener told of new change-feed entries (DeliveryStore::set_feed_listener, the stream feed's):
 // replaced and called under a mutex, so that replacing it waits for a call in progress.
 class FeedListener {
  public:

@@ -1,137 +1,19 @@
-#include "deviceshadow/sqlite_store.hpp"
+// The SQLite store's shadows (Store), its schema and its machinery: the writer thread with its
+// group commit, the reader pool and the checkpoint thread (sqlite.hpp). Its delivery state is
+// in sqlite_delivery.cpp.
+#include "store/sqlite.hpp"
 
-#include "deviceshadow/error.hpp"
 #include "store/conditions.hpp"
-#include "store/feed_listener.hpp"
 
-#include <sqlite3.h>
-
-#include <condition_variable>
-#include <deque>
-#include <exception>
 #include <filesystem>
-#include <functional>
-#include <map>
-#include <mutex>
-#include <semaphore>
-#include <thread>
-#include <type_traits>
 #include <utility>
 
 namespace deviceshadow {
 namespace {
 
-[[noreturn]] void fail(sqlite3* db, int rc, std::string_view what) {
-  std::string message = "sqlite: " + std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-  // Busy, locked, full disk and I/O errors are conditions of the machine: retryable.
-  int primary = rc & 0xFF;
-  bool retryable = primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_FULL ||
-                   primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY;
-  throw Error(retryable ? ErrorCode::unavailable : ErrorCode::internal, std::move(message));
-}
-
-// A prepared statement; reset after each use by Query's destructor.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
-    if (rc != SQLITE_OK) fail(db, rc, "prepare");
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  sqlite3* db() const { return db_; }
-  sqlite3_stmt* get() const { return stmt_; }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-// One execution of a Statement: bind, step, read columns.
-class Query {
- public:
-  explicit Query(Statement& s) : s_(s) {}
-  ~Query() {
-    sqlite3_reset(s_.get());
-    sqlite3_clear_bindings(s_.get());
-  }
-  Query& bind(int i, std::string_view v) {
-    check(sqlite3_bind_text(s_.get(), i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
-    return *this;
-  }
-  Query& bind(int i, std::int64_t v) {
-    check(sqlite3_bind_int64(s_.get(), i, v));
-    return *this;
-  }
-  // True while there is a row.
-  bool step() {
-    int rc = sqlite3_step(s_.get());
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    fail(s_.db(), rc, "step");
-  }
-  void run() {
-    while (step()) {
-    }
-  }
-  std::int64_t integer(int col) const { return sqlite3_column_int64(s_.get(), col); }
-  std::string text(int col) const {
-    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_.get(), col));
-    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s_.get(), col))) : std::string();
-  }
-
- private:
-  void check(int rc) {
-    if (rc != SQLITE_OK) fail(s_.db(), rc, "bind");
-  }
-  Statement& s_;
-};
-
-// A connection with its prepared statements, cached by SQL text address.
-class Connection {
- public:
-  Connection(const std::string& path, bool durable) {
-    int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-    if (rc != SQLITE_OK) {
-      std::string what = "open " + path;
-      sqlite3_close(db_);
-      db_ = nullptr;
-      fail(nullptr, rc, what);
-    }
-    sqlite3_busy_timeout(db_, 10000);
-    exec("PRAGMA journal_mode=WAL");
-    exec(durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
-    exec("PRAGMA foreign_keys=OFF");
-  }
-  ~Connection() {
-    statements_.clear();
-    sqlite3_close(db_);
-  }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
-  void exec(const char* sql) {
-    char* error = nullptr;
-    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &error);
-    if (rc != SQLITE_OK) {
-      std::string message = error ? error : sqlite3_errstr(rc);
-      sqlite3_free(error);
-      throw Error(ErrorCode::internal, std::string("sqlite: ") + sql + ": " + message);
-    }
-  }
-  Statement& statement(const char* sql) {
-    auto it = statements_.find(sql);
-    if (it == statements_.end()) it = statements_.emplace(sql, std::make_unique<Statement>(db_, sql)).first;
-    return *it->second;
-  }
-  sqlite3* db() const { return db_; }
-
- private:
-  sqlite3* db_ = nullptr;
-  std::map<const char*, std::unique_ptr<Statement>> statements_;
-};
+using sqlite::fail;
+using sqlite::Query;
+using Connection = sqlite::Connection;
 
 constexpr const char* kSchemaV1 = R"sql(
 CREATE TABLE sections(
@@ -219,36 +101,12 @@ constexpr const char* kHistoryDesc =
     "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id DESC LIMIT ?6";
 constexpr const char* kPurgeTombstones = "DELETE FROM sections WHERE deleted = 1 AND expires <= ?1";
 constexpr const char* kPurgeHistory = "DELETE FROM history WHERE expires <= ?1";
-constexpr const char* kPurgeDeadLetters = "DELETE FROM dead_letters WHERE expires <= ?1";
-// A put keeps the registration's checkpoint.
-constexpr const char* kPutRegistration =
-    "INSERT INTO registrations(id, document, updated) VALUES (?1, ?2, ?3) "
-    "ON CONFLICT(id) DO UPDATE SET document = excluded.document, updated = excluded.updated";
-constexpr const char* kListRegistrations = "SELECT id, document, updated FROM registrations ORDER BY id";
-constexpr const char* kRemoveRegistration = "DELETE FROM registrations WHERE id = ?1";
-constexpr const char* kRemoveDeadLetters = "DELETE FROM dead_letters WHERE registration = ?1";
-constexpr const char* kCheckpoint = "SELECT checkpoint FROM registrations WHERE id = ?1 AND checkpoint IS NOT NULL";
-constexpr const char* kPutCheckpoint = "UPDATE registrations SET checkpoint = ?2 WHERE id = ?1";
-constexpr const char* kPutDeadLetter =
-    "INSERT OR REPLACE INTO dead_letters(registration, event_id, event, attempts, last_error, failed, expires) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-constexpr const char* kDeadLetters =
-    "SELECT registration, event_id, event, attempts, last_error, failed, expires FROM dead_letters "
-    "WHERE registration = ?1 AND event_id > ?2 ORDER BY event_id LIMIT ?3";
-constexpr const char* kCountDeadLetters = "SELECT count(*) FROM dead_letters WHERE registration = ?1";
-constexpr const char* kRemoveDeadLetter = "DELETE FROM dead_letters WHERE registration = ?1 AND event_id = ?2";
-// The largest seq ever used: the last entry's, or the largest trimmed once none is left.
-constexpr const char* kFeedEnd =
-    "SELECT max(coalesce((SELECT max(seq) FROM feed), 0), feed_trimmed.seq) FROM feed_trimmed";
-// The seq is kFeedEnd's + 1 (the same subquery). VALUES, not INSERT ... SELECT: a SELECT that
-// reads the table it inserts into is first copied to a temporary table.
+// The seq is kFeedEnd's + 1 (the same subquery; kFeedEnd is in sqlite_delivery.cpp). VALUES,
+// not INSERT ... SELECT: a SELECT that reads the table it inserts into is first copied to a
+// temporary table.
 constexpr const char* kAppendFeed =
     "INSERT INTO feed(seq, thing, name, entry) VALUES "
     "((SELECT max(coalesce((SELECT max(seq) FROM feed), 0), feed_trimmed.seq) FROM feed_trimmed) + 1, ?1, ?2, ?3)";
-constexpr const char* kReadFeed = "SELECT seq, thing, name, entry FROM feed WHERE seq > ?1 ORDER BY seq LIMIT ?2";
-constexpr const char* kRecordTrim =
-    "UPDATE feed_trimmed SET seq = max(seq, coalesce((SELECT max(seq) FROM feed WHERE seq <= ?1), 0))";
-constexpr const char* kTrimFeed = "DELETE FROM feed WHERE seq <= ?1";
 
 ShadowRecord read_record(Connection& c, const ShadowKey& key) {
   ShadowRecord record;
@@ -297,443 +155,268 @@ std::string prefix_successor(std::string prefix) {
   return prefix;
 }
 
-class SqliteStore final : public Store {
- public:
-  explicit SqliteStore(const SqliteOptions& options) : options_(options) {
-    std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
-    std::error_code ec;
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    writer_ = std::make_unique<Connection>(options.path, options.durable);
-    migrate(*writer_);
-    for (std::size_t i = 0; i < std::max<std::size_t>(1, options.readers); ++i) {
-      idle_readers_.push_back(std::make_unique<Connection>(options.path, options.durable));
-    }
-    checkpointer_ = std::make_unique<Connection>(options.path, options.durable);
-    sqlite3_wal_hook(writer_->db(), &SqliteStore::on_commit, this);  // replaces the automatic checkpoint
-    checkpoint_thread_ = std::thread([this] { checkpoint_loop(); });
-    writer_thread_ = std::thread([this] { writer_loop(); });
-  }
-
-  ~SqliteStore() override {
-    {
-      std::lock_guard lock(queue_mutex_);
-      stopping_ = true;
-    }
-    queue_cv_.notify_all();
-    writer_thread_.join();
-    {
-      std::lock_guard lock(checkpoint_mutex_);
-      checkpoint_stopping_ = true;
-    }
-    checkpoint_cv_.notify_all();
-    checkpoint_thread_.join();
-  }
-
-  std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override {
-    return with_reader([&](Connection& c) {
-      std::vector<ShadowRecord> out;
-      out.reserve(keys.size());
-      for (const ShadowKey& key : keys) out.push_back(read_record(c, key));
-      return out;
-    });
-  }
-
-  void write(const ShadowWrite& write) override {
-    run_on_writer([&](Connection& c) {
-      apply_write(c, write);
-      appended_ = appended_ || write.feed.has_value();
-    });
-  }
-
-  std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
-                                          std::size_t limit) override {
-    return with_reader([&](Connection& c) {
-      std::vector<ShadowSummary> out;
-      Query q(c.statement(kListShadows));
-      q.bind(1, thing).bind(2, after_name);
-      std::string name;
-      ShadowRecord record;
-      auto flush = [&] {
-        if (!name.empty() && record.exists()) out.push_back(summarize(name, record));
-        record = ShadowRecord{};
-      };
-      while (out.size() < limit && q.step()) {
-        std::string row_name = q.text(0);
-        if (row_name != name) {
-          flush();
-          name = std::move(row_name);
-        }
-        SectionRecord& s = record.section(q.integer(1) == 0 ? Section::reported : Section::desired);
-        s.version = static_cast<std::uint64_t>(q.integer(2));
-        s.deleted = q.integer(3) != 0;
-        s.timestamp_ns = q.integer(4);
-      }
-      if (out.size() < limit) flush();
-      return out;
-    });
-  }
-
-  std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
-                                       std::size_t limit) override {
-    return with_reader([&](Connection& c) {
-      std::string upper = prefix_successor(std::string(prefix));
-      Query q(c.statement(upper.empty() ? kListThings : kListThingsBounded));
-      q.bind(1, prefix).bind(2, after_thing).bind(3, static_cast<std::int64_t>(limit));
-      if (!upper.empty()) q.bind(4, upper);
-      std::vector<std::string> out;
-      while (q.step()) out.push_back(q.text(0));
-      return out;
-    });
-  }
-
-  std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override {
-    return with_reader([&](Connection& c) {
-      Query q(c.statement(query.descending ? kHistoryDesc : kHistoryAsc));
-      // Ids are ASCII digits, '#', a letter and digits: "\x7f" sorts after all of them.
-      std::string after = query.after_id.empty() && query.descending ? std::string("\x7f") : query.after_id;
-      q.bind(1, key.thing).bind(2, key.name).bind(3, after).bind(4, query.since_ns).bind(5, query.until_ns);
-      q.bind(6, static_cast<std::int64_t>(query.limit));
-      std::vector<HistoryEvent> out;
-      for (std::size_t bytes = 0; bytes <= query.max_bytes && q.step();) {
-        out.push_back({q.text(0), q.integer(1), q.integer(2), q.text(3)});
-        bytes += out.back().json.size();
-      }
-      return out;
-    });
-  }
-
-  std::size_t purge(std::int64_t now_ns) override {
-    std::size_t purged = 0;
-    run_on_writer([&](Connection& c) {
-      for (const char* sql : {kPurgeTombstones, kPurgeHistory, kPurgeDeadLetters}) {
-        Query(c.statement(sql)).bind(1, now_ns).run();
-        purged += static_cast<std::size_t>(sqlite3_changes(c.db()));
-      }
-    });
-    return purged;
-  }
-
-  void append_history(std::span<const ShadowHistoryEvent> events) override {
-    run_on_writer([&](Connection& c) {
-      for (const ShadowHistoryEvent& e : events) insert_history(c, e.key, e.event);
-    });
-  }
-
-  void put_registration(const RegistrationRecord& r) override {
-    run_on_writer([&](Connection& c) {
-      Query(c.statement(kPutRegistration)).bind(1, r.id).bind(2, r.json).bind(3, r.updated_ns).run();
-    });
-  }
-
-  std::vector<RegistrationRecord> list_registrations() override {
-    return with_reader([](Connection& c) {
-      Query q(c.statement(kListRegistrations));
-      std::vector<RegistrationRecord> out;
-      while (q.step()) out.push_back({q.text(0), q.text(1), q.integer(2)});
-      return out;
-    });
-  }
-
-  bool remove_registration(std::string_view id) override {
-    bool removed = false;
-    run_on_writer([&](Connection& c) {
-      Query(c.statement(kRemoveRegistration)).bind(1, id).run();
-      removed = sqlite3_changes(c.db()) > 0;
-      Query(c.statement(kRemoveDeadLetters)).bind(1, id).run();
-    });
-    return removed;
-  }
-
-  // The checkpoint lives in the registration's row: it exists only while the registration does.
-  std::optional<std::uint64_t> checkpoint(std::string_view registration) override {
-    return with_reader([&](Connection& c) -> std::optional<std::uint64_t> {
-      Query q(c.statement(kCheckpoint));
-      q.bind(1, registration);
-      if (!q.step()) return std::nullopt;
-      return static_cast<std::uint64_t>(q.integer(0));
-    });
-  }
-
-  void put_checkpoint(std::string_view registration, std::uint64_t seq) override {
-    run_on_writer([&](Connection& c) {
-      Query(c.statement(kPutCheckpoint)).bind(1, registration).bind(2, static_cast<std::int64_t>(seq)).run();
-    });
-  }
-
-  void put_dead_letters(std::span<const DeadLetter> letters) override {
-    if (letters.empty()) return;
-    run_on_writer([&](Connection& c) {
-      for (const DeadLetter& d : letters) {
-        Query q(c.statement(kPutDeadLetter));
-        q.bind(1, d.registration).bind(2, d.event_id).bind(3, d.event).bind(4, std::int64_t{d.attempts});
-        q.bind(5, d.last_error).bind(6, d.failed_ns).bind(7, d.expires_ns).run();
-      }
-    });
-  }
-
-  std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after, std::size_t limit) override {
-    return with_reader([&](Connection& c) {
-      Query q(c.statement(kDeadLetters));
-      q.bind(1, registration).bind(2, after).bind(3, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
-      std::vector<DeadLetter> out;
-      while (q.step()) {
-        out.push_back({q.text(0), q.text(1), q.text(2), static_cast<int>(q.integer(3)), q.text(4), q.integer(5),
-                       q.integer(6)});
-      }
-      return out;
-    });
-  }
-
-  std::uint64_t count_dead_letters(std::string_view registration) override {
-    return with_reader([&](Connection& c) -> std::uint64_t {
-      Query q(c.statement(kCountDeadLetters));
-      q.bind(1, registration);
-      return q.step() ? static_cast<std::uint64_t>(q.integer(0)) : 0;
-    });
-  }
-
-  // One transaction, however many.
-  std::size_t remove_dead_letters(std::string_view registration,
-                                  std::optional<std::span<const std::string>> event_ids) override {
-    if (event_ids && event_ids->empty()) return 0;
-    std::size_t removed = 0;
-    run_on_writer([&](Connection& c) {
-      if (!event_ids) {
-        Query(c.statement(kRemoveDeadLetters)).bind(1, registration).run();
-        removed = static_cast<std::size_t>(sqlite3_changes(c.db()));
-        return;
-      }
-      for (const std::string& id : *event_ids) {
-        Query(c.statement(kRemoveDeadLetter)).bind(1, registration).bind(2, id).run();
-        removed += static_cast<std::size_t>(sqlite3_changes(c.db()));
-      }
-    });
-    return removed;
-  }
-
-  std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override {
-    return with_reader([&](Connection& c) {
-      Query q(c.statement(kReadFeed));
-      q.bind(1, static_cast<std::int64_t>(after)).bind(2, static_cast<std::int64_t>(limit));
-      std::vector<FeedEntry> out;
-      while (q.step()) out.push_back({static_cast<std::uint64_t>(q.integer(0)), {q.text(1), q.text(2)}, q.text(3)});
-      return out;
-    });
-  }
-
-  void trim_feed(std::uint64_t up_to) override {
-    run_on_writer([&](Connection& c) {
-      Query(c.statement(kRecordTrim)).bind(1, static_cast<std::int64_t>(up_to)).run();
-      Query(c.statement(kTrimFeed)).bind(1, static_cast<std::int64_t>(up_to)).run();
-    });
-  }
-
-  void set_feed_listener(std::function<void()> listener) override { feed_listener_.set(std::move(listener)); }
-
-  std::uint64_t feed_end() override {
-    return with_reader([](Connection& c) -> std::uint64_t {
-      Query q(c.statement(kFeedEnd));
-      return q.step() ? static_cast<std::uint64_t>(q.integer(0)) : 0;
-    });
-  }
-
-  // One process uses this store: every claim is granted.
-  bool claim(std::string_view, std::string_view, std::int64_t, std::int64_t) override { return true; }
-
-  std::optional<std::string> unready() override {
-    try {
-      with_reader([](Connection& c) { Query(c.statement("SELECT 1")).step(); });
-    } catch (const Error& e) {
-      return std::string("the database cannot be read: ") + e.what();
-    }
-    // Below this, a write (or the write-ahead log's checkpoint) may fail for lack of space.
-    std::error_code ec;
-    std::filesystem::space_info space = std::filesystem::space(options_.path, ec);
-    if (!ec && space.available < options_.min_free_bytes) {
-      return "the database's filesystem has " + std::to_string(space.available) + " bytes free, under the " +
-             std::to_string(options_.min_free_bytes) + " it needs";
-    }
-    return std::nullopt;
-  }
-
- private:
-  // A unit of work for the writer thread; `error` is set if it failed.
-  struct Job {
-    std::function<void(Connection&)> run;
-    std::exception_ptr error;
-    std::binary_semaphore done{0};  // released by the writer once `error` is final
-  };
-
-  static void migrate(Connection& c) {
-    int version = 0;
-    {
-      Query q(c.statement("PRAGMA user_version"));
-      if (q.step()) version = static_cast<int>(q.integer(0));
-    }
-    if (version > kSqliteSchemaVersion) {
-      throw Error(ErrorCode::unavailable, "sqlite: the database schema version " + std::to_string(version) +
-                                              " is newer than this build supports (" +
-                                              std::to_string(kSqliteSchemaVersion) + ")");
-    }
-    // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
-    for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
-                             std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5}}) {
-      if (version > from) continue;
-      c.exec("BEGIN IMMEDIATE");
-      c.exec(sql);
-      c.exec("COMMIT");
-      version = from + 1;
-    }
-  }
-
-  void run_on_writer(std::function<void(Connection&)> work) {
-    Job job{std::move(work)};
-    {
-      std::lock_guard lock(queue_mutex_);
-      queue_.push_back(&job);
-    }
-    queue_cv_.notify_one();
-    job.done.acquire();
-    if (job.error) std::rethrow_exception(job.error);
-  }
-
-  void writer_loop() {
-    std::vector<Job*> group;
-    for (;;) {
-      {
-        std::unique_lock lock(queue_mutex_);
-        queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, nothing left
-        std::size_t n = options_.group_commit ? std::min(queue_.size(), options_.max_group) : 1;
-        group.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-      }
-      commit_group(group);
-      if (std::exchange(appended_, false)) feed_listener_.call();
-      // Wakes exactly the group's callers. A job lives on its caller's stack: release() is the
-      // writer's last use of it (the wake-up that may follow passes on its address only).
-      for (Job* job : group) job->done.release();
-    }
-  }
-
-  // Runs each job in its own savepoint inside one transaction; a failed job rolls back only
-  // itself. If the commit fails, every job of the group fails.
-  void commit_group(const std::vector<Job*>& group) {
-    Connection& c = *writer_;
-    try {
-      c.exec("BEGIN IMMEDIATE");
-    } catch (...) {
-      for (Job* job : group) job->error = std::current_exception();
-      return;
-    }
-    for (Job* job : group) {
-      c.exec("SAVEPOINT job");
-      try {
-        job->run(c);
-        c.exec("RELEASE job");
-      } catch (...) {
-        job->error = std::current_exception();
-        c.exec("ROLLBACK TO job");
-        c.exec("RELEASE job");
-      }
-    }
-    int rc = sqlite3_exec(c.db(), "COMMIT", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) {
-      std::exception_ptr error;
-      try {
-        fail(c.db(), rc, "commit");
-      } catch (...) {
-        error = std::current_exception();
-      }
-      sqlite3_exec(c.db(), "ROLLBACK", nullptr, nullptr, nullptr);
-      for (Job* job : group) job->error = error;
-    }
-  }
-
-  // Called on the writer's connection after each commit, with the pages in the write-ahead log.
-  // The checkpoint thread is asked at every checkpoint_pages the log grows. Under steady writes
-  // its passive checkpoints never catch the log's end, so the log does not start over until the
-  // writer checkpoints itself at 8 times checkpoint_pages; by then it has few pages left to copy.
-  static int on_commit(void* self, sqlite3* db, const char*, int pages) {
-    auto& store = *static_cast<SqliteStore*>(self);
-    const int every = store.options_.checkpoint_pages;
-    if (pages < store.checkpoint_asked_at_) store.checkpoint_asked_at_ = 0;  // the log started over
-    if (pages >= 8 * every) {
-      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-      store.checkpoint_asked_at_ = 0;
-    } else if (pages >= store.checkpoint_asked_at_ + every) {
-      store.checkpoint_asked_at_ = pages;
-      {
-        std::lock_guard lock(store.checkpoint_mutex_);
-        store.checkpoint_wanted_ = true;
-      }
-      store.checkpoint_cv_.notify_one();
-    }
-    return SQLITE_OK;
-  }
-
-  // Copies the log into the database when asked. A passive checkpoint waits for no one; once it
-  // has copied the whole log, the next write starts the log over from its beginning. Failures
-  // (a checkpoint already running, a full disk) leave the pages in the log for the next one.
-  void checkpoint_loop() {
-    std::unique_lock lock(checkpoint_mutex_);
-    for (;;) {
-      checkpoint_cv_.wait(lock, [&] { return checkpoint_stopping_ || checkpoint_wanted_; });
-      if (checkpoint_stopping_) return;
-      checkpoint_wanted_ = false;
-      lock.unlock();
-      sqlite3_wal_checkpoint_v2(checkpointer_->db(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-      lock.lock();
-    }
-  }
-
-  template <class F>
-  std::invoke_result_t<F&, Connection&> with_reader(F&& f) {
-    std::unique_ptr<Connection> c;
-    {
-      std::unique_lock lock(readers_mutex_);
-      readers_cv_.wait(lock, [&] { return !idle_readers_.empty(); });
-      c = std::move(idle_readers_.back());
-      idle_readers_.pop_back();
-    }
-    struct Return {
-      SqliteStore* self;
-      std::unique_ptr<Connection>& c;
-      ~Return() {
-        std::lock_guard lock(self->readers_mutex_);
-        self->idle_readers_.push_back(std::move(c));
-        self->readers_cv_.notify_one();
-      }
-    } give_back{this, c};
-    return f(*c);
-  }
-
-  SqliteOptions options_;
-  std::unique_ptr<Connection> writer_;  // used by the writer thread only (and at open)
-  std::thread writer_thread_;
-  std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
-  std::deque<Job*> queue_;
-  bool stopping_ = false;
-  bool appended_ = false;  // writer thread: the group being committed appended feed entries
-  FeedListener feed_listener_;
-
-  std::mutex readers_mutex_;
-  std::condition_variable readers_cv_;
-  std::vector<std::unique_ptr<Connection>> idle_readers_;
-
-  std::unique_ptr<Connection> checkpointer_;  // used by the checkpoint thread only
-  std::thread checkpoint_thread_;
-  std::mutex checkpoint_mutex_;
-  std::condition_variable checkpoint_cv_;
-  bool checkpoint_wanted_ = false;
-  bool checkpoint_stopping_ = false;
-  int checkpoint_asked_at_ = 0;  // log pages when the checkpoint thread was last asked (writer thread only)
-};
-
 }  // namespace
 
-std::unique_ptr<Store> open_sqlite_store(const SqliteOptions& options) {
+SqliteStore::SqliteStore(const SqliteOptions& options) : options_(options) {
+  std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  writer_ = std::make_unique<Connection>(options.path, options.durable);
+  migrate(*writer_);
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, options.readers); ++i) {
+    idle_readers_.push_back(std::make_unique<Connection>(options.path, options.durable));
+  }
+  checkpointer_ = std::make_unique<Connection>(options.path, options.durable);
+  sqlite3_wal_hook(writer_->db(), &SqliteStore::on_commit, this);  // replaces the automatic checkpoint
+  checkpoint_thread_ = std::thread([this] { checkpoint_loop(); });
+  writer_thread_ = std::thread([this] { writer_loop(); });
+}
+
+SqliteStore::~SqliteStore() {
+  {
+    std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  writer_thread_.join();
+  {
+    std::lock_guard lock(checkpoint_mutex_);
+    checkpoint_stopping_ = true;
+  }
+  checkpoint_cv_.notify_all();
+  checkpoint_thread_.join();
+}
+
+std::vector<ShadowRecord> SqliteStore::read(std::span<const ShadowKey> keys) {
+  return with_reader([&](Connection& c) {
+    std::vector<ShadowRecord> out;
+    out.reserve(keys.size());
+    for (const ShadowKey& key : keys) out.push_back(read_record(c, key));
+    return out;
+  });
+}
+
+void SqliteStore::write(const ShadowWrite& write) {
+  run_on_writer([&](Connection& c) {
+    apply_write(c, write);
+    appended_ = appended_ || write.feed.has_value();
+  });
+}
+
+std::vector<ShadowSummary> SqliteStore::list_shadows(std::string_view thing, std::string_view after_name,
+                                                     std::size_t limit) {
+  return with_reader([&](Connection& c) {
+    std::vector<ShadowSummary> out;
+    Query q(c.statement(kListShadows));
+    q.bind(1, thing).bind(2, after_name);
+    std::string name;
+    ShadowRecord record;
+    auto flush = [&] {
+      if (!name.empty() && record.exists()) out.push_back(summarize(name, record));
+      record = ShadowRecord{};
+    };
+    while (out.size() < limit && q.step()) {
+      std::string row_name = q.text(0);
+      if (row_name != name) {
+        flush();
+        name = std::move(row_name);
+      }
+      SectionRecord& s = record.section(q.integer(1) == 0 ? Section::reported : Section::desired);
+      s.version = static_cast<std::uint64_t>(q.integer(2));
+      s.deleted = q.integer(3) != 0;
+      s.timestamp_ns = q.integer(4);
+    }
+    if (out.size() < limit) flush();
+    return out;
+  });
+}
+
+std::vector<std::string> SqliteStore::list_things(std::string_view prefix, std::string_view after_thing,
+                                                  std::size_t limit) {
+  return with_reader([&](Connection& c) {
+    std::string upper = prefix_successor(std::string(prefix));
+    Query q(c.statement(upper.empty() ? kListThings : kListThingsBounded));
+    q.bind(1, prefix).bind(2, after_thing).bind(3, static_cast<std::int64_t>(limit));
+    if (!upper.empty()) q.bind(4, upper);
+    std::vector<std::string> out;
+    while (q.step()) out.push_back(q.text(0));
+    return out;
+  });
+}
+
+std::vector<HistoryEvent> SqliteStore::history(const ShadowKey& key, const HistoryQuery& query) {
+  return with_reader([&](Connection& c) {
+    Query q(c.statement(query.descending ? kHistoryDesc : kHistoryAsc));
+    // Ids are ASCII digits, '#', a letter and digits: "\x7f" sorts after all of them.
+    std::string after = query.after_id.empty() && query.descending ? std::string("\x7f") : query.after_id;
+    q.bind(1, key.thing).bind(2, key.name).bind(3, after).bind(4, query.since_ns).bind(5, query.until_ns);
+    q.bind(6, static_cast<std::int64_t>(query.limit));
+    std::vector<HistoryEvent> out;
+    for (std::size_t bytes = 0; bytes <= query.max_bytes && q.step();) {
+      out.push_back({q.text(0), q.integer(1), q.integer(2), q.text(3)});
+      bytes += out.back().json.size();
+    }
+    return out;
+  });
+}
+
+std::size_t SqliteStore::purge(std::int64_t now_ns) {
+  std::size_t purged = 0;
+  run_on_writer([&](Connection& c) {
+    for (const char* sql : {kPurgeTombstones, kPurgeHistory}) {
+      Query(c.statement(sql)).bind(1, now_ns).run();
+      purged += static_cast<std::size_t>(sqlite3_changes(c.db()));
+    }
+  });
+  return purged;
+}
+
+void SqliteStore::append_history(std::span<const ShadowHistoryEvent> events) {
+  run_on_writer([&](Connection& c) {
+    for (const ShadowHistoryEvent& e : events) insert_history(c, e.key, e.event);
+  });
+}
+
+std::optional<std::string> SqliteStore::unready() {
+  try {
+    with_reader([](Connection& c) { Query(c.statement("SELECT 1")).step(); });
+  } catch (const Error& e) {
+    return std::string("the database cannot be read: ") + e.what();
+  }
+  // Below this, a write (or the write-ahead log's checkpoint) may fail for lack of space.
+  std::error_code ec;
+  std::filesystem::space_info space = std::filesystem::space(options_.path, ec);
+  if (!ec && space.available < options_.min_free_bytes) {
+    return "the database's filesystem has " + std::to_string(space.available) + " bytes free, under the " +
+           std::to_string(options_.min_free_bytes) + " it needs";
+  }
+  return std::nullopt;
+}
+
+void SqliteStore::migrate(Connection& c) {
+  int version = 0;
+  {
+    Query q(c.statement("PRAGMA user_version"));
+    if (q.step()) version = static_cast<int>(q.integer(0));
+  }
+  if (version > kSqliteSchemaVersion) {
+    throw Error(ErrorCode::unavailable, "sqlite: the database schema version " + std::to_string(version) +
+                                            " is newer than this build supports (" +
+                                            std::to_string(kSqliteSchemaVersion) + ")");
+  }
+  // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
+  for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
+                           std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5}}) {
+    if (version > from) continue;
+    c.exec("BEGIN IMMEDIATE");
+    c.exec(sql);
+    c.exec("COMMIT");
+    version = from + 1;
+  }
+}
+
+void SqliteStore::run_on_writer(std::function<void(Connection&)> work) {
+  Job job{std::move(work)};
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue_.push_back(&job);
+  }
+  queue_cv_.notify_one();
+  job.done.acquire();
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+void SqliteStore::writer_loop() {
+  std::vector<Job*> group;
+  for (;;) {
+    {
+      std::unique_lock lock(queue_mutex_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      std::size_t n = options_.group_commit ? std::min(queue_.size(), options_.max_group) : 1;
+      group.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    commit_group(group);
+    if (std::exchange(appended_, false)) feed_listener_.call();
+    // Wakes exactly the group's callers. A job lives on its caller's stack: release() is the
+    // writer's last use of it (the wake-up that may follow passes on its address only).
+    for (Job* job : group) job->done.release();
+  }
+}
+
+// Runs each job in its own savepoint inside one transaction; a failed job rolls back only
+// itself. If the commit fails, every job of the group fails.
+void SqliteStore::commit_group(const std::vector<Job*>& group) {
+  Connection& c = *writer_;
+  try {
+    c.exec("BEGIN IMMEDIATE");
+  } catch (...) {
+    for (Job* job : group) job->error = std::current_exception();
+    return;
+  }
+  for (Job* job : group) {
+    c.exec("SAVEPOINT job");
+    try {
+      job->run(c);
+      c.exec("RELEASE job");
+    } catch (...) {
+      job->error = std::current_exception();
+      c.exec("ROLLBACK TO job");
+      c.exec("RELEASE job");
+    }
+  }
+  int rc = sqlite3_exec(c.db(), "COMMIT", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) {
+    std::exception_ptr error;
+    try {
+      fail(c.db(), rc, "commit");
+    } catch (...) {
+      error = std::current_exception();
+    }
+    sqlite3_exec(c.db(), "ROLLBACK", nullptr, nullptr, nullptr);
+    for (Job* job : group) job->error = error;
+  }
+}
+
+// Called on the writer's connection after each commit, with the pages in the write-ahead log.
+// The checkpoint thread is asked at every checkpoint_pages the log grows. Under steady writes
+// its passive checkpoints never catch the log's end, so the log does not start over until the
+// writer checkpoints itself at 8 times checkpoint_pages; by then it has few pages left to copy.
+int SqliteStore::on_commit(void* self, sqlite3* db, const char*, int pages) {
+  auto& store = *static_cast<SqliteStore*>(self);
+  const int every = store.options_.checkpoint_pages;
+  if (pages < store.checkpoint_asked_at_) store.checkpoint_asked_at_ = 0;  // the log started over
+  if (pages >= 8 * every) {
+    sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    store.checkpoint_asked_at_ = 0;
+  } else if (pages >= store.checkpoint_asked_at_ + every) {
+    store.checkpoint_asked_at_ = pages;
+    {
+      std::lock_guard lock(store.checkpoint_mutex_);
+      store.checkpoint_wanted_ = true;
+    }
+    store.checkpoint_cv_.notify_one();
+  }
+  return SQLITE_OK;
+}
+
+// Copies the log into the database when asked. A passive checkpoint waits for no one; once it
+// has copied the whole log, the next write starts the log over from its beginning. Failures
+// (a checkpoint already running, a full disk) leave the pages in the log for the next one.
+void SqliteStore::checkpoint_loop() {
+  std::unique_lock lock(checkpoint_mutex_);
+  for (;;) {
+    checkpoint_cv_.wait(lock, [&] { return checkpoint_stopping_ || checkpoint_wanted_; });
+    if (checkpoint_stopping_) return;
+    checkpoint_wanted_ = false;
+    lock.unlock();
+    sqlite3_wal_checkpoint_v2(checkpointer_->db(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    lock.lock();
+  }
+}
+
+std::unique_ptr<StoreBackend> open_sqlite_store(const SqliteOptions& options) {
   return std::make_unique<SqliteStore>(options);
 }
 

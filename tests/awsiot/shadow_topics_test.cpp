@@ -35,7 +35,7 @@ class ShadowTopicsTest : public ::testing::Test, private ds::WriteListener {
     return engine_.update(r);
   }
 
-  std::unique_ptr<ds::Store> store_;
+  std::unique_ptr<ds::StoreBackend> store_;
   ds::Engine engine_;
   awsiot::ShadowTopics topics_;
   std::vector<awsiot::MqttMessage> announced_;

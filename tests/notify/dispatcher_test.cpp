@@ -178,7 +178,7 @@ class DispatcherTest : public testing::TestWithParam<std::string> {
       store = ds::make_memory_store();
     }
     engine = std::make_unique<ds::Engine>(*store);
-    dispatcher = std::make_unique<notify::Dispatcher>(*engine, fast_options(), targets.factory());
+    dispatcher = std::make_unique<notify::Dispatcher>(*engine, *store, fast_options(), targets.factory());
   }
   // Restarts the dispatcher and engine on the same data (SQLite: reopened, as by a new process).
   void restart() {
@@ -187,14 +187,14 @@ class DispatcherTest : public testing::TestWithParam<std::string> {
     if (GetParam() == "sqlite") store.reset();
     if (store) {
       engine = std::make_unique<ds::Engine>(*store);
-      dispatcher = std::make_unique<notify::Dispatcher>(*engine, fast_options(), targets.factory());
+      dispatcher = std::make_unique<notify::Dispatcher>(*engine, *store, fast_options(), targets.factory());
     } else {
       open();
     }
   }
 
   ScriptedTargets targets;
-  std::unique_ptr<ds::Store> store;
+  std::unique_ptr<ds::StoreBackend> store;
   std::unique_ptr<ds::Engine> engine;
   std::unique_ptr<notify::Dispatcher> dispatcher;
   std::filesystem::path dir_;
@@ -337,7 +337,7 @@ TEST_P(DispatcherTest, ARegistrationWithAFullWindowCatchesUpWithoutHoldingOthers
   o.window = 8;
   o.page = 5;
   o.retry_base = o.retry_max = std::chrono::milliseconds(50);  // "down" dead-letters nothing before it heals
-  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, *store, o, targets.factory());
   dispatcher->put("down", hook(R"(,"maxAttempts":1000)"));
   dispatcher->put("up", hook());
   for (int i = 0; i < 60; ++i) report(*engine, "t" + std::to_string(i % 6), "main", i);
@@ -355,7 +355,7 @@ TEST_P(DispatcherTest, EachWriteWakesTheReader) {
   notify::DispatcherOptions o = fast_options();
   o.poll = std::chrono::hours(1);
   dispatcher.reset();  // before its successor: stopping clears the store's listener
-  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, *store, o, targets.factory());
   dispatcher->put("r", hook());
   for (std::size_t i = 1; i <= 3; ++i) {
     report(*engine, "t", "main", static_cast<int>(i));
@@ -407,13 +407,13 @@ TEST_P(DispatcherTest, RefusesTargetsItCannotDeliverToAndStoresWithoutAFeed) {
   }
   EXPECT_TRUE(dispatcher->list().empty());
 
-  struct NoFeed final : ForwardingStore {
-    using ForwardingStore::ForwardingStore;
+  struct NoFeed final : ForwardingDeliveryStore {
+    using ForwardingDeliveryStore::ForwardingDeliveryStore;
     std::uint64_t feed_end() override { throw ds::Error(ds::ErrorCode::unavailable, "no outbox"); }
   } no_feed(*store);
   dispatcher.reset();
-  ds::Engine other(no_feed);
-  notify::Dispatcher d(other, fast_options(), targets.factory());
+  ds::Engine other(*store);
+  notify::Dispatcher d(other, no_feed, fast_options(), targets.factory());
   EXPECT_FALSE(d.available());
   try {
     d.put("r", hook());
@@ -429,7 +429,7 @@ TEST_P(DispatcherTest, DeliversFromAStreamFeedAndItsRecordsAreDoneOnceDelivered)
   using stream_records::report_record;
   dispatcher.reset();
   notify::stream::StreamFeed feed;
-  notify::Dispatcher d(*engine, fast_options(), targets.factory(), {}, &feed);
+  notify::Dispatcher d(*engine, *store, fast_options(), targets.factory(), {}, &feed);
   targets.set_script([](auto&, auto&, int attempt) { return attempt < 3 ? Outcome::retry : Outcome::delivered; });
   d.put("r", hook());
   d.put("all", hook());
@@ -455,7 +455,7 @@ TEST_P(DispatcherTest, DeliversFromAStreamFeedAndItsRecordsAreDoneOnceDelivered)
 // Several processes on one store learn of each other's registrations by refresh().
 TEST_P(DispatcherTest, RefreshPicksUpRegistrationsPutAndRemovedElsewhere) {
   ds::Engine other_engine(*store);
-  notify::Dispatcher other(other_engine, fast_options(), targets.factory());
+  notify::Dispatcher other(other_engine, *store, fast_options(), targets.factory());
   dispatcher->put("r", hook());
   EXPECT_FALSE(other.get("r"));
   other.refresh();
@@ -501,7 +501,7 @@ TEST_P(DispatcherTest, KeepsAtMostMaxDeadLettersTheOldestGoFirst) {
   notify::DispatcherOptions o = fast_options();
   o.max_dead_letters = 3;
   o.dead_letter_retention = std::chrono::hours(1);
-  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, *store, o, targets.factory());
   targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
   dispatcher->put("r", hook());
   for (int i = 1; i <= 5; ++i) report(*engine, "x", "main", i);
@@ -520,7 +520,7 @@ TEST_P(DispatcherTest, KeepsAtMostMaxDeadLettersTheOldestGoFirst) {
   EXPECT_NE(metrics.find(R"(shadowd_notify_dead_letters_evicted_total{registration="r"} 2)"), std::string::npos) << metrics;
 
   // The retention: purge drops them once they expired.
-  EXPECT_EQ(store->purge(letters.back().expires_ns), 3u);
+  EXPECT_EQ(store->purge_dead_letters(letters.back().expires_ns), 3u);
   EXPECT_TRUE(store->dead_letters("r", "", 10).empty());
 }
 
@@ -530,7 +530,7 @@ TEST_P(DispatcherTest, DeadLettersRemovedElsewhereAreCountedBeforeTheOldestGo) {
   notify::DispatcherOptions o = fast_options();
   o.max_dead_letters = 3;
   o.dead_letter_recount = std::chrono::milliseconds(0);
-  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, *store, o, targets.factory());
   targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
   dispatcher->put("r", hook());
   for (int i = 1; i <= 3; ++i) report(*engine, "x", "main", i);
@@ -558,7 +558,7 @@ ds::Error error_of(const std::function<void()>& f) {
   return ds::Error(ds::ErrorCode::internal, "none");
 }
 
-std::vector<std::string> stored_ids(ds::Store& store) {
+std::vector<std::string> stored_ids(ds::DeliveryStore& store) {
   std::vector<std::string> ids;
   for (const auto& r : store.list_registrations()) ids.push_back(r.id);
   return ids;
@@ -567,7 +567,7 @@ std::vector<std::string> stored_ids(ds::Store& store) {
 TEST_P(DispatcherTest, ANewRegistrationPastMaxRegistrationsIsRefusedNamingTheLimit) {
   notify::DispatcherOptions o = fast_options();
   o.max_registrations = 2;
-  dispatcher = std::make_unique<notify::Dispatcher>(*engine, o, targets.factory());
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, *store, o, targets.factory());
   dispatcher->put("a", hook());
   dispatcher->put("b", hook(R"(,"enabled":false)"));  // disabled ones count too
   const ds::Error e = error_of([&] { dispatcher->put("c", hook()); });
@@ -592,7 +592,7 @@ TEST_P(DispatcherTest, ATargetThatCannotStartIsUnavailableAndStoresNothing) {
     }
     return inner(r);
   };
-  dispatcher = std::make_unique<notify::Dispatcher>(*engine, fast_options(), factory);
+  dispatcher = std::make_unique<notify::Dispatcher>(*engine, *store, fast_options(), factory);
   dispatcher->put("a", hook());
   out_of_descriptors = true;
   for (const std::string id : {"b", "a"}) {
@@ -611,17 +611,16 @@ TEST_P(DispatcherTest, ATargetThatCannotStartIsUnavailableAndStoresNothing) {
 // thread that cannot be had) is undone: a new registration is removed, a replaced one restored
 // and restarted.
 TEST_P(DispatcherTest, AWorkerThatCannotStartIsUndone) {
-  struct FailingStart final : ForwardingStore {
-    using ForwardingStore::ForwardingStore;
+  struct FailingStart final : ForwardingDeliveryStore {
+    using ForwardingDeliveryStore::ForwardingDeliveryStore;
     std::atomic<int> failures = 0;  // the next count_dead_letters calls that fail
     std::uint64_t count_dead_letters(std::string_view r) override {
       if (failures > 0 && failures-- > 0) throw std::system_error(EAGAIN, std::generic_category(), "no thread");
-      return ForwardingStore::count_dead_letters(r);
+      return ForwardingDeliveryStore::count_dead_letters(r);
     }
   } failing(*store);
   dispatcher.reset();
-  engine = std::make_unique<ds::Engine>(failing);
-  notify::Dispatcher d(*engine, fast_options(), targets.factory());
+  notify::Dispatcher d(*engine, failing, fast_options(), targets.factory());
   failing.failures = 1;
   ds::Error e = error_of([&] { d.put("new", hook()); });
   EXPECT_EQ(e.code(), ds::ErrorCode::unavailable);
@@ -704,7 +703,7 @@ notify::TargetFactory with_hung_receivers(ScriptedTargets& targets, std::chrono:
   };
 }
 
-std::size_t dead_letters_with(ds::Store& store, const std::string& registration, std::string_view error) {
+std::size_t dead_letters_with(ds::DeliveryStore& store, const std::string& registration, std::string_view error) {
   std::size_t n = 0;
   for (const ds::DeadLetter& d : store.dead_letters(registration, "", 100000)) n += d.last_error.starts_with(error) ? 1 : 0;
   return n;
@@ -715,7 +714,7 @@ std::size_t dead_letters_with(ds::Store& store, const std::string& registration,
 TEST_P(DispatcherTest, EventsPastMaxAgeAreDeadLetteredWhileTheReceiverHangs) {
   dispatcher.reset();
   std::atomic<int> started{0};
-  notify::Dispatcher d(*engine, fast_options(), with_hung_receivers(targets, std::chrono::milliseconds(200), started));
+  notify::Dispatcher d(*engine, *store, fast_options(), with_hung_receivers(targets, std::chrono::milliseconds(200), started));
   d.put("hung", hook(R"(,"maxAttempts":1000,"maxAgeSeconds":1)"));
   d.put("fine", hook());
   for (int i = 0; i < 30; ++i) report(*engine, "t" + std::to_string(i % 10), "main", i);
@@ -737,7 +736,7 @@ TEST_P(DispatcherTest, AWindowIsBoundedInBytes) {
   o.concurrency = 1000;  // every event held is started
   o.window = 1000;
   o.window_bytes = 60 << 10;
-  notify::Dispatcher d(*engine, o, with_hung_receivers(targets, std::chrono::hours(1), started));
+  notify::Dispatcher d(*engine, *store, o, with_hung_receivers(targets, std::chrono::hours(1), started));
   d.put("hung", hook());
   const std::string big(10000, 'x');
   for (int i = 0; i < 40; ++i) {
@@ -780,7 +779,7 @@ TEST_P(DispatcherTest, StoppingATargetNeverWaitsOnItsNetwork) {
   dispatcher.reset();
   std::atomic<bool> abandoned{false};
   auto scripted = targets.factory();
-  notify::Dispatcher d(*engine, fast_options(), [&](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
+  notify::Dispatcher d(*engine, *store, fast_options(), [&](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
     if (r.id == "blocked") return std::make_unique<BlockingTarget>(abandoned);
     return scripted(r);
   });
@@ -847,7 +846,7 @@ TEST_P(DispatcherTest, AnAttemptAbandonedAsTheWorkerStopsIsNotAFailure) {
   std::atomic<int> started{0};
   std::atomic<int> built{0};
   auto scripted = targets.factory();
-  notify::Dispatcher d(*engine, fast_options(), [&](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
+  notify::Dispatcher d(*engine, *store, fast_options(), [&](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
     if (built++ == 0) return std::make_unique<AbortingTarget>(started);
     return scripted(r);
   });
@@ -873,7 +872,7 @@ TEST_P(DispatcherTest, ARegistrationHoldingBackAFullStreamFeedSpillsToDeadLetter
   std::atomic<int> started{0};
   notify::DispatcherOptions o = fast_options();
   o.spill_after = std::chrono::seconds(1);  // "fine" is never that far behind (even under TSan), "hung" soon is
-  notify::Dispatcher d(*engine, o, with_hung_receivers(targets, std::chrono::milliseconds(100), started), {}, &feed);
+  notify::Dispatcher d(*engine, *store, o, with_hung_receivers(targets, std::chrono::milliseconds(100), started), {}, &feed);
   d.put("hung", hook(R"(,"maxAttempts":1000)"));
   d.put("fine", hook());
   // Records are made as the reader reads them, so that each event's time is when it was "written".
@@ -919,7 +918,7 @@ TEST(DispatcherFeed, AnUnreadableEntryIsSkipped) {
   std::vector<std::string> logged;
   std::mutex log_mutex;
   {
-    notify::Dispatcher dispatcher(engine, fast_options(), targets.factory(),
+    notify::Dispatcher dispatcher(engine, *store, fast_options(), targets.factory(),
                                   [&](bool, std::string_view message, auto) {
                                     std::lock_guard lock(log_mutex);
                                     logged.emplace_back(message);

@@ -43,7 +43,7 @@ class Events : public ::testing::Test {
                                                  R"("target":{"type":"webhook","url":"http://127.0.0.1:1/"}})");
   }
 
-  std::unique_ptr<ds::Store> store_ = ds::make_memory_store();
+  std::unique_ptr<ds::StoreBackend> store_ = ds::make_memory_store();
   std::unique_ptr<ds::Engine> engine_;
   std::uint64_t seen_ = 0;
 };

@@ -11,7 +11,7 @@ namespace ds = deviceshadow;
 namespace {
 
 // A store whose endpoint refuses connections: any request it sends fails as `unavailable`.
-std::unique_ptr<ds::Store> unreachable_store(ds::DynamoDbLayout layout) {
+std::unique_ptr<ds::StoreBackend> unreachable_store(ds::DynamoDbLayout layout) {
   setenv("AWS_ACCESS_KEY_ID", "test", 0);
   setenv("AWS_SECRET_ACCESS_KEY", "test", 0);
   ds::DynamoDbOptions o;

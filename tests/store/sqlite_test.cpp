@@ -160,7 +160,7 @@ TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
 }
 
 // Dead letters stored before version 5 had no expiry: they expire 14 days (the default
-// retention) after they failed, and purge drops them then.
+// retention) after they failed, and purge_dead_letters drops them then.
 TEST(Sqlite, MigratesVersion4DeadLettersToExpireAfterTheDefaultRetention) {
   TempDir dir;
   auto db = dir.path() / "nested" / "dir" / "shadows.db";
@@ -173,8 +173,8 @@ TEST(Sqlite, MigratesVersion4DeadLettersToExpireAfterTheDefaultRetention) {
   constexpr std::int64_t kFourteenDays = 14LL * 86400 * 1'000'000'000;
   const std::vector<ds::DeadLetter> letters = store->dead_letters("r", "", 10);
   EXPECT_EQ(letters, (std::vector<ds::DeadLetter>{{"r", "00000000000000000001#R1", "{}", 3, "x", 1000, 1000 + kFourteenDays}}));
-  EXPECT_EQ(store->purge(1000 + kFourteenDays - 1), 0u);
-  EXPECT_EQ(store->purge(1000 + kFourteenDays), 1u);
+  EXPECT_EQ(store->purge_dead_letters(1000 + kFourteenDays - 1), 0u);
+  EXPECT_EQ(store->purge_dead_letters(1000 + kFourteenDays), 1u);
   EXPECT_EQ(store->count_dead_letters("r"), 0u);
 }
 

@@ -1,6 +1,8 @@
-// A Store that forwards every call to another; test decorators override what they observe.
+// A Store and a DeliveryStore that forward every call to another; test decorators override what
+// they observe.
 #pragma once
 
+#include "deviceshadow/delivery_store.hpp"
 #include "deviceshadow/store.hpp"
 
 class ForwardingStore : public deviceshadow::Store {
@@ -24,10 +26,21 @@ class ForwardingStore : public deviceshadow::Store {
   }
   void append_history(std::span<const deviceshadow::ShadowHistoryEvent> events) override { inner_.append_history(events); }
   std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
+  std::optional<std::string> unready() override { return inner_.unready(); }
+  bool shares_versions() const override { return inner_.shares_versions(); }
+
+ protected:
+  deviceshadow::Store& inner_;
+};
+
+class ForwardingDeliveryStore : public deviceshadow::DeliveryStore {
+ public:
+  explicit ForwardingDeliveryStore(deviceshadow::DeliveryStore& inner) : inner_(inner) {}
+
   bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override {
     return inner_.claim(id, owner, now_ns, expires_ns);
   }
-  std::optional<std::string> unready() override { return inner_.unready(); }
+  std::size_t purge_dead_letters(std::int64_t now_ns) override { return inner_.purge_dead_letters(now_ns); }
   void put_registration(const deviceshadow::RegistrationRecord& r) override { inner_.put_registration(r); }
   std::vector<deviceshadow::RegistrationRecord> list_registrations() override { return inner_.list_registrations(); }
   bool remove_registration(std::string_view id) override { return inner_.remove_registration(id); }
@@ -47,8 +60,7 @@ class ForwardingStore : public deviceshadow::Store {
   void trim_feed(std::uint64_t up_to) override { inner_.trim_feed(up_to); }
   std::uint64_t feed_end() override { return inner_.feed_end(); }
   void set_feed_listener(std::function<void()> listener) override { inner_.set_feed_listener(std::move(listener)); }
-  bool shares_versions() const override { return inner_.shares_versions(); }
 
  protected:
-  deviceshadow::Store& inner_;
+  deviceshadow::DeliveryStore& inner_;
 };

@@ -41,7 +41,7 @@ struct StoreKind {
   // Releases what open() created outside `dir` (a DynamoDB table); may be empty.
   std::function<void(const std::filesystem::path& dir)> destroy;
   // Opens a store; `dir` is where durable stores keep their files.
-  std::function<std::unique_ptr<ds::Store>(const std::filesystem::path& dir)> open;
+  std::function<std::unique_ptr<ds::StoreBackend>(const std::filesystem::path& dir)> open;
 };
 
 // The DynamoDB Local endpoint the test scripts started (scripts/with-services.sh), or "".
@@ -61,7 +61,7 @@ inline ds::DynamoDbOptions dynamodb_test_options(const std::filesystem::path& di
 
 // A DynamoDB store on a table of its own, named after `dir`, created on first use. Tests drop
 // the table when done: DynamoDB Local slows down badly as stream-enabled tables pile up.
-inline std::unique_ptr<ds::Store> open_dynamodb_for_test(const std::filesystem::path& dir, ds::DynamoDbLayout layout) {
+inline std::unique_ptr<ds::StoreBackend> open_dynamodb_for_test(const std::filesystem::path& dir, ds::DynamoDbLayout layout) {
   ds::DynamoDbOptions o = dynamodb_test_options(dir, layout);
   try {
     ds::create_dynamodb_table(o, /*with_stream=*/false);
@@ -122,8 +122,8 @@ class StoreTest : public ::testing::TestWithParam<StoreKind> {
     store_.reset();
     store_ = GetParam().open(dir_.path());
   }
-  ds::Store& store() { return *store_; }
+  ds::StoreBackend& store() { return *store_; }
 
   TempDir dir_;
-  std::unique_ptr<ds::Store> store_;
+  std::unique_ptr<ds::StoreBackend> store_;
 };

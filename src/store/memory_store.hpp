@@ -1,0 +1,58 @@
+// The memory store's one object (not public API): its shadows in memory_store.cpp, its delivery
+// state in memory_delivery.cpp, under one lock.
+#pragma once
+
+#include "deviceshadow/store_backend.hpp"
+#include "store/feed_listener.hpp"
+
+#include <deque>
+#include <map>
+#include <shared_mutex>
+
+namespace deviceshadow {
+
+class MemoryStore final : public StoreBackend {
+ public:
+  // Store
+  std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override;
+  void write(const ShadowWrite& write) override;
+  void append_history(std::span<const ShadowHistoryEvent> events) override;
+  std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
+                                          std::size_t limit) override;
+  std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
+                                       std::size_t limit) override;
+  std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
+  std::size_t purge(std::int64_t now_ns) override;
+  std::optional<std::string> unready() override { return std::nullopt; }
+
+  // DeliveryStore
+  bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override;
+  std::size_t purge_dead_letters(std::int64_t now_ns) override;
+  void put_registration(const RegistrationRecord& r) override;
+  std::vector<RegistrationRecord> list_registrations() override;
+  bool remove_registration(std::string_view id) override;
+  std::optional<std::uint64_t> checkpoint(std::string_view registration) override;
+  void put_checkpoint(std::string_view registration, std::uint64_t seq) override;
+  void put_dead_letters(std::span<const DeadLetter> letters) override;
+  std::vector<DeadLetter> dead_letters(std::string_view registration, std::string_view after, std::size_t limit) override;
+  std::uint64_t count_dead_letters(std::string_view registration) override;
+  std::size_t remove_dead_letters(std::string_view registration,
+                                  std::optional<std::span<const std::string>> event_ids) override;
+  std::vector<FeedEntry> read_feed(std::uint64_t after, std::size_t limit) override;
+  void trim_feed(std::uint64_t up_to) override;
+  std::uint64_t feed_end() override;
+  void set_feed_listener(std::function<void()> listener) override { feed_listener_.set(std::move(listener)); }
+
+ private:
+  std::shared_mutex mutex_;
+  std::map<ShadowKey, ShadowRecord> shadows_;
+  std::map<ShadowKey, std::map<std::string, HistoryEvent>> history_;
+  std::map<std::string, RegistrationRecord> registrations_;
+  std::map<std::string, std::uint64_t> checkpoints_;
+  std::map<std::string, std::map<std::string, DeadLetter>> dead_letters_;  // registration -> event id ->
+  std::deque<FeedEntry> feed_;  // in seq order; appended by write
+  FeedListener feed_listener_;
+  std::uint64_t last_seq_ = 0;
+};
+
+}  // namespace deviceshadow
