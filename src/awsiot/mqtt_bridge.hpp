@@ -110,8 +110,8 @@ struct MqttBridgeOptions {
   // REST writes waiting to be announced (while the broker is away); beyond it the oldest are
   // dropped and counted.
   std::size_t max_announcements = 10000;
-  // A request is served by the shadowd that claims it (DeliveryStore::claim of its topic and payload)
-  // for this long; 0 serves every request without claiming (one shadowd per broker).
+  // A request is served by the shadowd that claims it (DeliveryStore::claim of its topic and
+  // payload) for this long; 0 serves every request without claiming (one shadowd per broker).
   std::chrono::milliseconds claim_window{0};
 };
 

@@ -69,7 +69,8 @@ void lower_priority(int nice) {
 
 // Calls `each` on the registration's dead letters in id order, reading a page at a time,
 // until it returns false. `each` may move from the letter it is given.
-void for_each_dead_letter(DeliveryStore& store, std::string_view registration, const std::function<bool(DeadLetter&)>& each) {
+void for_each_dead_letter(DeliveryStore& store, std::string_view registration,
+                          const std::function<bool(DeadLetter&)>& each) {
   constexpr std::size_t kPage = 1000;
   std::string after;
   for (;;) {
@@ -151,8 +152,8 @@ class Dispatcher::Worker {
   // `predecessor`: the registration's previous worker, still stopping: this one takes no entry
   // before it has stopped, and then goes on from where it stopped, with its counters (a
   // shadow's events stay in order, and none is sent twice).
-  Worker(DeliveryStore& store, Feed& feed, Registration registration, std::unique_ptr<Target> target, std::uint64_t checkpoint,
-         const DispatcherOptions& options, const NotifyLog& log, std::function<void()> room,
+  Worker(DeliveryStore& store, Feed& feed, Registration registration, std::unique_ptr<Target> target,
+         std::uint64_t checkpoint, const DispatcherOptions& options, const NotifyLog& log, std::function<void()> room,
          RegistrationStatus counters, std::shared_ptr<Worker> predecessor)
       : store_(store),
         feed_(feed),

@@ -21,7 +21,9 @@ std::string claim_pk(std::string_view id) { return std::string(kClaimsPkPrefix) 
 constexpr std::string_view kClaimSk = "C";
 // A registration's dead letters: one partition per registration, the event id the sort key.
 constexpr std::string_view kDeadLettersPkPrefix = "NDL#";
-std::string dead_letters_pk(std::string_view registration) { return std::string(kDeadLettersPkPrefix) + std::string(registration); }
+std::string dead_letters_pk(std::string_view registration) {
+  return std::string(kDeadLettersPkPrefix) + std::string(registration);
+}
 
 }  // namespace
 
