@@ -21,6 +21,7 @@ enum class ErrorCode {
   unauthorized,
   forbidden,
   not_found,
+  history_expired,  // 410: the moment asked for needs history events retention removed
   method_not_allowed,  // 405: a known path with another method (Allow lists the methods)
   version_conflict,
   document_too_large,
@@ -42,6 +43,8 @@ struct ErrorDetails {
   std::optional<std::uint64_t> column;         // invalid_json: 1-based byte column
   std::optional<std::uint64_t> limit;          // the limit exceeded (too_deep, too large)
   std::optional<std::uint64_t> current_version;  // version_conflict
+  std::string oldest_id;                       // history_expired: the oldest event kept ("oldest")
+  std::int64_t oldest_ns = 0;
 };
 
 class Error : public std::runtime_error {
@@ -60,6 +63,8 @@ class Error : public std::runtime_error {
   static Error too_large(std::string what, std::uint64_t size, std::uint64_t limit);
   static Error version_conflict(std::uint64_t current_version, std::string message = {});
   static Error not_found(std::string message);
+  // The oldest event kept is `oldest_id`, at `oldest_ns`.
+  static Error history_expired(std::string message, std::string oldest_id, std::int64_t oldest_ns);
 
  private:
   ErrorCode code_;

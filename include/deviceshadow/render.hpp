@@ -37,7 +37,7 @@ std::string render_error(const Error& error);
 void append_error(std::string& out, const Error& error);
 
 // The change event of one stored write: {"id","thing","name","op","timestamp","clientToken"?,
-// "reported"?:{"version","changes"},"desired"?:{…},"acknowledged"?}, a section only if the
+// "reported"?:{"version","tz"?,"changes"},"desired"?:{…},"acknowledged"?}, a section only if the
 // write stored it (docs/semantics.md, "History").
 struct ChangeEventParts {
   const ShadowKey* key = nullptr;
@@ -47,6 +47,8 @@ struct ChangeEventParts {
   std::string_view client_token;
   std::optional<std::uint64_t> reported_version;  // set for each section the write stored
   std::optional<std::uint64_t> desired_version;
+  std::string_view reported_tz;  // the time zone the write set on a section, if it set one
+  std::string_view desired_tz;
   const std::vector<Change>* changes = nullptr;
   const std::vector<Acknowledgement>* acknowledged = nullptr;
 };

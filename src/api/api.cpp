@@ -1,4 +1,5 @@
 #include "api/api.hpp"
+#include "api/handlers.hpp"
 
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/render.hpp"
@@ -19,18 +20,6 @@ using http::parse_uint;
 using http::RequestTarget;
 using http::split_target;
 
-// Everything known about one request while it is being served.
-struct Api::Context {
-  const HttpRequest& request;
-  std::vector<std::string> segments;            // percent-decoded path segments
-  std::map<std::string, std::string> query;     // percent-decoded
-  std::string route = "unmatched";              // the route template, for metrics
-  std::string allow;                            // the methods of the route, for a 405
-  const Token* token = nullptr;
-};
-
-namespace {
-
 // Every route, in the order route() tries them. Adding one here and in route() is not enough:
 // tests/api/openapi_test.cpp fails until docs/openapi.yaml documents it too.
 constexpr Route kRoutes[] = {
@@ -43,6 +32,8 @@ constexpr Route kRoutes[] = {
     {"/v1/things/{thing}/shadows/{name}", "GET, DELETE"},
     {"/v1/things/{thing}/shadows/{name}/{section}", "POST, DELETE"},
     {"/v1/things/{thing}/shadows/{name}/history", "GET"},
+    {"/v1/things/{thing}/shadows/{name}/history/bounds", "GET"},
+    {"/v1/things/{thing}/shadows/{name}/diff", "GET"},
     {"/v1/registrations", "GET"},
     {"/v1/registrations/{id}", "GET, PUT, DELETE"},
     {"/v1/registrations/{id}/dead-letters", "GET, DELETE"},
@@ -54,33 +45,12 @@ constexpr Route kRoutes[] = {
 
 HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
 
+namespace {
+
 HttpResponse error_response(const Error& e) {
   HttpResponse r = json_response(http_status(e.code()), render_error(e));
   if (e.code() == ErrorCode::unauthorized) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
-}
-
-std::size_t parse_limit(const std::map<std::string, std::string>& query) {
-  auto it = query.find("limit");
-  if (it == query.end()) return kDefaultPageLimit;
-  std::uint64_t v = parse_uint(it->second, "limit");
-  if (v < 1 || v > kMaxPageLimit) throw Error::invalid_request("limit must be between 1 and 1000", "limit");
-  return static_cast<std::size_t>(v);
-}
-
-// since/until: RFC 3339 or an epoch number (same magnitude rules as timestamped values).
-std::int64_t parse_time(const std::string& text, const char* field) {
-  std::optional<Timestamp> t;
-  if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-') && text.find('T') == std::string::npos) {
-    try {
-      t = parse_timestamp(parse_json(text));
-    } catch (const Error&) {
-    }
-  } else {
-    t = parse_rfc3339(text);
-  }
-  if (!t) throw Error::invalid_request(std::string(field) + " must be an RFC 3339 time or an epoch number", field);
-  return t->unix_nanos();
 }
 
 json::object parse_body_object(const std::string& body, const Limits& limits, std::size_t envelope_depth) {
@@ -151,6 +121,29 @@ void append_item_error(std::string& out, const std::string& thing, const std::st
 }
 
 }  // namespace
+
+std::size_t parse_limit(const std::map<std::string, std::string>& query) {
+  auto it = query.find("limit");
+  if (it == query.end()) return kDefaultPageLimit;
+  std::uint64_t v = parse_uint(it->second, "limit");
+  if (v < 1 || v > kMaxPageLimit) throw Error::invalid_request("limit must be between 1 and 1000", "limit");
+  return static_cast<std::size_t>(v);
+}
+
+// since/until: RFC 3339 or an epoch number (same magnitude rules as timestamped values).
+std::int64_t parse_time(const std::string& text, const char* field) {
+  std::optional<Timestamp> t;
+  if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-') && text.find('T') == std::string::npos) {
+    try {
+      t = parse_timestamp(parse_json(text));
+    } catch (const Error&) {
+    }
+  } else {
+    t = parse_rfc3339(text);
+  }
+  if (!t) throw Error::invalid_request(std::string(field) + " must be an RFC 3339 time or an epoch number", field);
+  return t->unix_nanos();
+}
 
 std::span<const Route> Api::routes() noexcept { return kRoutes; }
 
@@ -256,6 +249,14 @@ HttpResponse Api::route(Context& ctx) {
         only("/v1/things/{thing}/shadows/{name}/history");
         return history(ctx);
       }
+      if (s.size() == 7 && s[5] == "history" && s[6] == "bounds") {
+        only("/v1/things/{thing}/shadows/{name}/history/bounds");
+        return history_bounds(ctx);
+      }
+      if (s.size() == 6 && s[5] == "diff") {
+        only("/v1/things/{thing}/shadows/{name}/diff");
+        return diff(ctx);
+      }
     }
   }
   if (s.size() >= 2 && s[0] == "v1" && s[1] == "registrations" && dispatcher_) {
@@ -290,6 +291,9 @@ void Api::authorize(Context& ctx, Action action, std::string_view thing) const {
 }
 
 HttpResponse Api::get_shadow(Context& ctx) {
+  for (const char* p : {"asOf", "asOfEvent", "reportedVersion", "desiredVersion"}) {
+    if (ctx.query.contains(p)) return get_shadow_as_of(ctx);
+  }
   allow_only(ctx.query, {"metadata"});
   bool metadata = false;
   if (auto it = ctx.query.find("metadata"); it != ctx.query.end()) {
@@ -342,23 +346,6 @@ HttpResponse Api::list_things(Context& ctx) {
                        ? engine_.list_things(prefix, limit, cursor, ctx.token->patterns)
                        : engine_.list_things(prefix, limit, cursor);
   return json_response(200, render_thing_list(list));
-}
-
-HttpResponse Api::history(Context& ctx) {
-  allow_only(ctx.query, {"limit", "cursor", "order", "since", "until"});
-  ShadowKey key{ctx.segments[2], ctx.segments[4]};
-  validate_thing(key.thing);
-  authorize(ctx, Action::history, key.thing);
-  HistoryRequest q;
-  q.limit = parse_limit(ctx.query);
-  q.cursor = ctx.query["cursor"];
-  if (auto it = ctx.query.find("order"); it != ctx.query.end()) {
-    if (it->second != "asc" && it->second != "desc") throw Error::invalid_request("order must be asc or desc", "order");
-    q.descending = it->second == "desc";
-  }
-  if (auto it = ctx.query.find("since"); it != ctx.query.end()) q.since_ns = parse_time(it->second, "since");
-  if (auto it = ctx.query.find("until"); it != ctx.query.end()) q.until_ns = parse_time(it->second, "until");
-  return json_response(200, render_history_page(engine_.history(key, q)));
 }
 
 namespace {

@@ -56,7 +56,11 @@ class Api final : public http::Service {
   HttpResponse remove(Context& ctx, std::optional<Section> section);
   HttpResponse list_shadows(Context& ctx);
   HttpResponse list_things(Context& ctx);
+  // History and time travel (history.cpp).
   HttpResponse history(Context& ctx);
+  HttpResponse get_shadow_as_of(Context& ctx);
+  HttpResponse history_bounds(Context& ctx);
+  HttpResponse diff(Context& ctx);
   HttpResponse batch_get(Context& ctx);
   HttpResponse batch_update(Context& ctx);
   HttpResponse registrations(Context& ctx);

@@ -30,7 +30,8 @@ AwsShadowError aws_shadow_error(const Error& e) {
     case ErrorCode::too_deep: return {400, "InvalidRequestException", e.what()};
     case ErrorCode::unauthorized: return {401, "UnauthorizedException", e.what()};
     case ErrorCode::forbidden: return {403, "ForbiddenException", e.what()};
-    case ErrorCode::not_found: return {404, "ResourceNotFoundException", e.what()};
+    case ErrorCode::not_found:
+    case ErrorCode::history_expired: return {404, "ResourceNotFoundException", e.what()};
     case ErrorCode::method_not_allowed: return {405, "MethodNotAllowedException", e.what()};
     case ErrorCode::version_conflict: return {409, "ConflictException", "Version conflict"};
     case ErrorCode::document_too_large:

@@ -12,6 +12,7 @@ std::string_view code_name(ErrorCode code) noexcept {
     case ErrorCode::unauthorized: return "unauthorized";
     case ErrorCode::forbidden: return "forbidden";
     case ErrorCode::not_found: return "not_found";
+    case ErrorCode::history_expired: return "history_expired";
     case ErrorCode::method_not_allowed: return "method_not_allowed";
     case ErrorCode::version_conflict: return "version_conflict";
     case ErrorCode::document_too_large: return "document_too_large";
@@ -32,6 +33,7 @@ int http_status(ErrorCode code) noexcept {
     case ErrorCode::unauthorized: return 401;
     case ErrorCode::forbidden: return 403;
     case ErrorCode::not_found: return 404;
+    case ErrorCode::history_expired: return 410;
     case ErrorCode::method_not_allowed: return 405;
     case ErrorCode::version_conflict: return 409;
     case ErrorCode::document_too_large: return 413;
@@ -99,6 +101,13 @@ Error Error::version_conflict(std::uint64_t current_version, std::string message
 
 Error Error::not_found(std::string message) {
   return Error(ErrorCode::not_found, std::move(message));
+}
+
+Error Error::history_expired(std::string message, std::string oldest_id, std::int64_t oldest_ns) {
+  ErrorDetails d;
+  d.oldest_id = std::move(oldest_id);
+  d.oldest_ns = oldest_ns;
+  return Error(ErrorCode::history_expired, std::move(message), std::move(d));
 }
 
 }  // namespace deviceshadow

@@ -415,8 +415,15 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         event.id = event_id(ts, letter, write.sections.front().record.version);
         event.timestamp_ns = ts;
         event.expires_ns = expiry(ts, options_.history_retention);
-        event.json = render_change_event({&plan.key, event.id, op, ts, plan.client_token, versions[0], versions[1],
-                                          &outcome.changes, &outcome.acknowledged});
+        ChangeEventParts parts{&plan.key, event.id, op, ts, plan.client_token, versions[0], versions[1]};
+        for (const UpdatePlan::Part& part : plan.named()) {
+          if (versions[part.section == Section::reported ? 0 : 1] && *part.tz) {
+            (part.section == Section::reported ? parts.reported_tz : parts.desired_tz) = **part.tz;
+          }
+        }
+        parts.changes = &outcome.changes;
+        parts.acknowledged = &outcome.acknowledged;
+        event.json = render_change_event(parts);
         attach_event(write, std::move(event), record, options_.history, feed);
       }
       write.unchanged = unchanged_section(write, record);
@@ -515,7 +522,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       event.id = event_id(ts, 'X', write.sections.front().record.version);
       event.timestamp_ns = ts;
       event.expires_ns = expiry(ts, options_.history_retention);
-      event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], &changes, nullptr});
+      event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], {}, {}, &changes, nullptr});
       attach_event(write, std::move(event), record, options_.history, feed);
     }
     write.unchanged = unchanged_section(write, record);

@@ -218,6 +218,13 @@ void append_error(std::string& out, const Error& e) {
   number("column", d.column);
   number("limit", d.limit);
   number("current_version", d.current_version);
+  if (!d.oldest_id.empty()) {
+    out += ",\"oldest\":{";
+    append_key(out, "id", d.oldest_id);
+    out += ',';
+    append_time(out, "timestamp", d.oldest_ns);
+    out += '}';
+  }
   out += "}}";
 }
 
@@ -240,12 +247,16 @@ std::string render_change_event(const ChangeEventParts& p) {
     out += ',';
     append_key(out, "clientToken", p.client_token);
   }
-  auto section = [&](Section s, const std::optional<std::uint64_t>& version) {
+  auto section = [&](Section s, const std::optional<std::uint64_t>& version, std::string_view tz) {
     if (!version) return;
     out += ",\"";
     out += to_string(s);
     out += "\":{";
     append_number(out, "version", *version);
+    if (!tz.empty()) {
+      out += ',';
+      append_key(out, "tz", tz);
+    }
     out += ",\"changes\":[";
     bool first = true;
     for (const Change& c : *p.changes) {
@@ -256,8 +267,8 @@ std::string render_change_event(const ChangeEventParts& p) {
     }
     out += "]}";
   };
-  section(Section::reported, p.reported_version);
-  section(Section::desired, p.desired_version);
+  section(Section::reported, p.reported_version, p.reported_tz);
+  section(Section::desired, p.desired_version, p.desired_tz);
   if (p.acknowledged && !p.acknowledged->empty()) {
     out += ',';
     append_list(out, "acknowledged", *p.acknowledged);

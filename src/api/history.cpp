@@ -1,0 +1,135 @@
+// History and time travel endpoints of API v1: the history journal, as-of reads of a shadow,
+// the bounds of its history and the net change between two moments (docs/api.md, "History"
+// and "Time travel").
+#include "api/handlers.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/render.hpp"
+#include "deviceshadow/time_travel.hpp"
+#include "deviceshadow/timestamp.hpp"
+#include "deviceshadow/validation.hpp"
+
+namespace deviceshadow::api {
+namespace {
+
+using http::allow_only;
+using http::parse_uint;
+
+void append_time(std::string& out, const char* name, std::int64_t ns) {
+  out += '"';
+  out += name;
+  out += "\":";
+  append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(ns)));
+}
+
+// {"id","timestamp"[,"reportedVersion","desiredVersion"]}
+void append_mark(std::string& out, const EventMark& m, bool with_versions) {
+  out += "{\"id\":";
+  append_json_string(out, m.id);
+  out += ',';
+  append_time(out, "timestamp", m.timestamp_ns);
+  if (with_versions) {
+    out += ",\"reportedVersion\":" + std::to_string(m.reported_version);
+    out += ",\"desiredVersion\":" + std::to_string(m.desired_version);
+  }
+  out += '}';
+}
+
+}  // namespace
+
+HttpResponse Api::history(Context& ctx) {
+  allow_only(ctx.query, {"limit", "cursor", "order", "since", "until"});
+  ShadowKey key{ctx.segments[2], ctx.segments[4]};
+  validate_thing(key.thing);
+  authorize(ctx, Action::history, key.thing);
+  HistoryRequest q;
+  q.limit = parse_limit(ctx.query);
+  q.cursor = ctx.query["cursor"];
+  if (auto it = ctx.query.find("order"); it != ctx.query.end()) {
+    if (it->second != "asc" && it->second != "desc") throw Error::invalid_request("order must be asc or desc", "order");
+    q.descending = it->second == "desc";
+  }
+  if (auto it = ctx.query.find("since"); it != ctx.query.end()) q.since_ns = parse_time(it->second, "since");
+  if (auto it = ctx.query.find("until"); it != ctx.query.end()) q.until_ns = parse_time(it->second, "until");
+  return json_response(200, render_history_page(engine_.history(key, q)));
+}
+
+// GET …/shadows/{name} with one of asOf, asOfEvent, reportedVersion, desiredVersion: the
+// ordinary GET body as of then, plus "asOf" (the time of the last event applied) and "event".
+HttpResponse Api::get_shadow_as_of(Context& ctx) {
+  allow_only(ctx.query, {"metadata", "asOf", "asOfEvent", "reportedVersion", "desiredVersion"});
+  bool metadata = false;
+  if (auto it = ctx.query.find("metadata"); it != ctx.query.end()) {
+    if (it->second != "true" && it->second != "false") throw Error::invalid_request("metadata must be true or false", "metadata");
+    metadata = it->second == "true";
+  }
+  Moment moment;
+  int given = 0;
+  for (const auto& [name, value] : ctx.query) {
+    if (name == "metadata") continue;
+    ++given;
+    if (name == "asOf") {
+      moment.kind = Moment::Kind::time;
+      moment.time_ns = parse_time(value, "asOf");
+    } else if (name == "asOfEvent") {
+      moment.kind = Moment::Kind::event;
+      moment.event_id = value;
+    } else {
+      moment.kind = name == "reportedVersion" ? Moment::Kind::reported_version : Moment::Kind::desired_version;
+      moment.version = parse_uint(value, name);
+    }
+  }
+  if (given > 1) throw Error::invalid_request("give one of asOf, asOfEvent, reportedVersion, desiredVersion");
+  ShadowKey key{ctx.segments[2], ctx.segments[4]};
+  validate_thing(key.thing);
+  authorize(ctx, Action::read, key.thing);
+  authorize(ctx, Action::history, key.thing);
+  const PastShadow past = shadow_as_of(engine_, key, moment);
+  std::string out = render_shadow(past.view, metadata ? &engine_.options().document.timestamp_keys : nullptr);
+  out.pop_back();
+  out += ',';
+  append_time(out, "asOf", past.event.timestamp_ns);
+  out += ",\"event\":";
+  append_json_string(out, past.event.id);
+  out += '}';
+  return json_response(200, std::move(out));
+}
+
+HttpResponse Api::history_bounds(Context& ctx) {
+  allow_only(ctx.query, {});
+  ShadowKey key{ctx.segments[2], ctx.segments[4]};
+  validate_thing(key.thing);
+  authorize(ctx, Action::history, key.thing);
+  const HistoryBounds b = deviceshadow::history_bounds(engine_, key);
+  std::string out = "{\"oldest\":";
+  append_mark(out, b.oldest, true);
+  out += ",\"newest\":";
+  append_mark(out, b.newest, true);
+  out += b.complete ? ",\"complete\":true}" : ",\"complete\":false}";
+  return json_response(200, std::move(out));
+}
+
+HttpResponse Api::diff(Context& ctx) {
+  allow_only(ctx.query, {"from", "to"});
+  ShadowKey key{ctx.segments[2], ctx.segments[4]};
+  validate_thing(key.thing);
+  authorize(ctx, Action::history, key.thing);
+  auto from = ctx.query.find("from");
+  if (from == ctx.query.end()) throw Error::invalid_request("from is required: a time or an event id", "from");
+  std::optional<Moment> to;
+  if (auto it = ctx.query.find("to"); it != ctx.query.end()) to = parse_moment(it->second, "to");
+  const ShadowDiff d = shadow_diff(engine_, key, parse_moment(from->second, "from"), to);
+  std::string out = "{\"from\":";
+  append_mark(out, d.from, false);
+  out += ",\"to\":";
+  append_mark(out, d.to, false);
+  out += ",\"changes\":[";
+  for (std::size_t i = 0; i < d.changes.size(); ++i) {
+    if (i) out += ',';
+    append_json(out, d.changes[i]);
+  }
+  out += "]}";
+  return json_response(200, std::move(out));
+}
+
+}  // namespace deviceshadow::api

@@ -1,0 +1,521 @@
+// Time travel over the history journal (include/deviceshadow/time_travel.hpp).
+//
+// A section's state at event t is rebuilt by replaying its changes forward, in the order the
+// merge made them, from the last point at or before t where the state is known: right after a
+// delete of the section (empty) or right before the write that created it (version 1, empty).
+// Replaying forward puts members where the merge put them (new ones last), and the leaf times
+// come out of the same update_leaf_times the engine ran. A section no event changed after t is
+// read as it is now.
+#include "deviceshadow/time_travel.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+#include "deviceshadow/leaf_times.hpp"
+#include "deviceshadow/timestamp.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+namespace deviceshadow {
+namespace {
+
+// One history event as replay needs it.
+struct PastEvent {
+  struct Part {
+    bool present = false;  // the event stored this section
+    std::uint64_t version = 0;
+    std::string tz;
+    std::vector<Change> changes;
+  };
+  std::string id;
+  std::int64_t timestamp_ns = 0;
+  bool is_delete = false;
+  std::string client_token;
+  std::array<Part, 2> parts;  // [0] reported, [1] desired
+
+  const Part& part(Section s) const { return parts[s == Section::reported ? 0 : 1]; }
+};
+
+const json::value* member(const json::object& o, std::string_view key) { return o.if_contains(key); }
+
+PastEvent parse_event(const HistoryEvent& stored) {
+  const json::value v = parse_json(stored.json, 512);
+  if (!v.is_object()) throw Error(ErrorCode::internal, "a history event is not a JSON object");
+  const json::object& o = v.get_object();
+  PastEvent e;
+  e.id = stored.id;
+  e.timestamp_ns = stored.timestamp_ns;
+  if (const json::value* op = member(o, "op"); op && op->is_string()) e.is_delete = op->get_string() == "delete";
+  if (const json::value* t = member(o, "clientToken"); t && t->is_string()) e.client_token = t->get_string();
+  for (Section s : {Section::reported, Section::desired}) {
+    const json::value* section = member(o, to_string(s));
+    if (!section || !section->is_object()) continue;
+    PastEvent::Part& p = e.parts[s == Section::reported ? 0 : 1];
+    p.present = true;
+    const json::object& so = section->get_object();
+    if (const json::value* ver = member(so, "version"); ver && ver->is_number()) p.version = ver->to_number<std::uint64_t>();
+    if (const json::value* tz = member(so, "tz"); tz && tz->is_string()) p.tz = tz->get_string();
+    if (const json::value* changes = member(so, "changes"); changes && changes->is_array()) {
+      for (const json::value& c : changes->get_array()) {
+        const json::object& co = c.as_object();
+        Change change;
+        change.section = s;
+        const std::string_view op = co.at("op").as_string();
+        change.op = op == "add" ? ChangeOp::add : op == "update" ? ChangeOp::update : ChangeOp::remove;
+        change.path = co.at("path").as_string();
+        if (const json::value* old = member(co, "old")) change.old_value = *old;
+        if (const json::value* now = member(co, "new")) change.new_value = *now;
+        p.changes.push_back(std::move(change));
+      }
+    }
+  }
+  return e;
+}
+
+// The shadow's current record and every history event kept, oldest first. The record is read
+// first, so every write it shows has its event in the list (history inline).
+struct Journal {
+  ShadowRecord current;
+  std::vector<PastEvent> events;
+  bool shared = false;  // the sections share one version (DynamoDB's combined layout)
+
+  // The event index that first stored section s, or nullopt.
+  std::optional<std::size_t> first_of(Section s) const {
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      if (events[i].part(s).present) return i;
+    }
+    return std::nullopt;
+  }
+  // Whether the state of section s before the oldest event kept is known to be absent.
+  bool known_from_start(Section s) const {
+    if (events.empty()) return false;
+    if (shared) {
+      for (const PastEvent::Part& p : events.front().parts) {
+        if (p.present && p.version == 1) return true;
+      }
+      return false;
+    }
+    auto first = first_of(s);
+    return first ? events[*first].part(s).version == 1 : current.section(s).version == 0;
+  }
+  // Whether the current record shows the last event kept of section s (a write can land
+  // between reading the record and reading the history).
+  bool current_matches(Section s) const {
+    if (shared) {
+      std::uint64_t newest = 0;
+      for (const PastEvent::Part& p : events.back().parts) newest = std::max(newest, p.version);
+      return newest == std::max(current.reported.version, current.desired.version);
+    }
+    for (std::size_t i = events.size(); i-- > 0;) {
+      if (events[i].part(s).present) return events[i].part(s).version == current.section(s).version;
+    }
+    return true;
+  }
+  bool complete() const { return known_from_start(Section::reported) && known_from_start(Section::desired); }
+
+  [[noreturn]] void expired(const std::string& what) const {
+    throw Error::history_expired(what + " needs history events that retention removed", events.front().id,
+                                 events.front().timestamp_ns);
+  }
+};
+
+Journal read_journal(Engine& engine, const ShadowKey& key) {
+  if (!engine.options().history) throw Error::invalid_request("history is off on this server: no past states are kept");
+  validate_thing(key.thing);
+  Journal j;
+  j.shared = engine.store().shares_versions();
+  j.current = engine.store().read(key);
+  HistoryQuery q;
+  q.limit = 1000;
+  q.descending = false;
+  for (;;) {
+    std::vector<HistoryEvent> page = engine.store().history(key, q);
+    for (const HistoryEvent& e : page) j.events.push_back(parse_event(e));
+    if (page.size() < q.limit) break;
+    q.after_id = page.back().id;
+  }
+  if (j.events.empty()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " has no history");
+  return j;
+}
+
+// JSON Pointer tokens, unescaped.
+std::vector<std::string> pointer_tokens(std::string_view path) {
+  std::vector<std::string> tokens;
+  if (path.empty() || path[0] != '/') throw Error(ErrorCode::internal, "a history change has a malformed path");
+  std::size_t i = 1;
+  for (;;) {
+    std::size_t end = path.find('/', i);
+    std::string token;
+    for (std::size_t k = i; k < (end == std::string_view::npos ? path.size() : end); ++k) {
+      if (path[k] == '~' && k + 1 < path.size()) {
+        token += path[k + 1] == '1' ? '/' : '~';
+        ++k;
+      } else {
+        token += path[k];
+      }
+    }
+    tokens.push_back(std::move(token));
+    if (end == std::string_view::npos) break;
+    i = end + 1;
+  }
+  return tokens;
+}
+
+std::optional<std::size_t> array_index(const std::string& token) {
+  if (token.empty() || token.size() > 18 || !std::all_of(token.begin(), token.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(std::stoull(token));
+}
+
+// Applies one section's changes of one event to its state, as the merge made them. Removes
+// inside arrays merged element by element name stored indices: a removed element becomes a
+// null place holder (the merge never keeps null in such arrays) until the event's other
+// changes, which name result indices, need the array compacted.
+class Replayer {
+ public:
+  explicit Replayer(json::value& root) : root_(root) {}
+
+  void apply(const Change& c) {
+    const std::vector<std::string> tokens = pointer_tokens(c.path);
+    if (c.op != ChangeOp::remove) compact();
+    std::vector<json::value*> nodes{&root_};
+    for (std::size_t k = 0; k + 1 < tokens.size(); ++k) {
+      json::value* next = child(*nodes.back(), tokens[k], c.op != ChangeOp::remove);
+      if (!next) return;  // a remove below something already gone
+      nodes.push_back(next);
+    }
+    json::value& parent = *nodes.back();
+    const std::string& last = tokens.back();
+    if (c.op != ChangeOp::remove) {
+      set(parent, last, c.new_value ? *c.new_value : json::value(json::object()));
+      return;
+    }
+    erase(parent, last, tokens, tokens.size() - 1);
+    // Objects the remove left empty go with it (a delete, a null, client_is_master, an
+    // acknowledgement all remove them so); the root stays.
+    for (std::size_t k = nodes.size() - 1; k > 0; --k) {
+      const json::object* o = nodes[k]->if_object();
+      if (!o || !o->empty()) break;
+      erase(*nodes[k - 1], tokens[k - 1], tokens, k - 1);
+    }
+  }
+
+  // Drops the place holders of removed array elements.
+  void compact() {
+    for (const std::vector<std::string>& path : holders_) {
+      json::value* node = &root_;
+      for (const std::string& token : path) {
+        if (!(node = child(*node, token, false))) break;
+      }
+      if (json::array* a = node ? node->if_array() : nullptr) {
+        for (std::size_t i = a->size(); i-- > 0;) {
+          if ((*a)[i].is_null()) a->erase(a->begin() + static_cast<std::ptrdiff_t>(i));
+        }
+      }
+    }
+    holders_.clear();
+  }
+
+ private:
+  static json::value* child(json::value& node, const std::string& token, bool create) {
+    if (json::object* o = node.if_object()) {
+      if (auto it = o->find(token); it != o->end()) return &it->value();
+      if (!create) return nullptr;
+      return &o->emplace(token, json::object()).first->value();
+    }
+    if (json::array* a = node.if_array()) {
+      auto i = array_index(token);
+      if (!i || *i > a->size() || (*i == a->size() && !create)) return nullptr;
+      if (*i == a->size()) a->emplace_back(json::object());
+      return &(*a)[*i];
+    }
+    return nullptr;
+  }
+
+  static void set(json::value& parent, const std::string& token, const json::value& value) {
+    if (json::object* o = parent.if_object()) {
+      (*o)[token] = value;  // in place when present, else appended: where the merge put it
+    } else if (json::array* a = parent.if_array()) {
+      auto i = array_index(token);
+      if (i && *i < a->size()) {
+        (*a)[*i] = value;
+      } else if (i && *i == a->size()) {
+        a->push_back(value);
+      }
+    }
+  }
+
+  // Removes member or element `token` of `parent`, whose own tokens are tokens[0, depth).
+  void erase(json::value& parent, const std::string& token, const std::vector<std::string>& tokens, std::size_t depth) {
+    if (json::object* o = parent.if_object()) {
+      if (auto it = o->find(token); it != o->end()) o->stable_erase(it);
+    } else if (json::array* a = parent.if_array()) {
+      auto i = array_index(token);
+      if (i && *i < a->size()) {
+        (*a)[*i] = nullptr;
+        holders_.emplace_back(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(depth));
+      }
+    }
+  }
+
+  json::value& root_;
+  std::vector<std::vector<std::string>> holders_;
+};
+
+// Section s right after event t.
+SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
+  const std::vector<PastEvent>& ev = j.events;
+  std::optional<std::size_t> last_at_or_before;
+  bool changed_after = false;
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    if (!ev[i].part(s).present) continue;
+    if (i <= t) {
+      last_at_or_before = i;
+    } else {
+      changed_after = true;
+    }
+  }
+  if (!changed_after) {  // nothing changed it since: as it is now, unless a write came after the read
+    if (!last_at_or_before) return j.known_from_start(s) ? SectionRecord{} : j.current.section(s);
+    if (j.current_matches(s)) return j.current.section(s);
+  }
+  // The last point at or before t where the section is known: after a delete of it, or before
+  // the write that created it.
+  std::optional<std::size_t> start;
+  SectionRecord r;
+  for (std::size_t i = t + 1; i-- > 0;) {
+    const PastEvent::Part& p = ev[i].part(s);
+    if (p.present && ev[i].is_delete) {
+      start = i + 1;
+      r.version = p.version;
+      r.deleted = true;
+      r.timestamp_ns = ev[i].timestamp_ns;
+      break;
+    }
+    const bool first_write = j.shared ? std::any_of(ev[i].parts.begin(), ev[i].parts.end(),
+                                                    [](const PastEvent::Part& q) { return q.present && q.version == 1; })
+                                      : p.present && p.version == 1;
+    if (first_write) {
+      start = i;
+      break;
+    }
+  }
+  if (!start) {
+    if (!last_at_or_before && j.known_from_start(s)) return {};
+    j.expired(std::string("the state of ") + std::string(to_string(s)) + " then");
+  }
+  json::value state = json::object();
+  for (std::size_t i = *start; i <= t; ++i) {
+    const PastEvent::Part& p = ev[i].part(s);
+    if (!p.present) continue;
+    if (ev[i].is_delete) {
+      r = {};
+      r.version = p.version;
+      r.deleted = true;
+      r.timestamp_ns = ev[i].timestamp_ns;
+      state = json::object();
+      continue;
+    }
+    Replayer replay(state);
+    for (const Change& c : p.changes) replay.apply(c);
+    replay.compact();
+    const bool existed = r.exists();
+    r.times_json = update_leaf_times(existed ? std::string_view(r.times_json) : "{}", r.timestamp_ns,
+                                     state.get_object(), p.changes, s, ev[i].timestamp_ns);
+    r.tz = !p.tz.empty() ? p.tz : existed ? r.tz : "";
+    r.version = p.version;
+    r.deleted = false;
+    r.timestamp_ns = ev[i].timestamp_ns;
+    r.client_token = ev[i].client_token;
+  }
+  if (r.exists()) r.state_json = to_json(state);
+  return r;
+}
+
+// The shadow right after event t.
+ShadowRecord record_at(const Journal& j, std::size_t t) {
+  ShadowRecord r{section_at(j, t, Section::reported), section_at(j, t, Section::desired)};
+  if (j.shared) {  // both sections show the one version, as the store reads them back
+    std::uint64_t version = 0;
+    for (std::size_t i = 0; i <= t; ++i) {
+      for (const PastEvent::Part& p : j.events[i].parts) version = std::max(version, p.version);
+    }
+    for (Section s : {Section::reported, Section::desired}) {
+      SectionRecord& sr = r.section(s);
+      if (sr.version == 0) sr.deleted = true;
+      sr.version = version;
+    }
+  }
+  return r;
+}
+
+// The version of section s right after event t (0: it never existed then).
+std::uint64_t version_at(const Journal& j, std::size_t t, Section s) {
+  if (j.shared) {
+    std::uint64_t version = 0;
+    for (std::size_t i = 0; i <= t; ++i) {
+      for (const PastEvent::Part& p : j.events[i].parts) version = std::max(version, p.version);
+    }
+    return version;
+  }
+  for (std::size_t i = t + 1; i-- > 0;) {
+    if (j.events[i].part(s).present) return j.events[i].part(s).version;
+  }
+  for (std::size_t i = t + 1; i < j.events.size(); ++i) {
+    if (j.events[i].part(s).present) return j.events[i].part(s).version - 1;
+  }
+  return j.current.section(s).version;
+}
+
+EventMark mark(const Journal& j, std::size_t t) {
+  return {j.events[t].id, j.events[t].timestamp_ns, version_at(j, t, Section::reported), version_at(j, t, Section::desired)};
+}
+
+bool is_event_id(std::string_view id) {
+  return id.size() >= 23 && id.size() <= 64 && id[20] == '#' &&
+         std::all_of(id.begin(), id.begin() + 20, [](char c) { return c >= '0' && c <= '9'; }) &&
+         std::string_view("RDCX").find(id[21]) != std::string_view::npos &&
+         std::all_of(id.begin() + 22, id.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The index of the event a moment names.
+std::size_t find_moment(const Journal& j, const Moment& m, std::int64_t now_ns) {
+  const std::vector<PastEvent>& ev = j.events;
+  const bool complete = j.complete();
+  switch (m.kind) {
+    case Moment::Kind::time: {
+      if (m.time_ns > now_ns) throw Error::invalid_request("the moment asked for is in the future", "asOf");
+      auto it = std::upper_bound(ev.begin(), ev.end(), m.time_ns,
+                                 [](std::int64_t t, const PastEvent& e) { return t < e.timestamp_ns; });
+      if (it == ev.begin()) {
+        if (complete) throw Error::not_found("the shadow did not exist at that moment");
+        j.expired("that moment");
+      }
+      return static_cast<std::size_t>(it - ev.begin()) - 1;
+    }
+    case Moment::Kind::event: {
+      if (!is_event_id(m.event_id)) throw Error::invalid_request("not an event id: " + m.event_id, "asOfEvent");
+      for (std::size_t i = 0; i < ev.size(); ++i) {
+        if (ev[i].id == m.event_id) return i;
+      }
+      if (!complete && m.event_id < ev.front().id) j.expired("event " + m.event_id);
+      throw Error::not_found("this shadow has no event " + m.event_id);
+    }
+    case Moment::Kind::reported_version:
+    case Moment::Kind::desired_version: {
+      const Section s = m.kind == Moment::Kind::reported_version ? Section::reported : Section::desired;
+      const char* field = s == Section::reported ? "reportedVersion" : "desiredVersion";
+      std::uint64_t lowest = UINT64_MAX;
+      for (std::size_t i = 0; i < ev.size(); ++i) {
+        const PastEvent::Part& p = ev[i].part(s);
+        if (!p.present) continue;
+        if (p.version == m.version && !ev[i].is_delete) return i;
+        lowest = std::min(lowest, p.version);
+      }
+      if (!complete && m.version > 0 && m.version < std::min(lowest, j.current.section(s).version + 1)) {
+        j.expired(std::string(field) + " " + std::to_string(m.version));
+      }
+      throw Error::not_found(std::string("this shadow never had ") + field + " " + std::to_string(m.version));
+    }
+  }
+  throw Error(ErrorCode::internal, "unknown moment");
+}
+
+json::object state_of(const SectionRecord& s, const DocumentOptions& doc) {
+  json::value v = parse_json(s.exists() ? s.state_json : "{}", doc.limits.max_depth + 16);
+  return std::move(v.get_object());
+}
+
+// The leaves that differ between two states of a section, in the order of `from` then `to`.
+void diff_members(const json::object* from, const json::object* to, Section s, const TimestampKeys& keys,
+                  std::string& path, std::vector<Change>& out) {
+  auto is_branch = [&](const json::value* v) {
+    return v && v->is_object() && !v->get_object().empty() && !keys.find(v->get_object());
+  };
+  auto visit = [&](std::string_view key, const json::value* a, const json::value* b) {
+    const std::size_t mark = path.size();
+    append_pointer_token(path, key);
+    if (is_branch(a) || is_branch(b)) {
+      if (is_branch(a) && is_branch(b)) {
+        diff_members(&a->get_object(), &b->get_object(), s, keys, path, out);
+      } else {  // a branch on one side only: its leaves against the other side's one leaf
+        if (!is_branch(a) && a) out.push_back({s, ChangeOp::remove, path, *a, std::nullopt});
+        diff_members(is_branch(a) ? &a->get_object() : nullptr, is_branch(b) ? &b->get_object() : nullptr, s, keys,
+                     path, out);
+        if (!is_branch(b) && b) out.push_back({s, ChangeOp::add, path, std::nullopt, *b});
+      }
+    } else if (a && b) {
+      if (*a != *b) out.push_back({s, ChangeOp::update, path, *a, *b});
+    } else if (a) {
+      out.push_back({s, ChangeOp::remove, path, *a, std::nullopt});
+    } else if (b) {
+      out.push_back({s, ChangeOp::add, path, std::nullopt, *b});
+    }
+    path.resize(mark);
+  };
+  if (from) {
+    for (const json::key_value_pair& m : *from) {
+      visit(std::string_view(m.key().data(), m.key().size()), &m.value(), to ? to->if_contains(m.key()) : nullptr);
+    }
+  }
+  if (to) {
+    for (const json::key_value_pair& m : *to) {
+      if (from && from->contains(m.key())) continue;
+      visit(std::string_view(m.key().data(), m.key().size()), nullptr, &m.value());
+    }
+  }
+}
+
+}  // namespace
+
+Moment parse_moment(std::string_view text, const char* field) {
+  Moment m;
+  if (is_event_id(text)) {
+    m.kind = Moment::Kind::event;
+    m.event_id = std::string(text);
+    return m;
+  }
+  std::optional<Timestamp> t = parse_rfc3339(text);
+  if (!t) throw Error::invalid_request(std::string(field) + " must be an RFC 3339 time or an event id", field);
+  m.time_ns = t->unix_nanos();
+  return m;
+}
+
+PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& moment) {
+  const Journal j = read_journal(engine, key);
+  const std::size_t t = find_moment(j, moment, engine.options().clock());
+  const DocumentOptions& doc = engine.options().document;
+  PastShadow past{{key, record_at(j, t), {}}, mark(j, t)};
+  if (!past.view.record.exists()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " did not exist at that moment");
+  past.view.delta = compute_delta(state_of(past.view.record.desired, doc), state_of(past.view.record.reported, doc),
+                                  doc.timestamp_keys);
+  return past;
+}
+
+HistoryBounds history_bounds(Engine& engine, const ShadowKey& key) {
+  const Journal j = read_journal(engine, key);
+  return {mark(j, 0), mark(j, j.events.size() - 1), j.complete()};
+}
+
+ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from, const std::optional<Moment>& to) {
+  const Journal j = read_journal(engine, key);
+  const std::int64_t now = engine.options().clock();
+  const std::size_t a = find_moment(j, from, now);
+  const std::size_t b = to ? find_moment(j, *to, now) : j.events.size() - 1;
+  const DocumentOptions& doc = engine.options().document;
+  const ShadowRecord before = record_at(j, a), after = record_at(j, b);
+  ShadowDiff diff{mark(j, a), mark(j, b), {}};
+  for (Section s : {Section::reported, Section::desired}) {
+    const json::object x = state_of(before.section(s), doc), y = state_of(after.section(s), doc);
+    std::string path;
+    std::vector<Change> changes;
+    diff_members(&x, &y, s, doc.timestamp_keys, path, changes);
+    std::stable_sort(changes.begin(), changes.end(), [](const Change& l, const Change& r) { return l.path < r.path; });
+    for (Change& c : changes) diff.changes.push_back(std::move(c));
+  }
+  return diff;
+}
+
+}  // namespace deviceshadow

@@ -1,0 +1,252 @@
+// Time travel on every store: as-of reads must give, byte for byte, what a GET returned right
+// after each write of long random sequences; bounds, diffs and the errors of docs/api.md.
+#include "deviceshadow/time_travel.hpp"
+#include "support/engine_fixture.hpp"
+
+#include <map>
+#include <random>
+
+namespace {
+
+using ds::Moment;
+
+class TimeTravelTest : public EngineTest {
+ protected:
+  ds::ShadowKey key{"tt", "main"};
+
+  std::string newest_event() {
+    ds::HistoryRequest q;
+    q.limit = 1;
+    return engine().history(key, q).events.at(0).id;
+  }
+  std::string body_now(bool metadata) {
+    try {
+      return ds::render_shadow(engine().get(key), metadata ? &engine().options().document.timestamp_keys : nullptr);
+    } catch (const ds::Error& e) {
+      if (e.code() != ds::ErrorCode::not_found) throw;
+      return "absent";
+    }
+  }
+  std::string body_as_of(const Moment& m, bool metadata) {
+    try {
+      return ds::render_shadow(ds::shadow_as_of(engine(), key, m).view,
+                               metadata ? &engine().options().document.timestamp_keys : nullptr);
+    } catch (const ds::Error& e) {
+      if (e.code() != ds::ErrorCode::not_found) throw;
+      return "absent";
+    }
+  }
+  static Moment event_moment(const std::string& id) {
+    Moment m;
+    m.kind = Moment::Kind::event;
+    m.event_id = id;
+    return m;
+  }
+  static Moment time_moment(std::int64_t ns) {
+    Moment m;
+    m.time_ns = ns;
+    return m;
+  }
+};
+
+// A random state: a few top-level members (null only there, so that a write never empties a
+// nested object without removing it, which the history cannot tell from removing it; see
+// docs/semantics.md, "Time travel"), nested objects, arrays of objects with and without ids,
+// arrays of scalars, timestamped values (sometimes older than the stored one).
+std::string random_state(std::mt19937& rng, std::int64_t now_s) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  static const char* keys[] = {"a", "b", "c", "nest", "list", "plain", "temp", "mode"};
+  std::string out = "{";
+  const int members = 1 + pick(4);
+  for (int i = 0; i < members; ++i) {
+    const std::string key = keys[pick(8)];
+    if (out.find("\"" + key + "\"") != std::string::npos) continue;
+    if (out.size() > 1) out += ',';
+    out += "\"" + key + "\":";
+    if (pick(9) == 0) {
+      out += "null";
+    } else if (key == "nest") {
+      out += "{\"x\":" + std::to_string(pick(3)) + (pick(2) ? ",\"y\":{\"z\":" + std::to_string(pick(3)) + "}" : "") + "}";
+    } else if (key == "list") {
+      out += "[";
+      const bool ids = pick(3) != 0;
+      for (int k = 0, n = pick(4); k < n; ++k) {
+        if (k) out += ',';
+        out += ids ? "{\"id\":" + std::to_string(pick(5)) + ",\"v\":" + std::to_string(pick(4)) + "}"
+                   : "{\"v\":" + std::to_string(pick(4)) + "}";
+      }
+      out += "]";
+      if (ids) {  // ids must be unique: drop the list when they are not
+        std::map<std::string, int> seen;
+        for (std::size_t p = out.rfind('['); (p = out.find("\"id\":", p)) != std::string::npos; p += 5) {
+          if (seen[out.substr(p + 5, 1)]++) {
+            out.erase(out.rfind('['));
+            out += "[{\"v\":1}]";
+            break;
+          }
+        }
+      }
+    } else if (key == "plain") {
+      out += "[1,2," + std::to_string(pick(3)) + "]";
+    } else if (key == "temp") {
+      out += "{\"value\":" + std::to_string(pick(4)) + ".5,\"ts\":" + std::to_string(now_s - pick(3)) + "}";
+    } else {
+      out += pick(2) ? std::to_string(pick(4)) : "\"s" + std::to_string(pick(3)) + "\"";
+    }
+  }
+  return out + "}";
+}
+
+TEST_P(TimeTravelTest, AsOfReadsGiveWhatAGetGaveAfterEachWrite) {
+  std::mt19937 rng(20261127);
+  struct Seen {
+    std::string id;
+    std::int64_t time;
+    std::string body, with_metadata;
+    std::uint64_t reported_version, desired_version;
+  };
+  std::vector<Seen> seen;
+  for (int step = 0; step < 160; ++step) {
+    clock_ += 1'000'000'000;
+    const std::int64_t now_s = clock_.load() / 1'000'000'000;
+    const int kind = static_cast<int>(rng() % 20);
+    std::string before = seen.empty() ? "" : seen.back().id;
+    try {
+      if (kind == 0) {
+        engine().remove(key);
+      } else if (kind == 1) {
+        engine().remove(key, rng() % 2 ? ds::Section::reported : ds::Section::desired);
+      } else if (kind <= 4) {  // both sections at once
+        ds::ShadowUpdate u;
+        u.key = key;
+        u.reported = ds::SectionUpdate{ds::parse_json(random_state(rng, now_s)).as_object()};
+        u.desired = ds::SectionUpdate{ds::parse_json(random_state(rng, now_s)).as_object()};
+        u.client_token = "u" + std::to_string(step);
+        engine().update(u);
+      } else {
+        ds::UpdateRequest r = request(key.thing, kind % 3 ? ds::Section::reported : ds::Section::desired,
+                                      random_state(rng, now_s));
+        if (kind % 4 == 0) r.mode = ds::MergeMode::client_is_master;
+        if (kind == 7) r.tz = "Europe/Stockholm";
+        if (kind == 8) r.tz = "UTC";
+        if (kind % 5 == 0) r.client_token = "c" + std::to_string(step);
+        engine().update(r);
+      }
+    } catch (const ds::Error& e) {
+      ASSERT_EQ(e.code(), ds::ErrorCode::not_found) << e.what();  // deleting what is not there
+    }
+    std::string id;
+    try {
+      id = newest_event();
+    } catch (const std::out_of_range&) {
+      continue;
+    }
+    if (id == before) continue;  // nothing stored
+    const ds::ShadowRecord now = store().read(key);
+    seen.push_back({id, clock_.load(), body_now(false), body_now(true), now.reported.version, now.desired.version});
+  }
+  ASSERT_GT(seen.size(), 100u);
+  clock_ += 1'000'000'000;
+  // DynamoDB keeps states as maps, which do not keep member order: its GET lists members in
+  // the order DynamoDB returns them, so there the bodies are compared as JSON values.
+  auto same = [&](const std::string& a, const std::string& b) {
+    return GetParam().needs_dynamodb && a != "absent" && b != "absent" ? ds::parse_json(a) == ds::parse_json(b) : a == b;
+  };
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    SCOPED_TRACE("after event " + seen[i].id + ": " + seen[i].body);
+    EXPECT_PRED2(same, body_as_of(event_moment(seen[i].id), false), seen[i].body);
+    EXPECT_PRED2(same, body_as_of(event_moment(seen[i].id), true), seen[i].with_metadata);
+    EXPECT_PRED2(same, body_as_of(time_moment(seen[i].time + 500'000'000), false), seen[i].body);
+    if (seen[i].body != "absent" && !GetParam().shared_version) {
+      Moment m;
+      m.kind = Moment::Kind::reported_version;
+      m.version = seen[i].reported_version;
+      if (m.version > 0 && seen[i].body.find("\"reported\":{\"state\":{},\"version\":") == std::string::npos &&
+          (i == 0 || seen[i - 1].reported_version != m.version)) {  // the event that gave it
+        EXPECT_PRED2(same, body_as_of(m, false), seen[i].body);
+      }
+    }
+  }
+}
+
+TEST_P(TimeTravelTest, BoundsDiffAndErrors) {
+  const std::int64_t t0 = clock_.load();
+  clock_ += 1000;
+  report(key.thing, R"({"a":1,"b":{"c":2}})");
+  const std::string first = newest_event();
+  clock_ += 1000;
+  report(key.thing, R"({"a":2,"b":null,"d":[1]})");
+  clock_ += 1000;
+  desire(key.thing, R"({"a":3})");
+  clock_ += 1000;
+  engine().remove(key);
+  const std::string deleted = newest_event();
+
+  ds::HistoryBounds b = ds::history_bounds(engine(), key);
+  EXPECT_EQ(b.oldest.id, first);
+  EXPECT_EQ(b.newest.id, deleted);
+  EXPECT_TRUE(b.complete);
+  if (!GetParam().shared_version) {
+    EXPECT_EQ(b.oldest.reported_version, 1u);
+    EXPECT_EQ(b.oldest.desired_version, 0u);
+    EXPECT_EQ(b.newest.reported_version, 3u);
+    EXPECT_EQ(b.newest.desired_version, 2u);
+  }
+
+  ds::ShadowDiff d = ds::shadow_diff(engine(), key, event_moment(first), time_moment(t0 + 3500));
+  std::string changes;
+  for (const ds::Change& c : d.changes) ds::append_json(changes, c);
+  EXPECT_EQ(changes,
+            R"({"section":"reported","op":"update","path":"/a","old":1,"new":2})"
+            R"({"section":"reported","op":"remove","path":"/b/c","old":2})"
+            R"({"section":"reported","op":"add","path":"/d","new":[1]})"
+            R"({"section":"desired","op":"add","path":"/a","new":3})");
+
+  // A deleted shadow reads as of before its delete; not after it, nor before it existed.
+  EXPECT_NE(body_as_of(time_moment(t0 + 3500), false), "absent");
+  EXPECT_EQ(body_as_of(event_moment(deleted), false), "absent");
+  EXPECT_EQ(body_as_of(time_moment(t0), false), "absent");
+  EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, time_moment(clock_.load() + 1'000'000'000)); }), "invalid_request");
+  EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, event_moment("00000000000000000001#R1")); }), "not_found");
+  EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, event_moment("junk")); }), "invalid_request");
+  Moment huge;
+  huge.kind = Moment::Kind::desired_version;
+  huge.version = UINT64_MAX;
+  EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, huge); }), "not_found");
+  EXPECT_EQ(error_of([&] { ds::history_bounds(engine(), {"nobody", "main"}); }), "not_found");
+  EXPECT_EQ(error_of([] { ds::parse_moment("yesterday", "from"); }), "invalid_request");
+}
+
+TEST_P(TimeTravelTest, MomentsBeforeRetentionAreExpired) {
+  ds::EngineOptions o;
+  o.history_retention = std::chrono::seconds(10);
+  make_engine(o);
+  const std::int64_t t0 = clock_.load();
+  report(key.thing, R"({"a":1})");
+  clock_ += 20'000'000'000;
+  report(key.thing, R"({"a":2})");
+  engine().purge();
+  try {
+    ds::shadow_as_of(engine(), key, time_moment(t0 + 1));
+    ADD_FAILURE() << "no error";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::history_expired);
+    EXPECT_EQ(e.details().oldest_id, newest_event());
+    EXPECT_NE(ds::render_error(e).find(R"("oldest":{"id":)"), std::string::npos);
+  }
+  EXPECT_FALSE(ds::history_bounds(engine(), key).complete);
+  // The moment right after the one event kept is the shadow as it is now.
+  EXPECT_EQ(body_as_of(time_moment(clock_.load()), false), body_now(false));
+}
+
+TEST_P(TimeTravelTest, HistoryOffRefusesAsOfReads) {
+  ds::EngineOptions o;
+  o.history = false;
+  make_engine(o);
+  report(key.thing, R"({"a":1})");
+  EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, time_moment(clock_.load())); }), "invalid_request");
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, TimeTravelTest, ::testing::ValuesIn(all_store_kinds()), store_kind_name);
+
+}  // namespace
