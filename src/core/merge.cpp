@@ -20,6 +20,7 @@ class Merger {
   // Merges the members of two plain (non-timestamped) objects. Incoming values move into
   // `stored` (a move across storages copies).
   void merge_members(json::object& stored, json::object& incoming) {
+    const bool had_members = !stored.empty();
     std::size_t hint = 0;
     for (json::key_value_pair& member : incoming) {
       std::string_view key(member.key().data(), member.key().size());
@@ -54,6 +55,9 @@ class Merger {
         stored.stable_erase(it);
       }
     }
+    // A nested object this merge emptied but keeps is an empty-object leaf now: its own change,
+    // after the removes of what it held, so that the list tells it from the object's removal.
+    if (had_members && stored.empty() && !path_.empty()) new_change(ChangeOp::add).new_value.emplace(json::object());
   }
 
  private:

@@ -169,56 +169,152 @@ std::optional<std::size_t> array_index(const std::string& token) {
   return static_cast<std::size_t>(std::stoull(token));
 }
 
-// Applies one section's changes of one event to its state, as the merge made them. Removes
-// inside arrays merged element by element name stored indices: a removed element becomes a
-// null place holder (the merge never keeps null in such arrays) until the event's other
-// changes, which name result indices, need the array compacted.
+// Applies one section's changes of one event to its state, as the merge made them. Objects a
+// remove leaves empty go with it (a delete, a null, client_is_master and an acknowledgement all
+// remove them so), unless the event keeps them: the merge then lists the emptied object as an
+// add of {} (docs/semantics.md, "Merge"). In an array merged element by element the merge first
+// removes the elements it drops, naming stored indices, then changes the others, naming result
+// indices: a dropped element becomes a null place holder (such arrays never hold null) until a
+// change that is not part of dropping a whole element reaches the array, which is then compacted.
 class Replayer {
  public:
-  explicit Replayer(json::value& root) : root_(root) {}
-
-  void apply(const Change& c) {
-    const std::vector<std::string> tokens = pointer_tokens(c.path);
-    if (c.op != ChangeOp::remove) compact();
-    std::vector<json::value*> nodes{&root_};
-    for (std::size_t k = 0; k + 1 < tokens.size(); ++k) {
-      json::value* next = child(*nodes.back(), tokens[k], c.op != ChangeOp::remove);
-      if (!next) return;  // a remove below something already gone
-      nodes.push_back(next);
-    }
-    json::value& parent = *nodes.back();
-    const std::string& last = tokens.back();
-    if (c.op != ChangeOp::remove) {
-      set(parent, last, c.new_value ? *c.new_value : json::value(json::object()));
-      return;
-    }
-    erase(parent, last, tokens, tokens.size() - 1);
-    // Objects the remove left empty go with it (a delete, a null, client_is_master, an
-    // acknowledgement all remove them so); the root stays.
-    for (std::size_t k = nodes.size() - 1; k > 0; --k) {
-      const json::object* o = nodes[k]->if_object();
-      if (!o || !o->empty()) break;
-      erase(*nodes[k - 1], tokens[k - 1], tokens, k - 1);
+  Replayer(json::value& root, const std::vector<Change>& changes) : root_(root), changes_(changes) {
+    for (const Change& c : changes) {
+      if (c.op == ChangeOp::add && c.new_value && c.new_value->is_object() && c.new_value->get_object().empty()) {
+        kept_.push_back(c.path);
+      }
     }
   }
 
-  // Drops the place holders of removed array elements.
-  void compact() {
-    for (const std::vector<std::string>& path : holders_) {
-      json::value* node = &root_;
-      for (const std::string& token : path) {
-        if (!(node = child(*node, token, false))) break;
-      }
-      if (json::array* a = node ? node->if_array() : nullptr) {
-        for (std::size_t i = a->size(); i-- > 0;) {
-          if ((*a)[i].is_null()) a->erase(a->begin() + static_cast<std::ptrdiff_t>(i));
-        }
+  void run() {
+    for (next_ = 0; next_ < changes_.size(); ++next_) apply(changes_[next_]);
+    // Objects still empty go, deepest first, and so do the objects that leaves empty.
+    auto deepest_first = [](const std::string& l, const std::string& r) { return l.size() > r.size(); };
+    std::sort(emptied_.begin(), emptied_.end(), deepest_first);
+    for (std::size_t i = 0; i < emptied_.size(); ++i) {
+      const std::string at = emptied_[i];
+      std::vector<std::string> tokens = pointer_tokens(at);
+      const std::string key = std::move(tokens.back());
+      tokens.pop_back();
+      const std::string_view parent_at = std::string_view(at).substr(0, at.rfind('/'));
+      json::value* parent = resolve(tokens);
+      json::value* node = parent ? child(*parent, key, false) : nullptr;
+      if (!node || !node->is_object() || !node->get_object().empty() || is_kept(at)) continue;
+      erase(*parent, key, parent_at);
+      if (parent->is_object() && parent->get_object().empty() && !parent_at.empty()) {
+        emptied_.insert(std::upper_bound(emptied_.begin() + static_cast<std::ptrdiff_t>(i) + 1, emptied_.end(),
+                                         std::string(parent_at), deepest_first),
+                        std::string(parent_at));
       }
     }
-    holders_.clear();
+    // Inner arrays first: compacting an outer one would move them.
+    std::sort(holders_.begin(), holders_.end(), deepest_first);
+    while (!holders_.empty()) {
+      const std::string at = holders_.front();
+      json::value* node = resolve(pointer_tokens(at));
+      if (json::array* a = node ? node->if_array() : nullptr) {
+        compact(*a, at);
+      } else {
+        holders_.erase(holders_.begin());
+      }
+    }
   }
 
  private:
+  void apply(const Change& c) {
+    const std::vector<std::string> tokens = pointer_tokens(c.path);
+    const bool remove = c.op == ChangeOp::remove;
+    std::vector<json::value*> nodes{&root_};
+    std::vector<std::size_t> ends;  // where each node's pointer ends in c.path
+    const std::string_view path = c.path;
+    std::size_t end = 0;
+    for (std::size_t k = 0; k + 1 < tokens.size(); ++k) {
+      const std::size_t start = end;
+      end = path.find('/', end + 1);
+      if (json::array* a = nodes.back()->if_array(); a && !dropping_element(path.substr(0, end), *a, tokens[k])) {
+        compact(*a, path.substr(0, start));
+      }
+      json::value* next = child(*nodes.back(), tokens[k], !remove);
+      if (!next) return;  // a remove below something already gone
+      nodes.push_back(next);
+      ends.push_back(end);
+    }
+    json::value& parent = *nodes.back();
+    const std::string& last = tokens.back();
+    if (json::array* a = parent.if_array(); a && !(remove && dropping_element(path, *a, last))) {
+      compact(*a, path.substr(0, end));
+    }
+    if (!remove) {
+      set(parent, last, c.new_value ? *c.new_value : json::value(json::object()));
+      return;
+    }
+    erase(parent, last, path.substr(0, end));
+    // Objects left empty go at once inside an element being dropped (it must become a place
+    // holder), else at the end: a later change of the event may fill them again.
+    const bool dropping = next_ < dropping_until_ && path.starts_with(dropping_);
+    for (std::size_t k = nodes.size() - 1; k > 0; --k) {
+      const json::object* o = nodes[k]->if_object();
+      const std::string_view at = path.substr(0, ends[k - 1]);
+      if (!o || !o->empty() || is_kept(at)) break;
+      if (!dropping) {
+        emptied_.emplace_back(at);
+        break;
+      }
+      erase(*nodes[k - 1], tokens[k - 1], path.substr(0, k > 1 ? ends[k - 2] : 0));
+    }
+  }
+
+  json::value* resolve(const std::vector<std::string>& tokens) {
+    json::value* node = &root_;
+    for (const std::string& token : tokens) {
+      if (!(node = child(*node, token, false))) break;
+    }
+    return node;
+  }
+
+  bool is_kept(std::string_view path) const { return std::find(kept_.begin(), kept_.end(), path) != kept_.end(); }
+
+  // Whether the change being applied is one of the removes that drop element `token` of `a`
+  // (pointer `element`) whole: the run of removes at or below it from here empties it.
+  bool dropping_element(std::string_view element, json::array& a, const std::string& token) {
+    if (changes_[next_].op != ChangeOp::remove) return false;
+    if (element == dropping_ && next_ < dropping_until_) return true;
+    auto i = array_index(token);
+    if (!i || *i >= a.size() || is_kept(element)) return false;
+    json::value copy = a[*i];
+    std::size_t j = next_;
+    for (; j < changes_.size() && changes_[j].op == ChangeOp::remove; ++j) {
+      const std::string& path = changes_[j].path;
+      if (path == element) {
+        copy = json::object();
+      } else if (path.size() > element.size() && path.starts_with(element) && path[element.size()] == '/') {
+        remove_within(copy, pointer_tokens(std::string_view(path).substr(element.size())));
+      } else {
+        break;
+      }
+    }
+    const bool whole = copy.is_object() && copy.get_object().empty();
+    if (whole) {
+      dropping_ = std::string(element);
+      dropping_until_ = j;
+    }
+    return whole;
+  }
+
+  // Removes the member at `tokens` of an element being dropped and the objects it leaves empty.
+  static void remove_within(json::value& node, const std::vector<std::string>& tokens, std::size_t k = 0) {
+    json::object* o = node.if_object();
+    if (!o) return;
+    auto it = o->find(tokens[k]);
+    if (it == o->end()) return;
+    if (k + 1 < tokens.size()) {
+      remove_within(it->value(), tokens, k + 1);
+      const json::object* inner = it->value().if_object();
+      if (!inner || !inner->empty()) return;
+    }
+    o->stable_erase(it);
+  }
+
   static json::value* child(json::value& node, const std::string& token, bool create) {
     if (json::object* o = node.if_object()) {
       if (auto it = o->find(token); it != o->end()) return &it->value();
@@ -247,21 +343,38 @@ class Replayer {
     }
   }
 
-  // Removes member or element `token` of `parent`, whose own tokens are tokens[0, depth).
-  void erase(json::value& parent, const std::string& token, const std::vector<std::string>& tokens, std::size_t depth) {
+  // Removes member or element `token` of `parent` (pointer `at`); an element leaves a place
+  // holder.
+  void erase(json::value& parent, const std::string& token, std::string_view at) {
     if (json::object* o = parent.if_object()) {
       if (auto it = o->find(token); it != o->end()) o->stable_erase(it);
     } else if (json::array* a = parent.if_array()) {
       auto i = array_index(token);
       if (i && *i < a->size()) {
         (*a)[*i] = nullptr;
-        holders_.emplace_back(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(depth));
+        if (std::find(holders_.begin(), holders_.end(), at) == holders_.end()) holders_.emplace_back(at);
       }
     }
   }
 
+  // Drops the place holders of the elements dropped from `a` (pointer `at`).
+  void compact(json::array& a, std::string_view at) {
+    auto it = std::find(holders_.begin(), holders_.end(), at);
+    if (it == holders_.end()) return;
+    holders_.erase(it);
+    for (std::size_t i = a.size(); i-- > 0;) {
+      if (a[i].is_null()) a.erase(a.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+
   json::value& root_;
-  std::vector<std::vector<std::string>> holders_;
+  const std::vector<Change>& changes_;
+  std::vector<std::string> kept_;     // objects the event empties and keeps
+  std::vector<std::string> emptied_;  // objects removes left empty, to go at the end
+  std::vector<std::string> holders_;  // the arrays holding place holders
+  std::size_t next_ = 0;              // the change being applied
+  std::string dropping_;              // the element the removes up to dropping_until_ drop
+  std::size_t dropping_until_ = 0;
 };
 
 // Section s right after event t.
@@ -318,9 +431,7 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
       state = json::object();
       continue;
     }
-    Replayer replay(state);
-    for (const Change& c : p.changes) replay.apply(c);
-    replay.compact();
+    Replayer(state, p.changes).run();
     const bool existed = r.exists();
     r.times_json = update_leaf_times(existed ? std::string_view(r.times_json) : "{}", r.timestamp_ns,
                                      state.get_object(), p.changes, s, ev[i].timestamp_ns);

@@ -49,10 +49,10 @@ class TimeTravelTest : public EngineTest {
   }
 };
 
-// A random state: a few top-level members (null only there, so that a write never empties a
-// nested object without removing it, which the history cannot tell from removing it; see
-// docs/semantics.md, "Time travel"), nested objects, arrays of objects with and without ids,
-// arrays of scalars, timestamped values (sometimes older than the stored one).
+// A random state: a few top-level members, nested objects (with nulls and empty objects that
+// empty a nested object and keep it), arrays of objects with and without ids (with elements
+// emptied, kept or dropped), arrays of scalars, timestamped values (sometimes older than the
+// stored one).
 std::string random_state(std::mt19937& rng, std::int64_t now_s) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   static const char* keys[] = {"a", "b", "c", "nest", "list", "plain", "temp", "mode"};
@@ -66,14 +66,16 @@ std::string random_state(std::mt19937& rng, std::int64_t now_s) {
     if (pick(9) == 0) {
       out += "null";
     } else if (key == "nest") {
-      out += "{\"x\":" + std::to_string(pick(3)) + (pick(2) ? ",\"y\":{\"z\":" + std::to_string(pick(3)) + "}" : "") + "}";
+      const std::string z = pick(3) ? "{\"z\":" + (pick(3) ? std::to_string(pick(3)) : "null") + "}" : "{}";
+      out += pick(6) == 0 ? "{}" : "{\"x\":" + (pick(4) ? std::to_string(pick(3)) : "null") + (pick(2) ? ",\"y\":" + z : "") + "}";
     } else if (key == "list") {
       out += "[";
       const bool ids = pick(3) != 0;
       for (int k = 0, n = pick(4); k < n; ++k) {
         if (k) out += ',';
-        out += ids ? "{\"id\":" + std::to_string(pick(5)) + ",\"v\":" + std::to_string(pick(4)) + "}"
-                   : "{\"v\":" + std::to_string(pick(4)) + "}";
+        const int v = pick(6);  // 4: null, 5: no v
+        const std::string member = v == 5 ? "" : "\"v\":" + (v == 4 ? "null" : std::to_string(v));
+        out += ids ? "{\"id\":" + std::to_string(pick(5)) + (member.empty() ? "" : "," + member) + "}" : "{" + member + "}";
       }
       out += "]";
       if (ids) {  // ids must be unique: drop the list when they are not
