@@ -1,0 +1,195 @@
+"""Time travel over HTTP (docs/semantics.md, "Time travel"): as-of reads, history bounds and diff,
+their errors and token rules, on SQLite and on DynamoDB Local."""
+import hashlib
+import os
+import tempfile
+import time
+import unittest
+from urllib.parse import quote
+
+from harness import ApiTestCase, Server, eventually, shadow_path
+from test_dynamodb import ENDPOINT, dynamo_server, new_table
+
+TOKENS = {"admin": "tt-admin", "app": "tt-app", "device": "tt-device"}
+
+
+def token_file():
+    fd, path = tempfile.mkstemp()
+    with os.fdopen(fd, "w") as f:
+        for role, token in TOKENS.items():
+            f.write(f"{hashlib.sha256(token.encode()).hexdigest()} {role}\n")
+    return path
+
+
+def without_times(body):
+    """A GET body without what an as-of read adds."""
+    return {k: v for k, v in body.items() if k not in ("asOf", "event")}
+
+
+class TimeTravel:
+    """The scenario, on the store of the subclass's server (cls.server, admin token)."""
+
+    thing = "tt-plant"
+
+    @classmethod
+    def write(cls, method, path, body=None):
+        r = cls.server.request(method, path, token=TOKENS["admin"], **({"json": body} if body is not None else {}))
+        assert r.status_code == 200, r.text
+        newest = cls.get(shadow_path(cls.thing, "main", "history") + "?limit=1").json()["events"][0]
+        get = cls.get(shadow_path(cls.thing))
+        cls.seen.append({"event": newest["id"], "timestamp": newest["timestamp"],
+                         "body": get.json() if get.status_code == 200 else None,
+                         "metadata": cls.get(shadow_path(cls.thing) + "?metadata=true").json() if get.status_code == 200 else None})
+        time.sleep(0.01)  # distinct server times
+
+    @classmethod
+    def get(cls, path, token="admin"):
+        return cls.server.get(path, token=TOKENS.get(token, token))
+
+    @classmethod
+    def write_scenario(cls):
+        cls.seen = []
+        p = shadow_path(cls.thing)
+        cls.write("POST", p + "/reported", {"state": {"temp": 21.5, "nest": {"x": 1}, "list": [{"id": 1, "v": 1}]}})
+        cls.write("POST", p + "/desired", {"state": {"temp": 20}, "clientToken": "set-1"})
+        cls.write("POST", p + "/reported", {"state": {"temp": 20, "nest": {"x": None}, "list": [{"id": 2, "v": 2}]}})
+        cls.write("POST", p + "/reported", {"state": {"nest": {"y": {"value": 3, "ts": "2026-01-01T00:00:00Z"}}},
+                                            "tz": "Europe/Stockholm"})
+        cls.write("DELETE", p + "/reported")
+        cls.write("POST", p + "/reported", {"state": {"temp": 19}})
+
+    def test_as_of_reads_give_what_a_get_gave(self):
+        p = shadow_path(self.thing)
+        for seen in self.seen:
+            with self.subTest(event=seen["event"]):
+                r = self.get(p + "?asOfEvent=" + quote(seen["event"]))
+                if seen["body"] is None:
+                    self.assertError(r, 404, "not_found")
+                    continue
+                self.assertEqual(r.status_code, 200, r.text)
+                self.assertEqual(r.json()["event"], seen["event"])
+                self.assertEqual(r.json()["asOf"], seen["timestamp"])
+                self.assertEqual(without_times(r.json()), seen["body"])
+                r = self.get(p + "?metadata=true&asOf=" + seen["timestamp"])
+                self.assertEqual(without_times(r.json()), seen["metadata"])
+
+    def test_an_emptied_object_is_kept_in_the_past(self):
+        after = self.seen[2]["body"]
+        self.assertEqual(after["reported"]["state"]["nest"], {})
+        r = self.get(shadow_path(self.thing) + "?reportedVersion=2")
+        self.assertEqual(r.json()["reported"]["state"]["nest"], {})
+
+    def test_versions_name_the_write_that_gave_them(self):
+        if self.shared_version:
+            return
+        r = self.get(shadow_path(self.thing) + "?desiredVersion=1")
+        self.assertEqual(r.json()["event"], self.seen[1]["event"])
+        self.assertEqual(r.json()["desired"]["clientToken"], "set-1")
+        r = self.get(shadow_path(self.thing) + "?reportedVersion=2")
+        self.assertEqual(r.json()["event"], self.seen[2]["event"])
+
+    def test_bounds(self):
+        r = self.get(shadow_path(self.thing, "main", "history", "bounds"))
+        self.assertEqual(r.status_code, 200, r.text)
+        b = r.json()
+        self.assertTrue(b["complete"])
+        self.assertEqual(b["oldest"]["id"], self.seen[0]["event"])
+        self.assertEqual(b["newest"]["id"], self.seen[-1]["event"])
+        if not self.shared_version:
+            self.assertEqual((b["oldest"]["reportedVersion"], b["oldest"]["desiredVersion"]), (1, 0))
+            self.assertEqual((b["newest"]["reportedVersion"], b["newest"]["desiredVersion"]), (5, 2))
+
+    def test_diff(self):
+        r = self.get(shadow_path(self.thing, "main", "diff") + f"?from={quote(self.seen[0]['event'])}&to={self.seen[2]['timestamp']}")
+        self.assertEqual(r.status_code, 200, r.text)
+        d = r.json()
+        self.assertEqual(d["from"]["id"], self.seen[0]["event"])
+        self.assertEqual(d["to"]["id"], self.seen[2]["event"])
+        self.assertEqual(d["changes"], [
+            {"section": "reported", "op": "update", "path": "/list", "old": [{"id": 1, "v": 1}],
+             "new": [{"id": 1, "v": 1}, {"id": 2, "v": 2}]},
+            {"section": "reported", "op": "add", "path": "/nest", "new": {}},
+            {"section": "reported", "op": "remove", "path": "/nest/x", "old": 1},
+            {"section": "reported", "op": "update", "path": "/temp", "old": 21.5, "new": 20}])
+        # to defaults to now; a value changed and changed back is no entry
+        r = self.get(shadow_path(self.thing, "main", "diff") + f"?from={quote(self.seen[-1]['event'])}")
+        self.assertEqual(r.json()["changes"], [])
+
+    def test_errors(self):
+        p = shadow_path(self.thing)
+        first = self.seen[0]
+        self.assertError(self.get(p + f"?asOfEvent={quote(first['event'])}&reportedVersion=1"), 400, "invalid_request")
+        self.assertError(self.get(p + "?asOf=2999-01-01T00:00:00Z"), 400, "invalid_request")
+        self.assertError(self.get(p + "?asOf=yesterday"), 400, "invalid_request")
+        self.assertError(self.get(p + "?asOfEvent=00000000000000000001%23R1"), 404, "not_found")
+        self.assertError(self.get(p + "?desiredVersion=99"), 404, "not_found")
+        self.assertError(self.get(p + "?asOf=2000-01-01T00:00:00Z"), 404, "not_found")
+        self.assertError(self.get(shadow_path(self.thing, "main", "diff")), 400, "invalid_request")
+        self.assertError(self.get(shadow_path(self.thing, "main", "diff") + "?from=junk"), 400, "invalid_request")
+        self.assertError(self.get(shadow_path("nobody", "main", "history", "bounds")), 404, "not_found")
+
+    def test_token_rules(self):
+        p = shadow_path(self.thing)
+        at = "?asOfEvent=" + quote(self.seen[0]["event"])
+        self.assertEqual(self.get(p, token="device").status_code, 200)
+        for path in (p + at, shadow_path(self.thing, "main", "history", "bounds"),
+                     shadow_path(self.thing, "main", "diff") + "?from=" + quote(self.seen[0]["event"])):
+            self.assertError(self.get(path, token="device"), 403, "forbidden")
+            self.assertEqual(self.get(path, token="app").status_code, 200)
+            self.assertError(self.get(path, token="wrong"), 401, "unauthorized")
+
+
+class OnSqlite(TimeTravel, ApiTestCase):
+    shared_version = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tokens = token_file()
+        cls.server = Server("--tokens", cls.tokens)
+        cls.write_scenario()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+        os.unlink(cls.tokens)
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class OnDynamoDB(TimeTravel, ApiTestCase):
+    shared_version = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tokens = token_file()
+        cls.server = dynamo_server(new_table(), "--tokens", cls.tokens)
+        cls.write_scenario()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+        os.unlink(cls.tokens)
+
+
+class HistoryOffAndExpired(ApiTestCase):
+    def test_history_off_refuses_as_of_reads(self):
+        with Server("--history", "false") as server:
+            server.post(shadow_path("t1", "main", "reported"), {"state": {"a": 1}})
+            self.assertError(server.get(shadow_path("t1") + "?asOf=2020-01-01T00:00:00Z"), 400, "invalid_request")
+            self.assertError(server.get(shadow_path("t1", "main", "history", "bounds")), 400, "invalid_request")
+
+    def test_a_moment_older_than_the_history_kept_is_410(self):
+        with Server("--history-retention", "3s", "--purge-interval", "1s") as server:
+            server.post(shadow_path("t1", "main", "reported"), {"state": {"a": 1}})
+            first = server.get(shadow_path("t1", "main", "history")).json()["events"][0]
+            time.sleep(3.5)
+            server.post(shadow_path("t1", "main", "reported"), {"state": {"a": 2}})
+            expired = eventually(lambda: server.get(shadow_path("t1") + "?asOf=" + first["timestamp"]).status_code == 410)
+            self.assertTrue(expired)
+            r = server.get(shadow_path("t1") + "?asOfEvent=" + quote(first["id"]))
+            error = self.assertError(r, 410, "history_expired")
+            self.assertNotEqual(error["oldest"]["id"], first["id"])
+            self.assertFalse(server.get(shadow_path("t1", "main", "history", "bounds")).json()["complete"])
+
+
+if __name__ == "__main__":
+    unittest.main()
