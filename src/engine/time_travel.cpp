@@ -231,9 +231,8 @@ class Replayer {
     for (std::size_t k = 0; k + 1 < tokens.size(); ++k) {
       const std::size_t start = end;
       end = path.find('/', end + 1);
-      if (json::array* a = nodes.back()->if_array(); a && !dropping_element(path.substr(0, end), *a, tokens[k])) {
-        compact(*a, path.substr(0, start));
-      }
+      json::array* a = nodes.back()->if_array();
+      if (a && !dropping_element(path.substr(0, end), *a, tokens[k])) compact(*a, path.substr(0, start));
       json::value* next = child(*nodes.back(), tokens[k], !remove);
       if (!next) return;  // a remove below something already gone
       nodes.push_back(next);

@@ -80,8 +80,6 @@ class TimeTravel:
         self.assertEqual(r.json()["reported"]["state"]["nest"], {})
 
     def test_versions_name_the_write_that_gave_them(self):
-        if self.shared_version:
-            return
         r = self.get(shadow_path(self.thing) + "?desiredVersion=1")
         self.assertEqual(r.json()["event"], self.seen[1]["event"])
         self.assertEqual(r.json()["desired"]["clientToken"], "set-1")
@@ -95,9 +93,8 @@ class TimeTravel:
         self.assertTrue(b["complete"])
         self.assertEqual(b["oldest"]["id"], self.seen[0]["event"])
         self.assertEqual(b["newest"]["id"], self.seen[-1]["event"])
-        if not self.shared_version:
-            self.assertEqual((b["oldest"]["reportedVersion"], b["oldest"]["desiredVersion"]), (1, 0))
-            self.assertEqual((b["newest"]["reportedVersion"], b["newest"]["desiredVersion"]), (5, 2))
+        self.assertEqual((b["oldest"]["reportedVersion"], b["oldest"]["desiredVersion"]), (1, 0))
+        self.assertEqual((b["newest"]["reportedVersion"], b["newest"]["desiredVersion"]), (5, 2))
 
     def test_diff(self):
         r = self.get(shadow_path(self.thing, "main", "diff") + f"?from={quote(self.seen[0]['event'])}&to={self.seen[2]['timestamp']}")
@@ -140,7 +137,6 @@ class TimeTravel:
 
 
 class OnSqlite(TimeTravel, ApiTestCase):
-    shared_version = False
 
     @classmethod
     def setUpClass(cls):
@@ -156,7 +152,6 @@ class OnSqlite(TimeTravel, ApiTestCase):
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
 class OnDynamoDB(TimeTravel, ApiTestCase):
-    shared_version = False
 
     @classmethod
     def setUpClass(cls):
