@@ -18,6 +18,8 @@ enum class ErrorCode {
   invalid_name,
   invalid_timestamp,
   too_deep,
+  invalid_filter,       // 400: a fleet-query filter that does not parse (offset, expected)
+  query_too_expensive,  // 400: a query that would examine more shadows than its budget allows
   unauthorized,
   forbidden,
   not_found,
@@ -42,6 +44,8 @@ struct ErrorDetails {
   std::optional<std::uint64_t> column;         // invalid_json: 1-based byte column
   std::optional<std::uint64_t> limit;          // the limit exceeded (too_deep, too large)
   std::optional<std::uint64_t> current_version;  // version_conflict
+  std::optional<std::uint64_t> offset;         // invalid_filter: 0-based byte offset in the filter
+  std::string expected;                        // invalid_filter: what the offset should hold
 };
 
 class Error : public std::runtime_error {
@@ -60,6 +64,10 @@ class Error : public std::runtime_error {
   static Error too_large(std::string what, std::uint64_t size, std::uint64_t limit);
   static Error version_conflict(std::uint64_t current_version, std::string message = {});
   static Error not_found(std::string message);
+  // A filter (SPEC-style fleet query) that does not parse: at byte `offset`, `expected` was expected.
+  static Error invalid_filter(std::uint64_t offset, std::string expected);
+  // A query past its budget; `field` names a field whose index would make it cheap.
+  static Error query_too_expensive(std::string message, std::string field);
 
  private:
   ErrorCode code_;

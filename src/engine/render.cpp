@@ -218,6 +218,11 @@ void append_error(std::string& out, const Error& e) {
   number("column", d.column);
   number("limit", d.limit);
   number("current_version", d.current_version);
+  number("offset", d.offset);
+  if (!d.expected.empty()) {
+    out += ',';
+    append_key(out, "expected", to_valid_utf8(d.expected));
+  }
   out += "}}";
 }
 
