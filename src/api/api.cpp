@@ -1,4 +1,5 @@
 #include "api/api.hpp"
+#include "api/context.hpp"
 
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/render.hpp"
@@ -18,16 +19,6 @@ using http::allow_only;
 using http::parse_uint;
 using http::RequestTarget;
 using http::split_target;
-
-// Everything known about one request while it is being served.
-struct Api::Context {
-  const HttpRequest& request;
-  std::vector<std::string> segments;            // percent-decoded path segments
-  std::map<std::string, std::string> query;     // percent-decoded
-  std::string route = "unmatched";              // the route template, for metrics
-  std::string allow;                            // the methods of the route, for a 405
-  const Token* token = nullptr;
-};
 
 namespace {
 
@@ -50,6 +41,9 @@ constexpr Route kRoutes[] = {
     {"/v1/registrations/{id}/dead-letters/{eventId}", "DELETE"},
     {"/v1/batch/get", "POST"},
     {"/v1/batch/update", "POST"},
+    {"/v1/shadows", "GET"},
+    {"/v1/shadows/search", "POST"},
+    {"/v1/shadows/count", "GET"},
 };
 
 HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
@@ -277,6 +271,14 @@ HttpResponse Api::route(Context& ctx) {
   if (s.size() == 3 && s[0] == "v1" && s[1] == "batch" && (s[2] == "get" || s[2] == "update")) {
     only(s[2] == "get" ? "/v1/batch/get" : "/v1/batch/update");
     return s[2] == "get" ? batch_get(ctx) : batch_update(ctx);
+  }
+  if (s.size() == 2 && s[0] == "v1" && s[1] == "shadows") {
+    only("/v1/shadows");
+    return search(ctx);
+  }
+  if (s.size() == 3 && s[0] == "v1" && s[1] == "shadows" && (s[2] == "search" || s[2] == "count")) {
+    only(s[2] == "search" ? "/v1/shadows/search" : "/v1/shadows/count");
+    return s[2] == "search" ? search(ctx) : count(ctx);
   }
   throw Error::not_found("no such endpoint: " + ctx.request.method + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
 }
