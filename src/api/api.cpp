@@ -44,6 +44,7 @@ constexpr Route kRoutes[] = {
     {"/v1/shadows", "GET"},
     {"/v1/shadows/search", "POST"},
     {"/v1/shadows/count", "GET"},
+    {"/v1/shadows/aggregate", "POST"},
 };
 
 HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
@@ -279,6 +280,10 @@ HttpResponse Api::route(Context& ctx) {
   if (s.size() == 3 && s[0] == "v1" && s[1] == "shadows" && (s[2] == "search" || s[2] == "count")) {
     only(s[2] == "search" ? "/v1/shadows/search" : "/v1/shadows/count");
     return s[2] == "search" ? search(ctx) : count(ctx);
+  }
+  if (s.size() == 3 && s[0] == "v1" && s[1] == "shadows" && s[2] == "aggregate") {
+    only("/v1/shadows/aggregate");
+    return aggregate(ctx);
   }
   throw Error::not_found("no such endpoint: " + ctx.request.method + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
 }

@@ -71,6 +71,7 @@ class Api final : public http::Service {
   HttpResponse registrations(Context& ctx);
   HttpResponse search(Context& ctx);  // queries.cpp
   HttpResponse count(Context& ctx);   // queries.cpp
+  HttpResponse aggregate(Context& ctx);  // queries.cpp
   void authorize(Context& ctx, Action action, std::string_view thing) const;
 
   Engine& engine_;

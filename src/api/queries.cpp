@@ -1,16 +1,19 @@
 // Fleet queries (docs/queries.md): GET /v1/shadows, POST /v1/shadows/search, GET
-// /v1/shadows/count. Any role may ask; every answer is limited to the things the token covers.
+// /v1/shadows/count, POST /v1/shadows/aggregate. Any role may ask; every answer is limited to
+// the things the token covers.
 #include "api/api.hpp"
 #include "api/context.hpp"
 
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/render.hpp"
+#include "query/aggregate.hpp"
 #include "query/cursor.hpp"
 
 namespace deviceshadow::api {
 namespace {
 
 constexpr std::string_view kDefaultSort = "+thing,+name";
+constexpr std::size_t kMaxGroupBy = 8, kMaxMetrics = 20;
 
 // A search as asked, from the query string or the JSON body.
 struct SearchRequest {
@@ -204,6 +207,58 @@ HttpResponse Api::count(Context& ctx) {
                 return true;
               });
   return {200, "application/json", "{\"count\":" + std::to_string(n) + "}", {}};
+}
+
+HttpResponse Api::aggregate(Context& ctx) {
+  authorize(ctx, Action::read, "");
+  http::allow_only(ctx.query, {});
+  const json::object o = body_object(ctx.request.body, engine_.options().document.limits);
+  std::string filter_text;
+  std::vector<query::Property> group_by;
+  std::vector<query::Metric> metrics;
+  std::size_t max_groups = 100;
+  bool allow_scan = false;
+  for (const auto& m : o) {
+    const std::string_view k = m.key();
+    if (k == "filter") {
+      filter_text = text(m.value(), "filter");
+    } else if (k == "groupBy") {
+      const json::array* props = m.value().if_array();
+      if (!props || props->size() > kMaxGroupBy) {
+        throw Error::invalid_request("groupBy must be an array of at most " + std::to_string(kMaxGroupBy) + " properties", "groupBy");
+      }
+      for (const json::value& p : *props) group_by.push_back(query::parse_property(text(p, "groupBy"), "groupBy"));
+    } else if (k == "metrics") {
+      const json::object* labelled = m.value().if_object();
+      if (!labelled || labelled->empty() || labelled->size() > kMaxMetrics) {
+        throw Error::invalid_request("metrics must be an object of 1 to " + std::to_string(kMaxMetrics) +
+                                         " labelled metrics, e.g. {\"n\":\"count()\"}",
+                                     "metrics");
+      }
+      for (const auto& metric : *labelled) {
+        const std::string label(metric.key());
+        metrics.push_back(query::parse_metric(label, text(metric.value(), "metrics." + label)));
+      }
+    } else if (k == "maxGroups") {
+      if (!m.value().is_int64() || m.value().get_int64() < 1 || m.value().get_int64() > 1000) {
+        throw Error::invalid_request("maxGroups must be between 1 and 1000", "maxGroups");
+      }
+      max_groups = static_cast<std::size_t>(m.value().get_int64());
+    } else if (k == "allowScan") {
+      allow_scan = flag(m.value(), "allowScan");
+    } else {
+      throw Error::invalid_request("unknown member '" + std::string(k) + "'", std::string(k));
+    }
+  }
+  if (metrics.empty()) throw Error::invalid_request("metrics is required, e.g. {\"n\":\"count()\"}", "metrics");
+  const query::Filter filter = parse_filter(filter_text);
+  query::Aggregation aggregation(std::move(group_by), std::move(metrics), max_groups);
+  query::scan(engine_.store(), engine_.options().document.timestamp_keys, {filter, scope_of(ctx.token), std::nullopt, allow_scan},
+              options_.queries, [&](const query::Subject& s) {
+                aggregation.add(s);
+                return true;
+              });
+  return {200, "application/json", aggregation.render(), {}};
 }
 
 }  // namespace deviceshadow::api

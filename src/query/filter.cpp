@@ -31,7 +31,8 @@ struct Literal {
 
 // A value of the shadow a comparison looks at.
 struct Operand {
-  enum class Type { null, boolean, number, string, time, other } type = Type::other;
+  using Type = Sample::Type;
+  Type type = Type::other;
   bool boolean = false;
   json::value number;
   std::string_view string;
@@ -651,14 +652,14 @@ const Property* section_property(const Filter::Node& n, bool required) {
 
 }  // namespace
 
-Property parse_property(std::string_view text) {
+Property parse_property(std::string_view text, std::string_view field) {
   try {
     if (text.empty() || !is_valid_utf8(text)) throw Error::invalid_filter(0, kExpectedProperty);
     return interpret(text, 0);
   } catch (const Error& e) {
-    throw Error::invalid_request("fields: '" + std::string(text) + "' at offset " + std::to_string(e.details().offset.value_or(0)) +
-                                     ": expected " + e.details().expected,
-                                 "fields");
+    throw Error::invalid_request(std::string(field) + ": '" + std::string(text) + "' at offset " +
+                                     std::to_string(e.details().offset.value_or(0)) + ": expected " + e.details().expected,
+                                 std::string(field));
   }
 }
 
@@ -755,6 +756,22 @@ bool append_property(std::string& out, const Subject& s, const Property& p) {
       return false;
   }
   return false;
+}
+
+std::vector<Sample> samples(const Subject& subject, const Property& property) {
+  std::vector<Sample> out;
+  for (const Operand& o : resolve(subject, property)) {
+    Sample& x = out.emplace_back();
+    x.type = o.type;
+    switch (o.type) {
+      case Operand::Type::boolean: x.json = o.boolean; break;
+      case Operand::Type::number: x.json = o.number; break;
+      case Operand::Type::string: x.json = json::string(o.string); break;
+      case Operand::Type::time: x.time = o.time; break;
+      default: break;
+    }
+  }
+  return out;
 }
 
 Filter::Filter() = default;

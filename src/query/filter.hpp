@@ -35,8 +35,9 @@ struct Property {
   bool in_section() const noexcept { return kind == Kind::reported || kind == Kind::desired || kind == Kind::delta; }
 };
 
-// One property as written in `fields` (no quotes). Throws invalid_request naming `fields`.
-Property parse_property(std::string_view text);
+// One property as written in a request's `field` (`fields`, `groupBy`, …; no quotes). Throws
+// invalid_request naming `field`.
+Property parse_property(std::string_view text, std::string_view field = "fields");
 
 // One stored shadow as filters and projections see it; its states, delta and leaf times are
 // parsed on first use.
@@ -69,6 +70,15 @@ class Subject {
 // path: the value there, a timestamped value whole; @ts, @changed and _modified: RFC 3339).
 // Returns false, appending nothing, when the shadow has no such value.
 bool append_property(std::string& out, const Subject& subject, const Property& property);
+
+// One value a property holds, as comparisons see it: a timestamped value by its value, an
+// array element by element; @ts, @changed and _modified are times.
+struct Sample {
+  enum class Type { null, boolean, number, string, time, other } type = Type::other;
+  json::value json;       // null, boolean, number, string: the value
+  std::int64_t time = 0;  // Type::time: Unix ns
+};
+std::vector<Sample> samples(const Subject& subject, const Property& property);
 
 // A range of things a filter can only match within: one exact name or every name with a prefix.
 struct ThingRange {

@@ -122,6 +122,31 @@ class Queries:
                 self.assertIn(expected, e["expected"], filt)
         self.assertEqual(self.search(filter="x" * 5000).json()["error"]["offset"], 4096)
 
+    def test_aggregate(self):
+        body = {"filter": 'like(thing,"plant-7/*")', "groupBy": ["reported/fw"],
+                "metrics": {"n": "count()", "avg": "avg(reported/temp)", "p": "percentiles(reported/temp,50,100)",
+                            "oldest": "min(reported/temp@ts)"}}
+        r = self.server.post("/v1/shadows/aggregate", body, token=self.token)
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json(), {"groups": [
+            {"key": {"reported/fw": "1.2.0"}, "n": 2, "avg": 20.25, "p": {"50": 19.5, "100": 21},
+             "oldest": "2026-11-27T01:00:00.000000000Z"},
+            {"key": {"reported/fw": "1.3.0"}, "n": 1, "avg": 23.5, "p": {"50": 23.5, "100": 23.5},
+             "oldest": "2026-11-27T03:00:00.000000000Z"},
+            {"key": {"reported/fw": None}, "n": 1, "avg": None, "p": None, "oldest": None}]})
+        r = self.server.post("/v1/shadows/aggregate", {**body, "maxGroups": 1}, token=self.token)
+        self.assertEqual(r.json()["other"], {"groups": 2, "n": 2, "avg": 23.5, "p": {"50": 23.5, "100": 23.5},
+                                             "oldest": "2026-11-27T03:00:00.000000000Z"})
+        r = self.server.post("/v1/shadows/aggregate", {"metrics": {"n": "count()"}, **({"allowScan": True} if self.scan else {})}, token=self.token)
+        self.assertEqual(r.json(), {"groups": [{"key": {}, "n": len(ALL)}]})
+        for bad, field in [({"metrics": {"m": "median(reported/temp)"}}, "metrics.m"), ({}, "metrics"),
+                           ({"metrics": {"n": "count()"}, "groupBy": ["nope"]}, "groupBy"),
+                           ({"metrics": {"n": "count()"}, "maxGroups": 0}, "maxGroups")]:
+            e = self.assertError(self.server.post("/v1/shadows/aggregate", bad, token=self.token), 400, "invalid_request")
+            self.assertEqual(e["field"], field)
+        self.assertError(self.server.post("/v1/shadows/aggregate", {"metrics": {"n": "count()"}, "filter": "eq("},
+                                          token=self.token), 400, "invalid_filter")
+
     def test_bad_parameters(self):
         for params, field in [({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"sort": "-reported/temp"}, "sort"),
                               ({"sort": "+name"}, "sort"), ({"fields": "reportd/x"}, "fields"), ({"order": "asc"}, "order"),
