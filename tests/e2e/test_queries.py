@@ -2,12 +2,14 @@
 another filter, another token), token patterns, bad filters with their offsets, the query budget,
 byte-bounded pages, cursors across a restart; on SQLite and on DynamoDB Local (allowScan)."""
 import hashlib
+import json
 import os
+import subprocess
 import tempfile
 import unittest
 from urllib.parse import quote
 
-from harness import ApiTestCase, Server, shadow_path
+from harness import SHADOWCTL, ApiTestCase, Server, shadow_path
 from test_dynamodb import ENDPOINT, dynamo_server, new_table
 
 # thing -> reported state; plant-7/s1 also has a shadow "aux" and a pending desired fw.
@@ -167,6 +169,27 @@ class SqliteQueries(Queries, ApiTestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.close()
+
+    def test_shadowctl_find(self):
+        def ctl(*args):
+            r = subprocess.run([SHADOWCTL, "--server", self.server.url, "find", *args], capture_output=True, text=True, timeout=30)
+            return r.returncode, r.stdout, r.stderr
+        self.assertEqual(ctl('like(thing,"plant-7/*")', "--count")[1], "4\n")
+        code, out, _ = ctl('like(thing,"plant-7/*")', "--fields", "reported/fw,_pending", "--limit", "3")
+        self.assertEqual(code, 0)
+        lines = out.splitlines()
+        self.assertEqual(lines[:3], ['plant-7/s0  main  reported/fw="1.2.0"  _pending=false',
+                                     'plant-7/s1  aux  _pending=false',
+                                     'plant-7/s1  main  reported/fw="1.2.0"  _pending=true'])
+        self.assertTrue(lines[3].startswith("more: --cursor "))
+        code, out, _ = ctl('like(thing,"plant-7/*")', "--fields", "reported/fw", "--limit", "3",
+                           "--cursor", lines[3].split()[-1], "--json")
+        self.assertEqual(keys(json.loads(out)), [("plant-7/s2", "main")])
+        code, out, _ = ctl('eq(thing,"office")')
+        self.assertEqual(out, "office  main  reported v1  desired v0  delta={}\n")
+        code, _, err = ctl("eq(thing")
+        self.assertEqual(code, 1)
+        self.assertIn("invalid filter at offset 8", err)
 
     def test_cursors_survive_a_restart(self):
         server = Server()
