@@ -212,6 +212,10 @@ class SqliteQueries(Queries, ApiTestCase):
                                      400, "query_too_expensive")
                 self.assertEqual(e["field"], "reported/temp")
                 self.assertIn("--query-budget", e["message"])
+            # A full page stands even when the budget runs out looking for one more match.
+            r = server.get("/v1/shadows", params={"filter": 'eq(reported/fw,"1.2.0")', "limit": 1})
+            self.assertEqual(keys(r.json()), [("plant-7/s0", "main")])
+            self.assertIn("cursor", r.json())
             # A thing prefix reads only its own things.
             r = server.get("/v1/shadows/count", params={"filter": 'and(like(thing,"plant-7/s1*"),gt(reported/temp,20))'})
             self.assertEqual(r.json(), {"count": 1})

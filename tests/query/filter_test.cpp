@@ -220,16 +220,25 @@ struct Bad {
   const char* expected;  // a part of what the error says it expected
 };
 
+// A comparison inside `nots` calls of not(); and() of `comparisons` comparisons; in() of `values` values.
+std::string nested(int nots) {
+  std::string f;
+  for (int i = 0; i < nots; ++i) f += "not(";
+  return f + "eq(thing,1)" + std::string(nots, ')');
+}
+std::string conjunction(int comparisons) {
+  std::string f = "and(";
+  for (int i = 0; i < comparisons; ++i) f += "eq(thing,1),";
+  f.back() = ')';
+  return f;
+}
+std::string in_list(int values) {
+  std::string f = "in(thing";
+  for (int i = 0; i < values; ++i) f += ",1";
+  return f + ")";
+}
+
 TEST(Filter, ErrorsNameTheOffsetAndWhatWasExpected) {
-  std::string deep;
-  for (int i = 0; i < 16; ++i) deep += "not(";
-  deep += "eq(thing,1)" + std::string(16, ')');
-  std::string many = "and(";
-  for (int i = 0; i < 65; ++i) many += "eq(thing,1),";
-  many.back() = ')';
-  std::string in = "in(thing";
-  for (int i = 0; i < 101; ++i) in += ",1";
-  in += ")";
   const std::vector<Bad> rows = {
       {"", 0, "an operator"},
       {"foo(thing)", 0, "an operator"},
@@ -251,9 +260,9 @@ TEST(Filter, ErrorsNameTheOffsetAndWhatWasExpected) {
       {"eq(thing,01)", 9, "a JSON number"},
       {"eq(thing,tru)", 9, "a value"},
       {"eq(delta/a@changed,1)", 10, "delta has no change times"},
-      {deep, 64, "nest at most 16"},
-      {many, 4 + 64 * 12, "at most 64"},
-      {in, 8 + 100 * 2 + 1, "at most 100 values"},
+      {nested(16), 64, "nest at most 16"},
+      {conjunction(65), 4 + 64 * 12, "at most 64"},
+      {in_list(101), 8 + 100 * 2 + 1, "at most 100 values"},
       {"eq(thing,\"" + std::string(4090, 'a') + "\")", 4096, "at most 4096 bytes"},
       {"eq(thing,\"\xff\")", 10, "valid UTF-8"},
   };
@@ -270,16 +279,7 @@ TEST(Filter, ErrorsNameTheOffsetAndWhatWasExpected) {
 }
 
 TEST(Filter, LimitsAreInclusive) {
-  std::string deep;
-  for (int i = 0; i < 15; ++i) deep += "not(";
-  deep += "eq(thing,1)" + std::string(15, ')');
-  std::string many = "and(";
-  for (int i = 0; i < 64; ++i) many += "eq(thing,1),";
-  many.back() = ')';
-  std::string in = "in(thing";
-  for (int i = 0; i < 100; ++i) in += ",1";
-  in += ")";
-  for (const std::string& f : {deep, many, in}) EXPECT_NO_THROW(q::Filter::parse(f, kNow)) << f;
+  for (const std::string& f : {nested(15), conjunction(64), in_list(100)}) EXPECT_NO_THROW(q::Filter::parse(f, kNow)) << f;
 }
 
 TEST(Filter, ThingRangesSelectWhatTheFilterCanMatch) {
