@@ -18,6 +18,8 @@ enum class ErrorCode {
   invalid_name,
   invalid_timestamp,
   too_deep,
+  invalid_filter,       // 400: a fleet-query filter that does not parse (offset, expected)
+  query_too_expensive,  // 400: a query that would examine more shadows than its budget allows
   unauthorized,
   forbidden,
   not_found,
@@ -45,6 +47,8 @@ struct ErrorDetails {
   std::optional<std::uint64_t> current_version;  // version_conflict
   std::string oldest_id;                       // history_expired: the oldest event kept ("oldest")
   std::int64_t oldest_ns = 0;
+  std::optional<std::uint64_t> offset;         // invalid_filter: 0-based byte offset in the filter
+  std::string expected;                        // invalid_filter: what the offset should hold
 };
 
 class Error : public std::runtime_error {
@@ -65,6 +69,10 @@ class Error : public std::runtime_error {
   static Error not_found(std::string message);
   // The oldest event kept is `oldest_id`, at `oldest_ns`.
   static Error history_expired(std::string message, std::string oldest_id, std::int64_t oldest_ns);
+  // A filter (SPEC-style fleet query) that does not parse: at byte `offset`, `expected` was expected.
+  static Error invalid_filter(std::uint64_t offset, std::string expected);
+  // A query past its budget; `field` names a field whose index would make it cheap.
+  static Error query_too_expensive(std::string message, std::string field);
 
  private:
   ErrorCode code_;

@@ -41,6 +41,10 @@ constexpr Route kRoutes[] = {
     {"/v1/registrations/{id}/dead-letters/{eventId}", "DELETE"},
     {"/v1/batch/get", "POST"},
     {"/v1/batch/update", "POST"},
+    {"/v1/shadows", "GET"},
+    {"/v1/shadows/search", "POST"},
+    {"/v1/shadows/count", "GET"},
+    {"/v1/shadows/aggregate", "POST"},
 };
 
 HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
@@ -278,6 +282,18 @@ HttpResponse Api::route(Context& ctx) {
   if (s.size() == 3 && s[0] == "v1" && s[1] == "batch" && (s[2] == "get" || s[2] == "update")) {
     only(s[2] == "get" ? "/v1/batch/get" : "/v1/batch/update");
     return s[2] == "get" ? batch_get(ctx) : batch_update(ctx);
+  }
+  if (s.size() == 2 && s[0] == "v1" && s[1] == "shadows") {
+    only("/v1/shadows");
+    return search(ctx);
+  }
+  if (s.size() == 3 && s[0] == "v1" && s[1] == "shadows" && (s[2] == "search" || s[2] == "count")) {
+    only(s[2] == "search" ? "/v1/shadows/search" : "/v1/shadows/count");
+    return s[2] == "search" ? search(ctx) : count(ctx);
+  }
+  if (s.size() == 3 && s[0] == "v1" && s[1] == "shadows" && s[2] == "aggregate") {
+    only("/v1/shadows/aggregate");
+    return aggregate(ctx);
   }
   throw Error::not_found("no such endpoint: " + ctx.request.method + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
 }

@@ -8,12 +8,17 @@
 #include "http/server.hpp"
 #include "http/log.hpp"
 #include "http/metrics.hpp"
+#include "query/search.hpp"
 
+#include <memory>
 #include <span>
 #include <string_view>
 
 namespace deviceshadow::notify {
 class Dispatcher;
+}
+namespace deviceshadow::query {
+class CursorKey;
 }
 
 namespace deviceshadow::api {
@@ -31,6 +36,10 @@ using http::Token;
 
 struct ApiOptions {
   bool private_readyz = false;  // /readyz needs a token when tokens are on (/healthz never does)
+  // Fleet queries (queries.cpp): their budget, and the key sealing their cursors (nullptr: one
+  // random key per process, so that cursors do not survive a restart).
+  query::QueryOptions queries;
+  std::shared_ptr<const query::CursorKey> cursor_key;
 };
 
 class Api final : public http::Service {
@@ -64,6 +73,9 @@ class Api final : public http::Service {
   HttpResponse batch_get(Context& ctx);
   HttpResponse batch_update(Context& ctx);
   HttpResponse registrations(Context& ctx);
+  HttpResponse search(Context& ctx);  // queries.cpp
+  HttpResponse count(Context& ctx);   // queries.cpp
+  HttpResponse aggregate(Context& ctx);  // queries.cpp
   void authorize(Context& ctx, Action action, std::string_view thing) const;
 
   Engine& engine_;

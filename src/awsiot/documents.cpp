@@ -27,7 +27,9 @@ AwsShadowError aws_shadow_error(const Error& e) {
     case ErrorCode::invalid_request:
     case ErrorCode::invalid_name:
     case ErrorCode::invalid_timestamp:
-    case ErrorCode::too_deep: return {400, "InvalidRequestException", e.what()};
+    case ErrorCode::too_deep:
+    case ErrorCode::invalid_filter:
+    case ErrorCode::query_too_expensive: return {400, "InvalidRequestException", e.what()};
     case ErrorCode::unauthorized: return {401, "UnauthorizedException", e.what()};
     case ErrorCode::forbidden: return {403, "ForbiddenException", e.what()};
     case ErrorCode::not_found:

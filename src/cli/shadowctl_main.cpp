@@ -299,7 +299,15 @@ int main(int argc, char** argv) {
   history->add_option("--order", order, "desc (default) or asc");
   history->add_option("--since", since, "RFC 3339 time or epoch");
   history->add_option("--until", until, "RFC 3339 time or epoch");
-  for (CLI::App* c : {list, things, history}) {
+  std::string filter, fields;
+  bool count_only = false, allow_scan = false;
+  CLI::App* find = app.add_subcommand("find", "find shadows across the fleet with a filter (docs/queries.md)");
+  find->add_option("filter", filter, "the filter, e.g. 'lt(reported/temp@ts,time:now-PT15M)'")->required();
+  find->add_option("--fields", fields, "show these properties instead of whole shadows, e.g. reported/temp,_pending");
+  find->add_flag("--count", count_only, "print how many shadows match");
+  find->add_flag("--allow-scan", allow_scan, "DynamoDB: consent to read every thing of the table");
+  find->add_flag("--json", as_json, "print the server's JSON instead of readable text");
+  for (CLI::App* c : {list, things, history, find}) {
     c->add_option("--limit", limit, "page size (1-1000)");
     c->add_option("--cursor", cursor, "continue after a previous page");
   }
@@ -413,6 +421,37 @@ int main(int argc, char** argv) {
       reply = call(client, "GET", "/v1/things" + query);
       print = [](const json::object& r) {
         for (const auto& t : r.at("things").as_array()) std::cout << ds::escape_controls(t.as_string()) << "\n";
+        if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
+      };
+    } else if (*find && count_only) {
+      query.clear();
+      param("filter", filter);
+      if (allow_scan) param("allowScan", "true");
+      reply = call(client, "GET", "/v1/shadows/count" + query);
+      print = [](const json::object& r) { std::cout << field(r, "count") << "\n"; };
+    } else if (*find) {  // POST: the filter in a body, never too long for a URL
+      json::object request;
+      request["filter"] = filter;
+      if (!fields.empty()) request["fields"] = fields;
+      if (limit) request["limit"] = limit;
+      if (!cursor.empty()) request["cursor"] = cursor;
+      if (allow_scan) request["allowScan"] = true;
+      const std::string text = ds::to_json(request);
+      reply = call(client, "POST", "/v1/shadows/search", &text);
+      print = [](const json::object& r) {
+        for (const auto& s : r.at("shadows").as_array()) {
+          const json::object& o = s.as_object();
+          std::cout << field(o, "thing") << "  " << field(o, "name");
+          for (const auto& m : o) {
+            if (m.key() == "thing" || m.key() == "name") continue;
+            if (m.key() == "reported" || m.key() == "desired") {
+              std::cout << "  " << ds::escape_controls(m.key()) << " v" << field(m.value().as_object(), "version");
+            } else {
+              std::cout << "  " << ds::escape_controls(m.key()) << "=" << ds::escape_controls(ds::to_json(m.value()));
+            }
+          }
+          std::cout << "\n";
+        }
         if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
       };
     } else if (*history) {

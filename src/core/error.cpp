@@ -9,6 +9,8 @@ std::string_view code_name(ErrorCode code) noexcept {
     case ErrorCode::invalid_name: return "invalid_name";
     case ErrorCode::invalid_timestamp: return "invalid_timestamp";
     case ErrorCode::too_deep: return "too_deep";
+    case ErrorCode::invalid_filter: return "invalid_filter";
+    case ErrorCode::query_too_expensive: return "query_too_expensive";
     case ErrorCode::unauthorized: return "unauthorized";
     case ErrorCode::forbidden: return "forbidden";
     case ErrorCode::not_found: return "not_found";
@@ -29,7 +31,9 @@ int http_status(ErrorCode code) noexcept {
     case ErrorCode::invalid_request:
     case ErrorCode::invalid_name:
     case ErrorCode::invalid_timestamp:
-    case ErrorCode::too_deep: return 400;
+    case ErrorCode::too_deep:
+    case ErrorCode::invalid_filter:
+    case ErrorCode::query_too_expensive: return 400;
     case ErrorCode::unauthorized: return 401;
     case ErrorCode::forbidden: return 403;
     case ErrorCode::not_found: return 404;
@@ -108,6 +112,20 @@ Error Error::history_expired(std::string message, std::string oldest_id, std::in
   d.oldest_id = std::move(oldest_id);
   d.oldest_ns = oldest_ns;
   return Error(ErrorCode::history_expired, std::move(message), std::move(d));
+}
+
+Error Error::invalid_filter(std::uint64_t offset, std::string expected) {
+  ErrorDetails d;
+  d.offset = offset;
+  d.expected = expected;
+  return Error(ErrorCode::invalid_filter, "invalid filter at offset " + std::to_string(offset) + ": expected " + expected,
+               std::move(d));
+}
+
+Error Error::query_too_expensive(std::string message, std::string field) {
+  ErrorDetails d;
+  d.field = std::move(field);
+  return Error(ErrorCode::query_too_expensive, std::move(message), std::move(d));
 }
 
 }  // namespace deviceshadow

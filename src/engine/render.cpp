@@ -225,6 +225,11 @@ void append_error(std::string& out, const Error& e) {
     append_time(out, "timestamp", d.oldest_ns);
     out += '}';
   }
+  number("offset", d.offset);
+  if (!d.expected.empty()) {
+    out += ',';
+    append_key(out, "expected", to_valid_utf8(d.expected));
+  }
   out += "}}";
 }
 

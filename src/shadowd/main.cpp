@@ -19,12 +19,14 @@
 #include "http/server.hpp"
 #include "http/log.hpp"
 #include "http/metrics.hpp"
+#include "query/cursor.hpp"
 #include "shadowd/options.hpp"
 
 #include <sys/resource.h>
 
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <span>
 #include <thread>
 
@@ -62,6 +64,14 @@ std::unique_ptr<ds::StoreBackend> open_store(const Settings& s, const ds::shadow
   o.durable = s.durability == "full";
   o.min_free_bytes = s.min_free_bytes;
   return ds::open_sqlite_store(o);
+}
+
+// The file of the key sealing fleet-query cursors: --cursor-key-file, else cursor.key beside a
+// SQLite database (so that cursors survive a restart), else none (a random key per process).
+std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spec) {
+  if (!s.cursor_key_file.empty()) return s.cursor_key_file;
+  if (spec.kind != ds::shadowd::StoreKind::sqlite || spec.location == ":memory:") return {};
+  return (std::filesystem::path(spec.location).parent_path() / "cursor.key").string();
 }
 
 // Raises the soft open-file limit to the hard one and returns it; connections, the database
@@ -210,7 +220,12 @@ int serve(const Settings& s) {
   notify::Dispatcher dispatcher(engine, delivery, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);
   metrics.add_section([&dispatcher](std::string& out) { notify::render_metrics(out, dispatcher.statuses()); });
-  ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, {.private_readyz = s.private_readyz});
+  ds::api::ApiOptions api_options{.private_readyz = s.private_readyz};
+  api_options.queries = {.budget = s.query_budget, .scan_needs_consent = on_dynamodb};
+  if (std::string key_file = cursor_key_file(s, store_spec); !key_file.empty()) {
+    api_options.cursor_key = std::make_shared<const ds::query::CursorKey>(ds::query::CursorKey::from_file(key_file));
+  }
+  ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, api_options);
   awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
                         {s.aws_classic_shadow, s.aws_acknowledge});
   std::unique_ptr<awsiot::MqttBridge> bridge;

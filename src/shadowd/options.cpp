@@ -241,8 +241,18 @@ Command parse_command_line(int argc, const char* const* argv) {
                  "16 KiB and would pass this is answered 503 with Retry-After: 1 (writes are always answered)")
       ->envname(env("MAX_RESPONSE_BYTES_IN_FLIGHT"))->check(size(1))->capture_default_str();
   app.add_option("--max-page-bytes", s.max_page_bytes,
-                 "bytes of events in one history or dead-letters page and of shadows in one batch get response")
+                 "bytes of events in one history or dead-letters page, of shadows in one batch get response and in one "
+                 "page of a fleet query")
       ->envname(env("MAX_PAGE_BYTES"))->check(size(1024))->capture_default_str();
+  app.add_option("--query-budget", s.query_budget,
+                 "shadows one fleet query (search, count) may examine; past it the query is refused with 400 "
+                 "query_too_expensive")
+      ->envname(env("QUERY_BUDGET"))->check(whole(1, 1000000000))->capture_default_str();
+  app.add_option("--cursor-key-file", s.cursor_key_file,
+                 "file holding the key that seals fleet-query cursors, created (mode 0600, 32 random bytes) if missing; "
+                 "shadowd instances sharing a store should share it. Default: cursor.key beside the SQLite database; "
+                 "with another store a random key per process (cursors then end with the process)")
+      ->envname(env("CURSOR_KEY_FILE"));
   app.add_option("--notify-concurrency", s.notify_concurrency, "event deliveries in flight per notification registration")
       ->envname(env("NOTIFY_CONCURRENCY"))->check(whole(1, 1024))->capture_default_str();
   app.add_option("--notify-window", s.notify_window,

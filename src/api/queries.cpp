@@ -1,0 +1,271 @@
+// Fleet queries (docs/queries.md): GET /v1/shadows, POST /v1/shadows/search, GET
+// /v1/shadows/count, POST /v1/shadows/aggregate. Any role may ask; every answer is limited to
+// the things the token covers.
+#include "api/api.hpp"
+#include "api/handlers.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/render.hpp"
+#include "query/aggregate.hpp"
+#include "query/cursor.hpp"
+
+namespace deviceshadow::api {
+namespace {
+
+constexpr std::string_view kDefaultSort = "+thing,+name";
+constexpr std::size_t kMaxGroupBy = 8, kMaxMetrics = 20;
+
+// A search as asked, from the query string or the JSON body.
+struct SearchRequest {
+  std::string filter;
+  std::vector<std::string> fields;
+  std::string sort;  // normalized: kDefaultSort
+  std::size_t limit = kDefaultPageLimit;
+  std::string cursor;
+  bool allow_scan = false;
+};
+
+std::size_t checked_limit(std::uint64_t limit) {
+  if (limit < 1 || limit > kMaxPageLimit) {
+    throw Error::invalid_request("limit must be between 1 and " + std::to_string(kMaxPageLimit), "limit");
+  }
+  return static_cast<std::size_t>(limit);
+}
+
+bool parse_flag(const std::string& text, const char* field) {
+  if (text != "true" && text != "false") throw Error::invalid_request(std::string(field) + " must be true or false", field);
+  return text == "true";
+}
+
+std::vector<std::string> split_fields(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    out.emplace_back(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  return out;
+}
+
+// Until fields can be declared, the one order is thing, then name.
+std::string checked_sort(std::string_view text) {
+  if (text.empty()) return std::string(kDefaultSort);
+  std::vector<std::string> keys = split_fields(text);
+  for (std::string& k : keys) {
+    if (!k.empty() && k[0] == '+') k.erase(0, 1);
+  }
+  if (keys == std::vector<std::string>{"thing"} || keys == std::vector<std::string>{"thing", "name"}) return std::string(kDefaultSort);
+  throw Error::invalid_request("sort: only +thing,+name (the default) is possible until indexes can be declared; '" +
+                                   std::string(text) + "' needs a declared field",
+                               "sort");
+}
+
+SearchRequest from_query(std::map<std::string, std::string>& q) {
+  http::allow_only(q, {"filter", "fields", "sort", "limit", "cursor", "allowScan"});
+  SearchRequest r;
+  r.filter = q["filter"];
+  r.fields = split_fields(q["fields"]);
+  r.sort = checked_sort(q["sort"]);
+  if (q.contains("limit")) r.limit = checked_limit(http::parse_uint(q["limit"], "limit"));
+  r.cursor = q["cursor"];
+  if (q.contains("allowScan")) r.allow_scan = parse_flag(q["allowScan"], "allowScan");
+  return r;
+}
+
+json::object body_object(const std::string& body, const Limits& limits) {
+  json::value v = body.empty() ? json::value(json::object()) : parse_json(body, limits.max_depth + 8);
+  if (!v.is_object()) throw Error::invalid_request("the request body must be a JSON object");
+  return std::move(v.get_object());
+}
+
+std::string text(const json::value& m, std::string_view name) {
+  if (!m.is_string()) throw Error::invalid_request(std::string(name) + " must be a string", std::string(name));
+  return std::string(m.get_string());
+}
+
+bool flag(const json::value& m, const char* name) {
+  if (!m.is_bool()) throw Error::invalid_request(std::string(name) + " must be true or false", name);
+  return m.get_bool();
+}
+
+SearchRequest from_body(const std::string& body, const Limits& limits) {
+  const json::object o = body_object(body, limits);
+  SearchRequest r;
+  std::string sort;
+  for (const auto& m : o) {
+    const std::string_view k = m.key();
+    if (k == "filter") {
+      r.filter = text(m.value(), "filter");
+    } else if (k == "sort") {
+      sort = text(m.value(), "sort");
+    } else if (k == "cursor") {
+      r.cursor = text(m.value(), "cursor");
+    } else if (k == "fields" && m.value().is_array()) {  // one property per item: commas allowed
+      for (const json::value& f : m.value().get_array()) r.fields.push_back(text(f, "fields"));
+    } else if (k == "fields") {
+      r.fields = split_fields(text(m.value(), "fields"));
+    } else if (k == "limit") {
+      if (!m.value().is_int64() || m.value().get_int64() < 1) throw Error::invalid_request("limit must be between 1 and 1000", "limit");
+      r.limit = checked_limit(static_cast<std::uint64_t>(m.value().get_int64()));
+    } else if (k == "allowScan") {
+      r.allow_scan = flag(m.value(), "allowScan");
+    } else {
+      throw Error::invalid_request("unknown member '" + std::string(k) + "'", std::string(k));
+    }
+  }
+  r.sort = checked_sort(sort);
+  return r;
+}
+
+query::Filter parse_filter(const std::string& text) {
+  return text.empty() ? query::Filter() : query::Filter::parse(text, now().unix_nanos());
+}
+
+// The things a token covers (empty: every thing).
+std::span<const ThingPattern> scope_of(const Token* token) {
+  return token ? std::span<const ThingPattern>(token->patterns) : std::span<const ThingPattern>();
+}
+
+const query::CursorKey& process_key() {
+  static const query::CursorKey key = query::CursorKey::random();
+  return key;
+}
+
+// One shadow of a page: the whole GET body, or thing, name and the fields asked for.
+void append_result(std::string& out, const query::Subject& s, const std::vector<query::Property>& fields) {
+  if (fields.empty()) {
+    append_shadow(out, ShadowView{s.key(), s.record(), s.delta()});
+    return;
+  }
+  out += "{\"thing\":";
+  append_json_string(out, s.key().thing);
+  out += ",\"name\":";
+  append_json_string(out, s.key().name);
+  for (const query::Property& p : fields) {
+    if (p.kind == query::Property::Kind::thing || p.kind == query::Property::Kind::name) continue;
+    const std::size_t mark = out.size();
+    out += ',';
+    append_json_string(out, p.text);
+    out += ':';
+    if (!query::append_property(out, s, p)) out.resize(mark);
+  }
+  out += '}';
+}
+
+}  // namespace
+
+HttpResponse Api::search(Context& ctx) {
+  authorize(ctx, Action::read, "");
+  const EngineOptions& engine_options = engine_.options();
+  if (ctx.request.method != "GET") http::allow_only(ctx.query, {});
+  SearchRequest r = ctx.request.method == "GET" ? from_query(ctx.query) : from_body(ctx.request.body, engine_options.document.limits);
+  const query::Filter filter = parse_filter(r.filter);
+  std::vector<query::Property> fields;
+  for (const std::string& f : r.fields) fields.push_back(query::parse_property(f));
+  const query::CursorKey& key = options_.cursor_key ? *options_.cursor_key : process_key();
+  const std::string binding = query::cursor_binding(r.filter, r.sort, ctx.token ? ctx.token->sha256_hex : "");
+  std::optional<ShadowKey> after;
+  if (!r.cursor.empty()) after = key.open(r.cursor, binding);
+
+  // A page ends at `limit` shadows or, like a history page, once they reach max_page_bytes (the
+  // first always goes in); the match after the last one decides whether a cursor follows.
+  const std::size_t budget = engine_options.max_page_bytes;
+  std::string out = "{\"shadows\":[", item;
+  std::size_t kept = 0, bytes = 0;
+  bool more = false;
+  try {
+    query::scan(engine_.store(), engine_options.document.timestamp_keys, {filter, scope_of(ctx.token), after, r.allow_scan},
+                options_.queries, [&](const query::Subject& s) {
+                  item.clear();
+                  append_result(item, s, fields);
+                  if (kept == r.limit || (kept > 0 && bytes + item.size() > budget)) {
+                    more = true;
+                    return false;
+                  }
+                  if (kept++) out += ',';
+                  out += item;
+                  bytes += item.size();
+                  after = s.key();
+                  return true;
+                });
+  } catch (const Error& e) {
+    // The budget ran out looking past a full page for whether another match follows: the page
+    // stands, with a cursor (the next page may find nothing more, or run out itself).
+    if (e.code() != ErrorCode::query_too_expensive || kept < r.limit) throw;
+    more = true;
+  }
+  out += ']';
+  if (more) {
+    out += ",\"cursor\":";
+    append_json_string(out, key.seal(*after, binding));
+  }
+  return {200, "application/json", out + "}", {}};
+}
+
+HttpResponse Api::count(Context& ctx) {
+  authorize(ctx, Action::read, "");
+  http::allow_only(ctx.query, {"filter", "allowScan"});
+  const query::Filter filter = parse_filter(ctx.query["filter"]);
+  const bool allow_scan = ctx.query.contains("allowScan") && parse_flag(ctx.query["allowScan"], "allowScan");
+  std::uint64_t n = 0;
+  query::scan(engine_.store(), engine_.options().document.timestamp_keys, {filter, scope_of(ctx.token), std::nullopt, allow_scan},
+              options_.queries, [&](const query::Subject&) {
+                ++n;
+                return true;
+              });
+  return {200, "application/json", "{\"count\":" + std::to_string(n) + "}", {}};
+}
+
+HttpResponse Api::aggregate(Context& ctx) {
+  authorize(ctx, Action::read, "");
+  http::allow_only(ctx.query, {});
+  const json::object o = body_object(ctx.request.body, engine_.options().document.limits);
+  std::string filter_text;
+  std::vector<query::Property> group_by;
+  std::vector<query::Metric> metrics;
+  std::size_t max_groups = 100;
+  bool allow_scan = false;
+  for (const auto& m : o) {
+    const std::string_view k = m.key();
+    if (k == "filter") {
+      filter_text = text(m.value(), "filter");
+    } else if (k == "groupBy") {
+      const json::array* props = m.value().if_array();
+      if (!props || props->size() > kMaxGroupBy) {
+        throw Error::invalid_request("groupBy must be an array of at most " + std::to_string(kMaxGroupBy) + " properties", "groupBy");
+      }
+      for (const json::value& p : *props) group_by.push_back(query::parse_property(text(p, "groupBy"), "groupBy"));
+    } else if (k == "metrics") {
+      const json::object* labelled = m.value().if_object();
+      if (!labelled || labelled->empty() || labelled->size() > kMaxMetrics) {
+        throw Error::invalid_request("metrics must be an object of 1 to " + std::to_string(kMaxMetrics) +
+                                         " labelled metrics, e.g. {\"n\":\"count()\"}",
+                                     "metrics");
+      }
+      for (const auto& metric : *labelled) {
+        const std::string label(metric.key());
+        metrics.push_back(query::parse_metric(label, text(metric.value(), "metrics." + label)));
+      }
+    } else if (k == "maxGroups") {
+      if (!m.value().is_int64() || m.value().get_int64() < 1 || m.value().get_int64() > 1000) {
+        throw Error::invalid_request("maxGroups must be between 1 and 1000", "maxGroups");
+      }
+      max_groups = static_cast<std::size_t>(m.value().get_int64());
+    } else if (k == "allowScan") {
+      allow_scan = flag(m.value(), "allowScan");
+    } else {
+      throw Error::invalid_request("unknown member '" + std::string(k) + "'", std::string(k));
+    }
+  }
+  if (metrics.empty()) throw Error::invalid_request("metrics is required, e.g. {\"n\":\"count()\"}", "metrics");
+  const query::Filter filter = parse_filter(filter_text);
+  query::Aggregation aggregation(std::move(group_by), std::move(metrics), max_groups);
+  query::scan(engine_.store(), engine_.options().document.timestamp_keys, {filter, scope_of(ctx.token), std::nullopt, allow_scan},
+              options_.queries, [&](const query::Subject& s) {
+                aggregation.add(s);
+                return true;
+              });
+  return {200, "application/json", aggregation.render(), {}};
+}
+
+}  // namespace deviceshadow::api

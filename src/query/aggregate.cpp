@@ -1,0 +1,219 @@
+#include "query/aggregate.hpp"
+
+#include "deviceshadow/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace deviceshadow::query {
+namespace {
+
+// What one metric has seen in one group.
+struct Accumulator {
+  std::uint64_t numbers = 0, times = 0;
+  double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity(), sum = 0;
+  std::int64_t earliest = std::numeric_limits<std::int64_t>::max(), latest = std::numeric_limits<std::int64_t>::min();
+  std::vector<double> all;  // percentiles only
+
+  void merge(const Accumulator& o) {
+    numbers += o.numbers;
+    times += o.times;
+    min = std::min(min, o.min);
+    max = std::max(max, o.max);
+    sum += o.sum;
+    earliest = std::min(earliest, o.earliest);
+    latest = std::max(latest, o.latest);
+    all.insert(all.end(), o.all.begin(), o.all.end());
+  }
+};
+
+// A whole number as an integer, anything else in shortest round-trip form.
+void append_number(std::string& out, double v) {
+  if (std::trunc(v) == v && std::fabs(v) < 9007199254740992.0) {
+    out += std::to_string(static_cast<std::int64_t>(v));
+  } else {
+    append_json(out, json::value(v));
+  }
+}
+
+void append_time(std::string& out, std::int64_t ns) { append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(ns))); }
+
+[[noreturn]] void bad_metric(const std::string& label, std::string_view why) {
+  throw Error::invalid_request("metrics." + label + ": " + std::string(why), "metrics." + label);
+}
+
+}  // namespace
+
+struct Aggregation::Group {
+  std::string key;  // {"prop":value,…}
+  std::uint64_t count = 0;
+  std::vector<Accumulator> metrics;
+};
+
+Metric parse_metric(std::string label, std::string_view text) {
+  Metric m;
+  m.label = std::move(label);
+  if (m.label.empty() || m.label == "key" || m.label == "groups") bad_metric(m.label, "a label may not be empty, key or groups");
+  const std::size_t open = text.find('(');
+  if (open == std::string_view::npos || !text.ends_with(")")) {
+    bad_metric(m.label, "expected count(), min(prop), max(prop), sum(prop), avg(prop) or percentiles(prop,50,95,99)");
+  }
+  const std::string_view name = text.substr(0, open);
+  std::string_view args = text.substr(open + 1, text.size() - open - 2);
+  static constexpr std::pair<std::string_view, Metric::Kind> kKinds[] = {
+      {"count", Metric::Kind::count}, {"min", Metric::Kind::min}, {"max", Metric::Kind::max},
+      {"sum", Metric::Kind::sum},     {"avg", Metric::Kind::avg}, {"percentiles", Metric::Kind::percentiles},
+  };
+  const auto* kind = std::find_if(std::begin(kKinds), std::end(kKinds), [&](const auto& k) { return k.first == name; });
+  if (kind == std::end(kKinds)) bad_metric(m.label, "unknown metric '" + std::string(name) + "'");
+  m.kind = kind->second;
+  if (m.kind == Metric::Kind::count) {
+    if (!args.empty()) bad_metric(m.label, "count() takes no property");
+    return m;
+  }
+  if (m.kind == Metric::Kind::percentiles) {  // the property, then the percents
+    while (true) {
+      const std::size_t comma = args.rfind(',');
+      if (comma == std::string_view::npos) break;
+      const std::string percent(args.substr(comma + 1));
+      char* end = nullptr;
+      const double p = std::strtod(percent.c_str(), &end);
+      if (percent.empty() || *end != '\0' || !(p > 0 && p <= 100)) break;
+      m.percents.insert(m.percents.begin(), p);
+      args = args.substr(0, comma);
+    }
+    if (m.percents.empty() || m.percents.size() > 20) bad_metric(m.label, "percentiles(prop,p1,…) takes 1 to 20 percents in (0, 100]");
+  }
+  m.property = parse_property(args, "metrics." + m.label);
+  return m;
+}
+
+Aggregation::Aggregation(std::vector<Property> group_by, std::vector<Metric> metrics, std::size_t max_groups)
+    : group_by_(std::move(group_by)), metrics_(std::move(metrics)), max_groups_(max_groups) {
+  if (group_by_.empty()) groups_["{}"] = {"{}", 0, std::vector<Accumulator>(metrics_.size())};
+}
+
+Aggregation::~Aggregation() = default;
+
+void Aggregation::add(const Subject& subject) {
+  std::string key = "{";
+  for (const Property& p : group_by_) {
+    if (key.size() > 1) key += ',';
+    append_json_string(key, p.text);
+    key += ':';
+    std::vector<Sample> values = samples(subject, p);
+    if (values.size() > 1) key += '[';
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (i) key += ',';
+      if (values[i].type == Sample::Type::time) {
+        append_time(key, values[i].time);
+      } else {
+        append_json(key, values[i].json);  // null for an object
+      }
+    }
+    if (values.size() > 1) key += ']';
+    if (values.empty()) key += "null";
+  }
+  key += '}';
+  Group& g = groups_[key];
+  if (g.key.empty()) g = {key, 0, std::vector<Accumulator>(metrics_.size())};
+  ++g.count;
+  for (std::size_t i = 0; i < metrics_.size(); ++i) {
+    const Metric& m = metrics_[i];
+    if (m.kind == Metric::Kind::count) continue;
+    Accumulator& a = g.metrics[i];
+    for (const Sample& s : samples(subject, m.property)) {
+      if (s.type == Sample::Type::number) {
+        const double v = s.json.to_number<double>();
+        ++a.numbers;
+        a.min = std::min(a.min, v);
+        a.max = std::max(a.max, v);
+        a.sum += v;
+        if (m.kind == Metric::Kind::percentiles) a.all.push_back(v);
+      } else if (s.type == Sample::Type::time) {
+        ++a.times;
+        a.earliest = std::min(a.earliest, s.time);
+        a.latest = std::max(a.latest, s.time);
+      }
+    }
+  }
+}
+
+std::string Aggregation::render() const {
+  std::vector<const Group*> order;
+  for (const auto& [key, g] : groups_) order.push_back(&g);
+  std::stable_sort(order.begin(), order.end(), [](const Group* a, const Group* b) { return a->count > b->count; });
+  auto append_metrics = [&](std::string& out, std::uint64_t count, const std::vector<Accumulator>& acc) {
+    for (std::size_t i = 0; i < metrics_.size(); ++i) {
+      const Metric& m = metrics_[i];
+      const Accumulator& a = acc[i];
+      out += ',';
+      append_json_string(out, m.label);
+      out += ':';
+      switch (m.kind) {
+        case Metric::Kind::count: out += std::to_string(count); break;
+        case Metric::Kind::min:
+        case Metric::Kind::max:
+          if (a.numbers) {
+            append_number(out, m.kind == Metric::Kind::min ? a.min : a.max);
+          } else if (a.times) {
+            append_time(out, m.kind == Metric::Kind::min ? a.earliest : a.latest);
+          } else {
+            out += "null";
+          }
+          break;
+        case Metric::Kind::sum:
+        case Metric::Kind::avg:
+          if (!a.numbers) {
+            out += "null";
+          } else {
+            append_number(out, m.kind == Metric::Kind::sum ? a.sum : a.sum / static_cast<double>(a.numbers));
+          }
+          break;
+        case Metric::Kind::percentiles: {
+          if (a.all.empty()) {
+            out += "null";
+            break;
+          }
+          std::vector<double> sorted = a.all;
+          std::sort(sorted.begin(), sorted.end());
+          out += '{';
+          for (std::size_t k = 0; k < m.percents.size(); ++k) {  // nearest rank: a value that was seen
+            if (k) out += ',';
+            std::string name;
+            append_number(name, m.percents[k]);
+            append_json_string(out, name);
+            out += ':';
+            const double rank = std::ceil(m.percents[k] / 100.0 * static_cast<double>(sorted.size()));
+            append_number(out, sorted[std::clamp<std::size_t>(static_cast<std::size_t>(rank), 1, sorted.size()) - 1]);
+          }
+          out += '}';
+          break;
+        }
+      }
+    }
+  };
+  std::string out = "{\"groups\":[";
+  for (std::size_t i = 0; i < order.size() && i < max_groups_; ++i) {
+    if (i) out += ',';
+    out += "{\"key\":" + order[i]->key;
+    append_metrics(out, order[i]->count, order[i]->metrics);
+    out += '}';
+  }
+  out += ']';
+  if (order.size() > max_groups_) {
+    std::uint64_t count = 0;
+    std::vector<Accumulator> rest(metrics_.size());
+    for (std::size_t i = max_groups_; i < order.size(); ++i) {
+      count += order[i]->count;
+      for (std::size_t k = 0; k < rest.size(); ++k) rest[k].merge(order[i]->metrics[k]);
+    }
+    out += ",\"other\":{\"groups\":" + std::to_string(order.size() - max_groups_);
+    append_metrics(out, count, rest);
+    out += '}';
+  }
+  return out + "}";
+}
+
+}  // namespace deviceshadow::query

@@ -1,0 +1,43 @@
+// Aggregation of fleet queries: count, min, max, sum, avg and exact percentiles of the shadows a
+// filter matches, in groups by the values of some properties (docs/queries.md, "Aggregation").
+#pragma once
+
+#include "query/filter.hpp"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace deviceshadow::query {
+
+struct Metric {
+  enum class Kind { count, min, max, sum, avg, percentiles } kind = Kind::count;
+  std::string label;
+  Property property;              // all but count
+  std::vector<double> percents;   // percentiles: each in (0, 100]
+};
+
+// "count()", "min(prop)", "max(prop)", "sum(prop)", "avg(prop)" or
+// "percentiles(prop,50,95,99)". Throws invalid_request naming metrics.<label>.
+Metric parse_metric(std::string label, std::string_view text);
+
+class Aggregation {
+ public:
+  // At most max_groups groups are answered, the largest; the others are summed up in "other".
+  Aggregation(std::vector<Property> group_by, std::vector<Metric> metrics, std::size_t max_groups);
+  ~Aggregation();
+
+  void add(const Subject& subject);
+  // {"groups":[{"key":{prop:value,…},<label>:…}],"other"?:{<label>:…}}: groups by count, largest first.
+  std::string render() const;
+
+ private:
+  struct Group;
+  std::vector<Property> group_by_;
+  std::vector<Metric> metrics_;
+  std::size_t max_groups_;
+  std::map<std::string, Group> groups_;  // by the key's JSON
+};
+
+}  // namespace deviceshadow::query

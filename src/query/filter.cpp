@@ -1,0 +1,802 @@
+#include "query/filter.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/render.hpp"
+#include "deviceshadow/validation.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace deviceshadow::query {
+namespace {
+
+constexpr const char* kExpectedProperty =
+    "a property: thing, name, reported/<path>, desired/<path>, delta/<path> (optionally ending in @ts or @changed), "
+    "_reportedVersion, _desiredVersion, _modified or _pending";
+constexpr const char* kExpectedValue =
+    "a value: a number, a \"string\", true, false, null, time:now or time:now-<ISO 8601 duration>";
+constexpr const char* kExpectedOperator = "an operator: and, or, not, eq, ne, gt, ge, lt, le, in, like or exists";
+constexpr std::size_t kStateParseDepth = 4096;  // stored states were validated on write
+
+[[noreturn]] void fail(std::size_t offset, std::string expected) { throw Error::invalid_filter(offset, std::move(expected)); }
+
+// A literal of a filter.
+struct Literal {
+  enum class Type { null, boolean, number, string, time } type = Type::null;
+  bool boolean = false;
+  json::value number;
+  std::string string;
+  std::optional<std::int64_t> time;  // Type::time; for a string, the instant it names if RFC 3339
+};
+
+// A value of the shadow a comparison looks at.
+struct Operand {
+  using Type = Sample::Type;
+  Type type = Type::other;
+  bool boolean = false;
+  json::value number;
+  std::string_view string;
+  std::int64_t time = 0;
+};
+
+enum class Order { less, equal, greater, unequal, different_types };
+
+Order from(std::partial_ordering o) {
+  if (o == std::partial_ordering::less) return Order::less;
+  if (o == std::partial_ordering::greater) return Order::greater;
+  if (o == std::partial_ordering::equivalent) return Order::equal;
+  return Order::unequal;
+}
+
+Order compare_numbers(const json::value& a, const json::value& b) {
+  if (numbers_equal(a, b)) return Order::equal;
+  auto as_long_double = [](const json::value& v) -> long double {
+    if (v.is_int64()) return static_cast<long double>(v.get_int64());
+    if (v.is_uint64()) return static_cast<long double>(v.get_uint64());
+    return static_cast<long double>(v.get_double());
+  };
+  const bool integers = !a.is_double() && !b.is_double();
+  if (integers && a.is_int64() != b.is_int64()) {  // one int64, one uint64 (above INT64_MAX)
+    const bool a_negative = a.is_int64() && a.get_int64() < 0, b_negative = b.is_int64() && b.get_int64() < 0;
+    if (a_negative != b_negative) return a_negative ? Order::less : Order::greater;
+    return a.to_number<std::uint64_t>() < b.to_number<std::uint64_t>() ? Order::less : Order::greater;
+  }
+  return from(as_long_double(a) <=> as_long_double(b));
+}
+
+Order compare(const Operand& a, const Literal& l) {
+  using T = Literal::Type;
+  switch (a.type) {
+    case Operand::Type::null: return l.type == T::null ? Order::equal : Order::different_types;
+    case Operand::Type::boolean:
+      if (l.type != T::boolean) return Order::different_types;
+      return a.boolean == l.boolean ? Order::equal : Order::unequal;
+    case Operand::Type::number: return l.type == T::number ? compare_numbers(a.number, l.number) : Order::different_types;
+    case Operand::Type::string:
+      if (l.type == T::string) return from(a.string.compare(l.string) <=> 0);
+      if (l.type == T::time) {  // a string holding an RFC 3339 time compares with time:now
+        if (auto t = parse_rfc3339(a.string)) return from(t->unix_nanos() <=> *l.time);
+      }
+      return Order::different_types;
+    case Operand::Type::time:
+      if ((l.type == T::time || l.type == T::string) && l.time) return from(a.time <=> *l.time);
+      return Order::different_types;
+    case Operand::Type::other: return Order::different_types;
+  }
+  return Order::different_types;
+}
+
+std::size_t utf8_length(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
+
+// `*` any run of characters, `?` exactly one (a code point), anything else itself.
+bool glob(std::string_view s, std::string_view p) {
+  std::size_t si = 0, pi = 0, star_p = std::string_view::npos, star_s = 0;
+  auto step = [&](std::size_t at) { return std::min(s.size(), at + utf8_length(static_cast<unsigned char>(s[at]))); };
+  while (si < s.size()) {
+    if (pi < p.size() && p[pi] == '?') {
+      si = step(si);
+      ++pi;
+    } else if (pi < p.size() && p[pi] == '*') {
+      star_p = ++pi;
+      star_s = si;
+    } else if (pi < p.size() && p[pi] == s[si]) {
+      ++si;
+      ++pi;
+    } else if (star_p != std::string_view::npos) {
+      pi = star_p;
+      si = star_s = step(star_s);
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+// Decodes a property as written; `base` is its offset in the filter, for errors.
+Property interpret(std::string_view text, std::size_t base) {
+  using K = Property::Kind;
+  Property p;
+  p.text = std::string(text);
+  static constexpr std::pair<std::string_view, K> kNamed[] = {
+      {"thing", K::thing},
+      {"name", K::name},
+      {"_reportedVersion", K::reported_version},
+      {"_desiredVersion", K::desired_version},
+      {"_modified", K::modified},
+      {"_pending", K::pending},
+  };
+  for (const auto& [name, kind] : kNamed) {
+    if (text == name) {
+      p.kind = kind;
+      return p;
+    }
+  }
+  const std::size_t slash = text.find('/');
+  const std::string_view section = text.substr(0, slash);
+  if (section == "reported") {
+    p.kind = K::reported;
+  } else if (section == "desired") {
+    p.kind = K::desired;
+  } else if (section == "delta") {
+    p.kind = K::delta;
+  } else {
+    fail(base, kExpectedProperty);
+  }
+  if (slash == std::string_view::npos) return p;
+  std::string_view rest = text.substr(slash + 1);
+  if (rest.ends_with("@ts")) {
+    p.suffix = Property::Suffix::ts;
+    rest.remove_suffix(3);
+  } else if (rest.ends_with("@changed")) {
+    if (p.kind == K::delta) fail(base + text.size() - 8, "@ts or no suffix (delta has no change times: use desired/<path>@changed)");
+    p.suffix = Property::Suffix::changed;
+    rest.remove_suffix(8);
+  }
+  std::size_t at = slash + 1;
+  std::string token;
+  for (std::size_t i = 0; i <= rest.size(); ++i) {
+    if (i == rest.size() || rest[i] == '/') {
+      p.path.push_back(std::move(token));
+      token.clear();
+    } else if (rest[i] == '~') {
+      if (i + 1 >= rest.size() || (rest[i + 1] != '0' && rest[i + 1] != '1')) fail(base + at + i, "~0 or ~1 (a JSON Pointer escape)");
+      token += rest[++i] == '0' ? '~' : '/';
+    } else {
+      token += rest[i];
+    }
+  }
+  return p;
+}
+
+// The array index a reference token names ("0", "17"; no sign, no leading zero), if any.
+std::optional<std::size_t> array_index(const std::string& t) {
+  if (t.empty() || t.size() > 9 || (t[0] == '0' && t.size() > 1)) return std::nullopt;
+  if (!std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return std::stoul(t);
+}
+
+// The nodes at `path` from `node`; through an array whose next token is no index of it, every
+// element is followed (a comparison on an array matches when any element does).
+void collect(const json::value& node, const std::vector<std::string>& path, std::size_t i,
+             std::vector<const json::value*>& out) {
+  if (i == path.size()) {
+    out.push_back(&node);
+    return;
+  }
+  if (const json::object* o = node.if_object()) {
+    if (const json::value* m = o->if_contains(path[i])) collect(*m, path, i + 1, out);
+  } else if (const json::array* a = node.if_array()) {
+    if (auto k = array_index(path[i])) {
+      if (*k < a->size()) collect((*a)[*k], path, i + 1, out);
+    } else {
+      for (const json::value& e : *a) collect(e, path, i, out);
+    }
+  }
+}
+
+// The node at `path` as a JSON Pointer reads it (array elements by index only), or nullptr.
+const json::value* at_pointer(const json::object& root, const std::vector<std::string>& path) {
+  if (path.empty()) return nullptr;
+  const json::value* node = root.if_contains(path[0]);
+  for (std::size_t i = 1; node && i < path.size(); ++i) {
+    if (const json::object* o = node->if_object()) {
+      node = o->if_contains(path[i]);
+    } else if (const json::array* a = node->if_array()) {
+      auto k = array_index(path[i]);
+      node = k && *k < a->size() ? &(*a)[*k] : nullptr;
+    } else {
+      node = nullptr;
+    }
+  }
+  return node;
+}
+
+Section section_of(Property::Kind k) { return k == Property::Kind::reported ? Section::reported : Section::desired; }
+
+const json::object& root_of(const Subject& s, const Property& p) {
+  return p.kind == Property::Kind::delta ? s.delta() : s.state(section_of(p.kind));
+}
+
+// The latest time in a times tree (leaf_times.hpp), or `fallback` where it holds none.
+std::int64_t latest(const json::value& t, std::int64_t fallback) {
+  if (t.is_int64()) return t.get_int64();
+  const json::object* o = t.if_object();
+  if (!o || o->empty()) return fallback;
+  std::int64_t best = std::numeric_limits<std::int64_t>::min();
+  for (const auto& m : *o) best = std::max(best, latest(m.value(), fallback));
+  return best;
+}
+
+void add_scalar(const json::value& v, std::vector<Operand>& out) {
+  Operand o;
+  switch (v.kind()) {
+    case json::kind::null: o.type = Operand::Type::null; break;
+    case json::kind::bool_: o.type = Operand::Type::boolean, o.boolean = v.get_bool(); break;
+    case json::kind::int64:
+    case json::kind::uint64:
+    case json::kind::double_: o.type = Operand::Type::number, o.number = v; break;
+    case json::kind::string: o.type = Operand::Type::string, o.string = v.get_string(); break;
+    default: o.type = Operand::Type::other;
+  }
+  out.push_back(o);
+}
+
+// A leaf as comparisons see it: a timestamped value by its value, an array by its elements.
+void add_value(const json::value& v, const TimestampKeys& keys, std::vector<Operand>& out, bool in_array = false) {
+  if (const json::object* o = v.if_object(); o && keys.find(*o)) {
+    if (const json::value* value = o->if_contains("value")) return add_value(*value, keys, out, in_array);
+    out.push_back({});  // the payload, an object
+    return;
+  }
+  if (const json::array* a = v.if_array(); a && !in_array) {
+    for (const json::value& e : *a) add_value(e, keys, out, true);
+    return;
+  }
+  add_scalar(v, out);
+}
+
+void add_time(std::int64_t ns, std::vector<Operand>& out) {
+  Operand o;
+  o.type = Operand::Type::time;
+  o.time = ns;
+  out.push_back(o);
+}
+
+// What `p` holds in `s`: nothing when the shadow has no such value.
+std::vector<Operand> resolve(const Subject& s, const Property& p) {
+  using K = Property::Kind;
+  std::vector<Operand> out;
+  auto text = [&](std::string_view v) {
+    Operand o;
+    o.type = Operand::Type::string;
+    o.string = v;
+    out.push_back(o);
+  };
+  auto number = [&](std::uint64_t v) {
+    Operand o;
+    o.type = Operand::Type::number;
+    o.number = v;
+    out.push_back(o);
+  };
+  const ShadowRecord& r = s.record();
+  switch (p.kind) {
+    case K::thing: text(s.key().thing); return out;
+    case K::name: text(s.key().name); return out;
+    case K::reported_version: number(r.reported.exists() ? r.reported.version : 0); return out;
+    case K::desired_version: number(r.desired.exists() ? r.desired.version : 0); return out;
+    case K::modified:
+      if (r.exists()) add_time(s.modified_ns(), out);
+      return out;
+    case K::pending: {
+      Operand o;
+      o.type = Operand::Type::boolean;
+      o.boolean = !s.delta().empty();
+      out.push_back(o);
+      return out;
+    }
+    case K::reported:
+    case K::desired:
+    case K::delta: break;
+  }
+  if (p.path.empty()) {  // the section itself
+    const bool present = p.kind == K::delta ? !s.delta().empty() : r.section(section_of(p.kind)).exists();
+    if (present) out.push_back({});
+    return out;
+  }
+  std::vector<const json::value*> nodes;
+  const json::object& root = root_of(s, p);
+  if (const json::value* first = root.if_contains(p.path[0])) collect(*first, p.path, 1, nodes);
+  switch (p.suffix) {
+    case Property::Suffix::none:
+      for (const json::value* n : nodes) add_value(*n, s.timestamp_keys(), out);
+      break;
+    case Property::Suffix::ts:
+      for (const json::value* n : nodes) {
+        auto add = [&](const json::value& v) {
+          if (const json::object* o = v.if_object()) {
+            if (const json::value* ts = s.timestamp_keys().find(*o)) {
+              if (auto t = parse_timestamp(*ts)) add_time(t->unix_nanos(), out);
+            }
+          }
+        };
+        if (const json::array* a = n->if_array()) {
+          for (const json::value& e : *a) add(e);
+        } else {
+          add(*n);
+        }
+      }
+      break;
+    case Property::Suffix::changed:
+      if (!nodes.empty()) add_time(s.leaf_time(section_of(p.kind), p.path), out);
+      break;
+  }
+  return out;
+}
+
+bool is_thing(const Property& p) { return p.kind == Property::Kind::thing; }
+
+}  // namespace
+
+struct Filter::Node {
+  enum class Op { and_, or_, not_, eq, ne, gt, ge, lt, le, in, like, exists } op = Op::and_;
+  std::vector<Node> children;
+  Property property;
+  std::vector<Literal> values;
+};
+
+namespace {
+
+using Op = Filter::Node::Op;
+
+bool holds(Op op, Order o) {
+  switch (op) {
+    case Op::eq:
+    case Op::in: return o == Order::equal;
+    case Op::ne: return o != Order::equal;
+    case Op::gt: return o == Order::greater;
+    case Op::ge: return o == Order::greater || o == Order::equal;
+    case Op::lt: return o == Order::less;
+    case Op::le: return o == Order::less || o == Order::equal;
+    default: return false;
+  }
+}
+
+bool evaluate(const Filter::Node& n, const Subject& s) {
+  switch (n.op) {
+    case Op::and_: return std::all_of(n.children.begin(), n.children.end(), [&](const Filter::Node& c) { return evaluate(c, s); });
+    case Op::or_: return std::any_of(n.children.begin(), n.children.end(), [&](const Filter::Node& c) { return evaluate(c, s); });
+    case Op::not_: return !evaluate(n.children.front(), s);
+    case Op::exists: return !resolve(s, n.property).empty();
+    case Op::like:
+      for (const Operand& o : resolve(s, n.property)) {
+        if (o.type == Operand::Type::string && glob(o.string, n.values.front().string)) return true;
+      }
+      return false;
+    default:
+      for (const Operand& o : resolve(s, n.property)) {
+        for (const Literal& l : n.values) {
+          if (holds(n.op, compare(o, l))) return true;
+        }
+      }
+      return false;
+  }
+}
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::int64_t now_ns, const FilterLimits& limits) : t_(text), now_(now_ns), limits_(limits) {}
+
+  Filter::Node parse() {
+    if (t_.size() > limits_.max_bytes) fail(limits_.max_bytes, "the end of the filter (at most " + std::to_string(limits_.max_bytes) + " bytes)");
+    for (std::size_t i = 0; i < t_.size();) {
+      const std::size_t n = utf8_length(static_cast<unsigned char>(t_[i]));
+      if (!is_valid_utf8(t_.substr(i, n)) || i + n > t_.size()) fail(i, "valid UTF-8");
+      i += n;
+    }
+    Filter::Node root = expr(1);
+    space();
+    if (i_ != t_.size()) fail(i_, "the end of the filter");
+    return root;
+  }
+
+ private:
+  void space() {
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
+  }
+  void expect(char c) {
+    space();
+    if (i_ >= t_.size() || t_[i_] != c) fail(i_, std::string("'") + c + "'");
+    ++i_;
+  }
+  // Whether the next character is ',' (consumed) or ')' (consumed); anything else fails.
+  bool comma_or_close() {
+    space();
+    if (i_ < t_.size() && (t_[i_] == ',' || t_[i_] == ')')) return t_[i_++] == ',';
+    fail(i_, "',' or ')'");
+  }
+  static bool bare(char c) {
+    return c != '(' && c != ')' && c != ',' && c != '"' && c != ' ' && c != '\t' && c != '\n' && c != '\r';
+  }
+  std::string_view word() {
+    const std::size_t start = i_;
+    while (i_ < t_.size() && bare(t_[i_])) ++i_;
+    return t_.substr(start, i_ - start);
+  }
+
+  Filter::Node expr(std::size_t depth) {
+    space();
+    const std::size_t start = i_;
+    while (i_ < t_.size() && t_[i_] >= 'a' && t_[i_] <= 'z') ++i_;
+    const std::string_view name = t_.substr(start, i_ - start);
+    static constexpr std::pair<std::string_view, Op> kOps[] = {
+        {"and", Op::and_}, {"or", Op::or_}, {"not", Op::not_}, {"eq", Op::eq},     {"ne", Op::ne},       {"gt", Op::gt},
+        {"ge", Op::ge},    {"lt", Op::lt},  {"le", Op::le},    {"in", Op::in},     {"like", Op::like},   {"exists", Op::exists},
+    };
+    const auto* known = std::find_if(std::begin(kOps), std::end(kOps), [&](const auto& k) { return k.first == name; });
+    if (known == std::end(kOps)) fail(start, kExpectedOperator);
+    if (depth > limits_.max_depth) fail(start, "a shallower filter (calls nest at most " + std::to_string(limits_.max_depth) + " deep)");
+    Filter::Node n;
+    n.op = known->second;
+    expect('(');
+    switch (n.op) {
+      case Op::and_:
+      case Op::or_:
+        do n.children.push_back(expr(depth + 1));
+        while (comma_or_close());
+        return n;
+      case Op::not_:
+        n.children.push_back(expr(depth + 1));
+        expect(')');
+        return n;
+      default: break;
+    }
+    if (++comparisons_ > limits_.max_comparisons) {
+      fail(start, "fewer comparisons (at most " + std::to_string(limits_.max_comparisons) + ")");
+    }
+    n.property = property();
+    if (n.op == Op::exists) {
+      expect(')');
+      return n;
+    }
+    expect(',');
+    if (n.op == Op::like) {
+      space();
+      if (i_ >= t_.size() || t_[i_] != '"') fail(i_, "a \"string\" pattern");
+      n.values.push_back(value());
+      expect(')');
+      return n;
+    }
+    if (n.op != Op::in) {
+      n.values.push_back(value());
+      expect(')');
+      return n;
+    }
+    do {
+      space();
+      if (n.values.size() == limits_.max_in_values) fail(i_, "')' (in() takes at most " + std::to_string(limits_.max_in_values) + " values)");
+      n.values.push_back(value());
+    } while (comma_or_close());
+    return n;
+  }
+
+  Property property() {
+    space();
+    const std::size_t start = i_;
+    if (i_ < t_.size() && t_[i_] == '"') {
+      Literal quoted = string_literal();
+      return interpret(quoted.string, start);
+    }
+    const std::string_view text = word();
+    if (text.empty()) fail(start, kExpectedProperty);
+    return interpret(text, start);
+  }
+
+  Literal string_literal() {
+    const std::size_t start = i_;
+    std::size_t j = i_ + 1;
+    while (j < t_.size() && t_[j] != '"') {
+      if (static_cast<unsigned char>(t_[j]) < 0x20) fail(j, "'\"' (control characters in strings must be escaped)");
+      j += t_[j] == '\\' ? 2 : 1;
+    }
+    if (j >= t_.size()) fail(t_.size(), "'\"' closing the string");
+    i_ = j + 1;
+    Literal l;
+    l.type = Literal::Type::string;
+    try {
+      l.string = std::string(parse_json(t_.substr(start, i_ - start)).get_string());
+    } catch (const Error& e) {
+      const std::uint64_t column = e.details().column.value_or(1);
+      fail(start + (column > 0 ? column - 1 : 0), "a valid JSON string escape");
+    }
+    if (auto t = parse_rfc3339(l.string)) l.time = t->unix_nanos();
+    return l;
+  }
+
+  Literal value() {
+    space();
+    const std::size_t start = i_;
+    if (i_ < t_.size() && t_[i_] == '"') return string_literal();
+    const std::string_view w = word();
+    Literal l;
+    if (w == "true" || w == "false") {
+      l.type = Literal::Type::boolean;
+      l.boolean = w == "true";
+    } else if (w == "null") {
+      l.type = Literal::Type::null;
+    } else if (w.starts_with("time:now")) {
+      l.type = Literal::Type::time;
+      l.time = now_;
+      if (w.size() > 8) {
+        if (w[8] != '-') fail(start + 8, "'-' and an ISO 8601 duration (e.g. time:now-PT15M)");
+        l.time = now_ - duration(w.substr(9), start + 9);
+      }
+    } else if (!w.empty() && (w[0] == '-' || (w[0] >= '0' && w[0] <= '9'))) {
+      try {
+        l.number = parse_json(w);
+      } catch (const Error&) {
+      }
+      if (!l.number.is_number()) fail(start, "a JSON number");
+      l.type = Literal::Type::number;
+    } else {
+      fail(start, kExpectedValue);
+    }
+    return l;
+  }
+
+  // An ISO 8601 duration of weeks, days, hours, minutes and seconds ("PT15M", "P1DT12H",
+  // "PT0.5S"), in nanoseconds.
+  static std::int64_t duration(std::string_view d, std::size_t base) {
+    constexpr const char* kExpected = "an ISO 8601 duration of weeks, days, hours, minutes or seconds (e.g. PT15M, P1D)";
+    if (d.empty() || d[0] != 'P' || d.size() < 2) fail(base, kExpected);
+    constexpr long double kSecond = 1e9L, kMax = 200.0L * 366 * 86400 * 1e9L;  // 200 years: now minus it fits in int64 ns
+    long double total = 0;
+    bool in_time = false, any = false;
+    std::string_view order = "WD";  // the designators still allowed, in order
+    for (std::size_t i = 1; i < d.size();) {
+      if (d[i] == 'T' && !in_time) {
+        in_time = true;
+        order = "HMS";
+        ++i;
+        continue;
+      }
+      const std::size_t start = i;
+      long double n = 0;
+      while (i < d.size() && d[i] >= '0' && d[i] <= '9') n = n * 10 + (d[i++] - '0');
+      if (i == start) fail(base + i, kExpected);
+      if (i < d.size() && (d[i] == '.' || d[i] == ',')) {  // a fraction, of seconds only
+        long double scale = 0.1L;
+        const std::size_t dot = i++;
+        while (i < d.size() && d[i] >= '0' && d[i] <= '9') n += (d[i++] - '0') * scale, scale /= 10;
+        if (i == dot + 1 || i >= d.size() || d[i] != 'S' || !in_time) fail(base + dot, "a fraction on seconds only (e.g. PT0.5S)");
+      }
+      if (i >= d.size()) fail(base + i, "a designator (W, D, or after T: H, M, S)");
+      const std::size_t at = order.find(d[i]);
+      if (at == std::string_view::npos) {
+        fail(base + i, d[i] == 'Y' || (d[i] == 'M' && !in_time) ? "weeks or days (years and months have no fixed length)"
+                                                                 : "a designator in order (W, D, T, then H, M, S)");
+      }
+      static constexpr std::pair<char, long double> kUnits[] = {{'W', 604800}, {'D', 86400}, {'H', 3600}};
+      long double unit = 1;
+      if (in_time && d[i] == 'M') unit = 60;
+      for (const auto& [c, seconds] : kUnits) {
+        if (c == d[i]) unit = seconds;
+      }
+      total += n * unit * kSecond;
+      if (total > kMax) fail(base + start, "a duration of at most 200 years");
+      order = order.substr(at + 1);
+      any = true;
+      ++i;
+    }
+    if (!any || d.back() == 'T') fail(base + d.size(), kExpected);
+    return static_cast<std::int64_t>(total);
+  }
+
+  std::string_view t_;
+  std::size_t i_ = 0;
+  std::int64_t now_;
+  const FilterLimits& limits_;
+  std::size_t comparisons_ = 0;
+};
+
+// The things a node can match within (see Filter::thing_ranges).
+std::optional<std::vector<ThingRange>> ranges(const Filter::Node& n) {
+  switch (n.op) {
+    case Op::eq:
+    case Op::in: {
+      if (!is_thing(n.property)) return std::nullopt;
+      std::vector<ThingRange> out;
+      for (const Literal& l : n.values) {
+        if (l.type == Literal::Type::string) out.push_back({l.string, false});
+      }
+      return out;
+    }
+    case Op::like: {
+      if (!is_thing(n.property)) return std::nullopt;
+      const std::string& pattern = n.values.front().string;
+      const std::size_t wild = pattern.find_first_of("*?");
+      if (wild == std::string::npos) return std::vector<ThingRange>{{pattern, false}};
+      if (wild == 0) return std::nullopt;
+      return std::vector<ThingRange>{{pattern.substr(0, wild), true}};
+    }
+    case Op::and_:
+      for (const Filter::Node& c : n.children) {
+        if (auto r = ranges(c)) return r;
+      }
+      return std::nullopt;
+    case Op::or_: {
+      std::vector<ThingRange> out;
+      for (const Filter::Node& c : n.children) {
+        auto r = ranges(c);
+        if (!r) return std::nullopt;
+        out.insert(out.end(), r->begin(), r->end());
+      }
+      return out;
+    }
+    default: return std::nullopt;
+  }
+}
+
+// The first section property under `n`: among the comparisons a match must pass when
+// `required`, else anywhere.
+const Property* section_property(const Filter::Node& n, bool required) {
+  if (n.op == Op::and_ || (!required && (n.op == Op::or_ || n.op == Op::not_))) {
+    for (const Filter::Node& c : n.children) {
+      if (const Property* p = section_property(c, required)) return p;
+    }
+    return nullptr;
+  }
+  if (n.op == Op::or_ || n.op == Op::not_) return nullptr;
+  return n.property.in_section() && !n.property.path.empty() ? &n.property : nullptr;
+}
+
+}  // namespace
+
+Property parse_property(std::string_view text, std::string_view field) {
+  try {
+    if (text.empty() || !is_valid_utf8(text)) throw Error::invalid_filter(0, kExpectedProperty);
+    return interpret(text, 0);
+  } catch (const Error& e) {
+    throw Error::invalid_request(std::string(field) + ": '" + std::string(text) + "' at offset " +
+                                     std::to_string(e.details().offset.value_or(0)) + ": expected " + e.details().expected,
+                                 std::string(field));
+  }
+}
+
+Subject::Subject(const ShadowKey& key, const ShadowRecord& record, const TimestampKeys& keys)
+    : key_(key), record_(record), keys_(keys) {}
+
+Subject::~Subject() = default;
+
+const json::object& Subject::state(Section section) const {
+  std::optional<json::object>& slot = states_[section == Section::desired];
+  if (!slot) {
+    const SectionRecord& r = record_.section(section);
+    json::value v = r.exists() ? parse_json(r.state_json, kStateParseDepth) : json::value(json::object());
+    slot = v.is_object() ? std::move(v.get_object()) : json::object();
+  }
+  return *slot;
+}
+
+const json::object& Subject::delta() const {
+  if (!delta_) delta_ = compute_delta(state(Section::desired), state(Section::reported), keys_);
+  return *delta_;
+}
+
+std::int64_t Subject::leaf_time(Section section, const std::vector<std::string>& path) const {
+  const SectionRecord& r = record_.section(section);
+  std::optional<json::value>& slot = times_[section == Section::desired];
+  if (!slot) {
+    slot.emplace();
+    if (!r.times_json.empty()) {
+      try {
+        *slot = parse_json(r.times_json, kStateParseDepth);
+      } catch (const Error&) {  // unreadable times read as the section's time
+      }
+    }
+  }
+  const json::value* node = &*slot;
+  for (const std::string& token : path) {
+    if (node->is_int64()) return node->get_int64();
+    const json::object* o = node->if_object();
+    node = o ? o->if_contains(token) : nullptr;
+    if (!node) return r.timestamp_ns;
+  }
+  return latest(*node, r.timestamp_ns);
+}
+
+std::int64_t Subject::modified_ns() const noexcept {
+  std::int64_t t = 0;
+  for (const SectionRecord* r : {&record_.reported, &record_.desired}) {
+    if (r->exists()) t = std::max(t, r->timestamp_ns);
+  }
+  return t;
+}
+
+bool append_property(std::string& out, const Subject& s, const Property& p) {
+  using K = Property::Kind;
+  const ShadowRecord& r = s.record();
+  auto time = [&](std::int64_t ns) { append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(ns))); };
+  switch (p.kind) {
+    case K::thing: append_json_string(out, s.key().thing); return true;
+    case K::name: append_json_string(out, s.key().name); return true;
+    case K::reported_version: out += std::to_string(r.reported.exists() ? r.reported.version : 0); return true;
+    case K::desired_version: out += std::to_string(r.desired.exists() ? r.desired.version : 0); return true;
+    case K::modified:
+      if (!r.exists()) return false;
+      time(s.modified_ns());
+      return true;
+    case K::pending: out += s.delta().empty() ? "false" : "true"; return true;
+    case K::reported:
+    case K::desired:
+    case K::delta: break;
+  }
+  if (p.path.empty()) {
+    if (p.kind == K::delta) {
+      append_json(out, json::value(s.delta()));
+    } else {
+      append_section_view(out, r.section(section_of(p.kind)));
+    }
+    return true;
+  }
+  const json::value* node = at_pointer(root_of(s, p), p.path);
+  if (!node) return false;
+  switch (p.suffix) {
+    case Property::Suffix::none: append_json(out, *node); return true;
+    case Property::Suffix::changed: time(s.leaf_time(section_of(p.kind), p.path)); return true;
+    case Property::Suffix::ts:
+      if (const json::object* o = node->if_object()) {
+        if (const json::value* ts = s.timestamp_keys().find(*o)) {
+          if (auto t = parse_timestamp(*ts)) {
+            time(t->unix_nanos());
+            return true;
+          }
+        }
+      }
+      return false;
+  }
+  return false;
+}
+
+std::vector<Sample> samples(const Subject& subject, const Property& property) {
+  std::vector<Sample> out;
+  for (const Operand& o : resolve(subject, property)) {
+    Sample& x = out.emplace_back();
+    x.type = o.type;
+    switch (o.type) {
+      case Operand::Type::boolean: x.json = o.boolean; break;
+      case Operand::Type::number: x.json = o.number; break;
+      case Operand::Type::string: x.json = json::string(o.string); break;
+      case Operand::Type::time: x.time = o.time; break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+Filter::Filter() = default;
+
+Filter Filter::parse(std::string_view text, std::int64_t now_ns, const FilterLimits& limits) {
+  Filter f;
+  f.root_ = std::make_shared<const Node>(Parser(text, now_ns, limits).parse());
+  return f;
+}
+
+bool Filter::matches(const Subject& subject) const { return !root_ || evaluate(*root_, subject); }
+
+std::optional<std::vector<ThingRange>> Filter::thing_ranges() const {
+  return root_ ? ranges(*root_) : std::nullopt;
+}
+
+std::string Filter::field_to_index() const {
+  if (!root_) return {};
+  const Property* p = section_property(*root_, true);
+  if (!p) p = section_property(*root_, false);
+  if (!p) return {};
+  std::string text = p->text;
+  if (p->suffix == Property::Suffix::ts) text.resize(text.size() - 3);
+  if (p->suffix == Property::Suffix::changed) text.resize(text.size() - 8);
+  return text;
+}
+
+}  // namespace deviceshadow::query

@@ -1,0 +1,112 @@
+// The filter language of fleet queries (docs/queries.md): a parser that reports the byte offset
+// of the first fault and what it expected there, and the evaluation of a parsed filter against
+// one stored shadow. Pure: no store, no clock (the caller passes "now").
+#pragma once
+
+#include "deviceshadow/document.hpp"
+#include "deviceshadow/store.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deviceshadow::query {
+
+struct FilterLimits {
+  std::size_t max_bytes = 4096;
+  std::size_t max_comparisons = 64;  // eq, ne, gt, ge, lt, le, in, like, exists
+  std::size_t max_depth = 16;        // nested calls, the outermost one at depth 1
+  std::size_t max_in_values = 100;
+};
+
+// A property a filter compares or a projection (`fields`) shows.
+struct Property {
+  enum class Kind { thing, name, reported, desired, delta, reported_version, desired_version, modified, pending };
+  enum class Suffix { none, ts, changed };  // <section>/<path>@ts, <section>/<path>@changed
+
+  Kind kind = Kind::thing;
+  std::vector<std::string> path;  // reported/desired/delta: the decoded reference tokens
+  Suffix suffix = Suffix::none;
+  std::string text;               // as written
+
+  bool in_section() const noexcept { return kind == Kind::reported || kind == Kind::desired || kind == Kind::delta; }
+};
+
+// One property as written in a request's `field` (`fields`, `groupBy`, …; no quotes). Throws
+// invalid_request naming `field`.
+Property parse_property(std::string_view text, std::string_view field = "fields");
+
+// One stored shadow as filters and projections see it; its states, delta and leaf times are
+// parsed on first use.
+class Subject {
+ public:
+  Subject(const ShadowKey& key, const ShadowRecord& record, const TimestampKeys& keys);
+  ~Subject();
+
+  const ShadowKey& key() const noexcept { return key_; }
+  const ShadowRecord& record() const noexcept { return record_; }
+  const TimestampKeys& timestamp_keys() const noexcept { return keys_; }
+  // The state of a live section, or an empty object.
+  const json::object& state(Section section) const;
+  const json::object& delta() const;
+  // When the server last changed the leaf at `path` of a section (leaf_times.hpp), Unix ns.
+  std::int64_t leaf_time(Section section, const std::vector<std::string>& path) const;
+  // The later of the live sections' timestamps (0 when none is live).
+  std::int64_t modified_ns() const noexcept;
+
+ private:
+  const ShadowKey& key_;
+  const ShadowRecord& record_;
+  const TimestampKeys& keys_;
+  mutable std::optional<json::object> states_[2];
+  mutable std::optional<json::object> delta_;
+  mutable std::optional<json::value> times_[2];
+};
+
+// Appends the JSON of `property` in `subject` (a section alone: its view as GET shows it; a
+// path: the value there, a timestamped value whole; @ts, @changed and _modified: RFC 3339).
+// Returns false, appending nothing, when the shadow has no such value.
+bool append_property(std::string& out, const Subject& subject, const Property& property);
+
+// One value a property holds, as comparisons see it: a timestamped value by its value, an
+// array element by element; @ts, @changed and _modified are times.
+struct Sample {
+  enum class Type { null, boolean, number, string, time, other } type = Type::other;
+  json::value json;       // null, boolean, number, string: the value
+  std::int64_t time = 0;  // Type::time: Unix ns
+};
+std::vector<Sample> samples(const Subject& subject, const Property& property);
+
+// A range of things a filter can only match within: one exact name or every name with a prefix.
+struct ThingRange {
+  std::string text;
+  bool prefix = false;
+  friend bool operator==(const ThingRange&, const ThingRange&) = default;
+};
+
+class Filter {
+ public:
+  struct Node;
+
+  // The filter that matches every shadow.
+  Filter();
+  // Parses `text`; time:now is `now_ns`. Throws Error::invalid_filter (offset, expected).
+  static Filter parse(std::string_view text, std::int64_t now_ns, const FilterLimits& limits = {});
+
+  bool matches(const Subject& subject) const;
+
+  // The things the filter can match, when a comparison every match must pass selects them by
+  // name (eq, in, or like with a literal prefix on `thing`); nullopt: any thing.
+  std::optional<std::vector<ThingRange>> thing_ranges() const;
+  // A field whose index would let the filter read less ("" when it compares none): the first
+  // section field a match must pass, else the first one it names.
+  std::string field_to_index() const;
+
+ private:
+  std::shared_ptr<const Node> root_;
+};
+
+}  // namespace deviceshadow::query

@@ -1,0 +1,36 @@
+// Search and count over a Store by examining shadows one by one (no declared indexes yet),
+// within a budget of shadows examined per query (docs/queries.md, "How a query reads").
+#pragma once
+
+#include "deviceshadow/engine.hpp"
+#include "query/filter.hpp"
+
+#include <functional>
+#include <span>
+
+namespace deviceshadow::query {
+
+struct QueryOptions {
+  std::size_t budget = 200000;      // shadows one query may examine (--query-budget)
+  bool scan_needs_consent = false;  // DynamoDB: reading every thing needs allowScan=true
+};
+
+// The ranges of things to read, sorted, none inside another: those the filter can match
+// (nullopt: all) that the token's patterns cover (empty: every thing).
+std::vector<ThingRange> plan(const std::optional<std::vector<ThingRange>>& wanted, std::span<const ThingPattern> scope);
+
+struct Scan {
+  const Filter& filter;
+  std::span<const ThingPattern> scope;  // the token's patterns; empty: every thing
+  std::optional<ShadowKey> after;       // resume after this shadow (a cursor's)
+  bool allow_scan = false;              // the caller consents to reading every thing
+};
+
+// Calls `match` with each live shadow the filter matches, in (thing, name) order, until it
+// returns false. Throws query_too_expensive, reading nothing more, before examining more than
+// options.budget shadows, or (scan_needs_consent) when it would read every thing without
+// allow_scan. Returns the number of shadows examined.
+std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options,
+                 const std::function<bool(const Subject&)>& match);
+
+}  // namespace deviceshadow::query

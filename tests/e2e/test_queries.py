@@ -1,0 +1,301 @@
+"""Fleet queries through shadowd (docs/queries.md): search, count, fields, cursors (tampered,
+another filter, another token), token patterns, bad filters with their offsets, the query budget,
+byte-bounded pages, cursors across a restart; on SQLite and on DynamoDB Local (allowScan)."""
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+from urllib.parse import quote
+
+from harness import SHADOWCTL, ApiTestCase, Server, shadow_path
+from test_dynamodb import ENDPOINT, dynamo_server, new_table
+
+# thing -> reported state; plant-7/s1 also has a shadow "aux" and a pending desired fw.
+FLEET = {
+    "plant-7/s0": {"temp": {"value": 19.5, "ts": "2026-11-27T01:00:00Z"}, "fw": "1.2.0", "tags": ["a"]},
+    "plant-7/s1": {"temp": {"value": 21.0, "ts": "2026-11-27T02:00:00Z"}, "fw": "1.2.0", "tags": ["a", "b"]},
+    "plant-7/s2": {"temp": {"value": 23.5, "ts": "2026-11-27T03:00:00Z"}, "fw": "1.3.0"},
+    "plant-8/s0": {"temp": {"value": 30, "ts": "2026-11-27T03:00:00Z"}, "fw": "1.3.0"},
+    "office": {"temp": {"value": 21, "ts": "2026-11-27T03:00:00Z"}},
+}
+ALL = sorted([(t, "main") for t in FLEET] + [("plant-7/s1", "aux")])
+
+
+def populate(server, token=None):
+    for thing, state in FLEET.items():
+        r = server.post(shadow_path(thing, "main", "reported"), {"state": state}, token=token)
+        assert r.status_code == 200, r.text
+    server.post(shadow_path("plant-7/s1", "aux", "reported"), {"state": {"battery": 80}}, token=token)
+    server.post(shadow_path("plant-7/s1", "main", "desired"), {"state": {"fw": "1.3.0"}}, token=token)
+
+
+def keys(body):
+    return [(s["thing"], s["name"]) for s in body["shadows"]]
+
+
+class Queries:
+    """The tests every store passes; a subclass starts `server` with the fleet written."""
+    token = None
+
+    def search(self, token=None, **params):
+        return self.server.get("/v1/shadows", params=params, token=token or self.token)
+
+    def found(self, **params):
+        r = self.search(**params)
+        self.assertEqual(r.status_code, 200, r.text)
+        return keys(r.json())
+
+    def count(self, **params):
+        r = self.server.get("/v1/shadows/count", params=params, token=self.token)
+        self.assertEqual(r.status_code, 200, r.text)
+        return r.json()["count"]
+
+    def test_search_matches_in_thing_then_name_order(self):
+        self.assertEqual(self.found(filter='like(thing,"plant-7/*")'), [k for k in ALL if k[0].startswith("plant-7/")])
+        self.assertEqual(self.found(filter="and(exists(delta/fw),like(thing,\"plant-7/*\"))"), [("plant-7/s1", "main")])
+        self.assertEqual(self.found(filter='eq(reported/fw,"1.3.0")', **self.scan), [("plant-7/s2", "main"), ("plant-8/s0", "main")])
+        self.assertEqual(self.found(filter='in(thing,"office","plant-8/s0","nowhere")'), [("office", "main"), ("plant-8/s0", "main")])
+
+    def test_results_are_whole_shadows_unless_fields_are_given(self):
+        r = self.search(filter='eq(thing,"plant-7/s1")')
+        whole = self.server.get(shadow_path("plant-7/s1", "main"), token=self.token).json()
+        self.assertEqual(r.json()["shadows"][1], whole)
+        r = self.search(filter='eq(thing,"plant-7/s1")', fields="reported/temp,reported/temp@ts,_pending,desired/fw")
+        self.assertEqual(r.json()["shadows"], [
+            {"thing": "plant-7/s1", "name": "aux", "_pending": False},
+            {"thing": "plant-7/s1", "name": "main", "reported/temp": {"value": 21.0, "ts": "2026-11-27T02:00:00Z"},
+             "reported/temp@ts": "2026-11-27T02:00:00.000000000Z", "_pending": True, "desired/fw": "1.3.0"}])
+
+    def test_post_search_takes_the_same_members_as_json(self):
+        body = {"filter": 'like(thing,"plant-7/*")', "fields": ["reported/fw"], "limit": 2}
+        r = self.server.post("/v1/shadows/search", body, token=self.token)
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(keys(r.json()), [("plant-7/s0", "main"), ("plant-7/s1", "aux")])
+        r2 = self.server.post("/v1/shadows/search", {**body, "cursor": r.json()["cursor"]}, token=self.token)
+        self.assertEqual(keys(r2.json()), [("plant-7/s1", "main"), ("plant-7/s2", "main")])
+        self.assertError(self.server.post("/v1/shadows/search", {"filter": 1}, token=self.token), 400, "invalid_request")
+        self.assertError(self.server.post("/v1/shadows/search", {"where": "x"}, token=self.token), 400, "invalid_request")
+
+    def test_count(self):
+        self.assertEqual(self.count(filter='like(thing,"plant-*")'), 5)
+        self.assertEqual(self.count(filter='and(like(thing,"plant-7/*"),lt(reported/temp,22))'), 2)
+        self.assertEqual(self.count(filter="eq(_pending,true)", **self.scan), 1)
+
+    def test_cursors_page_through_everything_once(self):
+        seen, cursor = [], None
+        while True:
+            params = {"limit": 2, **self.scan}
+            if cursor:
+                params["cursor"] = cursor
+            body = self.search(**params).json()
+            seen += keys(body)
+            self.assertLessEqual(len(body["shadows"]), 2)
+            cursor = body.get("cursor")
+            if not cursor:
+                break
+        self.assertEqual(seen, ALL)
+
+    def test_a_cursor_works_only_for_its_own_query(self):
+        filt = 'like(thing,"plant-*")'
+        cursor = self.search(filter=filt, limit=1).json()["cursor"]
+        for thing, _ in ALL:
+            self.assertNotIn(quote(thing, safe=""), cursor)
+        self.assertEqual(self.search(filter=filt, limit=1, cursor=cursor).status_code, 200)
+        e = self.assertError(self.search(filter='like(thing,"plant-7*")', limit=1, cursor=cursor), 400, "invalid_request")
+        self.assertEqual(e["field"], "cursor")
+        tampered = cursor[:10] + ("A" if cursor[10] != "A" else "B") + cursor[11:]
+        self.assertError(self.search(filter=filt, limit=1, cursor=tampered), 400, "invalid_request")
+        self.assertError(self.search(filter=filt, limit=1, cursor="!!"), 400, "invalid_request")
+
+    def test_bad_filters_name_the_offset_and_what_was_expected(self):
+        for filt, offset, expected in [
+            ('eq(thing,"a"', 12, "')'"),
+            ("eq(reported/temp,)", 17, "a value"),
+            ("lt(reported/temp@ts,time:now-P1M)", 31, "years and months"),
+            ("gt(repotred/x,1)", 3, "a property"),
+            ('and(eq(thing,"a") eq(name,"b"))', 18, "',' or ')'"),
+            ("like(thing,1)", 11, '"string" pattern'),
+        ]:
+            for r in (self.search(filter=filt), self.server.get("/v1/shadows/count", params={"filter": filt}, token=self.token)):
+                e = self.assertError(r, 400, "invalid_filter")
+                self.assertEqual(e["offset"], offset, filt)
+                self.assertIn(expected, e["expected"], filt)
+        self.assertEqual(self.search(filter="x" * 5000).json()["error"]["offset"], 4096)
+
+    def test_aggregate(self):
+        body = {"filter": 'like(thing,"plant-7/*")', "groupBy": ["reported/fw"],
+                "metrics": {"n": "count()", "avg": "avg(reported/temp)", "p": "percentiles(reported/temp,50,100)",
+                            "oldest": "min(reported/temp@ts)"}}
+        r = self.server.post("/v1/shadows/aggregate", body, token=self.token)
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json(), {"groups": [
+            {"key": {"reported/fw": "1.2.0"}, "n": 2, "avg": 20.25, "p": {"50": 19.5, "100": 21},
+             "oldest": "2026-11-27T01:00:00.000000000Z"},
+            {"key": {"reported/fw": "1.3.0"}, "n": 1, "avg": 23.5, "p": {"50": 23.5, "100": 23.5},
+             "oldest": "2026-11-27T03:00:00.000000000Z"},
+            {"key": {"reported/fw": None}, "n": 1, "avg": None, "p": None, "oldest": None}]})
+        r = self.server.post("/v1/shadows/aggregate", {**body, "maxGroups": 1}, token=self.token)
+        self.assertEqual(r.json()["other"], {"groups": 2, "n": 2, "avg": 23.5, "p": {"50": 23.5, "100": 23.5},
+                                             "oldest": "2026-11-27T03:00:00.000000000Z"})
+        r = self.server.post("/v1/shadows/aggregate", {"metrics": {"n": "count()"}, **({"allowScan": True} if self.scan else {})}, token=self.token)
+        self.assertEqual(r.json(), {"groups": [{"key": {}, "n": len(ALL)}]})
+        for bad, field in [({"metrics": {"m": "median(reported/temp)"}}, "metrics.m"), ({}, "metrics"),
+                           ({"metrics": {"n": "count()"}, "groupBy": ["nope"]}, "groupBy"),
+                           ({"metrics": {"n": "count()"}, "maxGroups": 0}, "maxGroups")]:
+            e = self.assertError(self.server.post("/v1/shadows/aggregate", bad, token=self.token), 400, "invalid_request")
+            self.assertEqual(e["field"], field)
+        self.assertError(self.server.post("/v1/shadows/aggregate", {"metrics": {"n": "count()"}, "filter": "eq("},
+                                          token=self.token), 400, "invalid_filter")
+
+    def test_bad_parameters(self):
+        for params, field in [({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"sort": "-reported/temp"}, "sort"),
+                              ({"sort": "+name"}, "sort"), ({"fields": "reportd/x"}, "fields"), ({"order": "asc"}, "order"),
+                              ({"allowScan": "yes"}, "allowScan")]:
+            e = self.assertError(self.search(filter='eq(thing,"office")', **params), 400, "invalid_request")
+            self.assertEqual(e["field"], field, params)
+        self.assertEqual(self.found(filter='eq(thing,"office")', sort="+thing,+name"), [("office", "main")])
+
+
+class SqliteQueries(Queries, ApiTestCase):
+    scan = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+        populate(cls.server)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def test_shadowctl_find(self):
+        def ctl(*args):
+            r = subprocess.run([SHADOWCTL, "--server", self.server.url, "find", *args], capture_output=True, text=True, timeout=30)
+            return r.returncode, r.stdout, r.stderr
+        self.assertEqual(ctl('like(thing,"plant-7/*")', "--count")[1], "4\n")
+        code, out, _ = ctl('like(thing,"plant-7/*")', "--fields", "reported/fw,_pending", "--limit", "3")
+        self.assertEqual(code, 0)
+        lines = out.splitlines()
+        self.assertEqual(lines[:3], ['plant-7/s0  main  reported/fw="1.2.0"  _pending=false',
+                                     'plant-7/s1  aux  _pending=false',
+                                     'plant-7/s1  main  reported/fw="1.2.0"  _pending=true'])
+        self.assertTrue(lines[3].startswith("more: --cursor "))
+        code, out, _ = ctl('like(thing,"plant-7/*")', "--fields", "reported/fw", "--limit", "3",
+                           "--cursor", lines[3].split()[-1], "--json")
+        self.assertEqual(keys(json.loads(out)), [("plant-7/s2", "main")])
+        code, out, _ = ctl('eq(thing,"office")')
+        self.assertEqual(out, "office  main  reported v1  desired v0  delta={}\n")
+        code, _, err = ctl("eq(thing")
+        self.assertEqual(code, 1)
+        self.assertIn("invalid filter at offset 8", err)
+
+    def test_cursors_survive_a_restart(self):
+        server = Server()
+        try:
+            populate(server)
+            cursor = server.get("/v1/shadows", params={"limit": 3}).json()["cursor"]
+            server.stop()
+            server.start()
+            r = server.get("/v1/shadows", params={"limit": 3, "cursor": cursor})
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual(keys(r.json()), ALL[3:])
+        finally:
+            server.close()
+
+    def test_past_the_budget_the_query_is_refused_naming_a_field(self):
+        with Server("--query-budget", "3") as server:
+            populate(server)
+            for path in ("/v1/shadows", "/v1/shadows/count"):
+                e = self.assertError(server.get(path, params={"filter": "and(gt(reported/temp,20),exists(desired))"}),
+                                     400, "query_too_expensive")
+                self.assertEqual(e["field"], "reported/temp")
+                self.assertIn("--query-budget", e["message"])
+            # A full page stands even when the budget runs out looking for one more match.
+            r = server.get("/v1/shadows", params={"filter": 'eq(reported/fw,"1.2.0")', "limit": 1})
+            self.assertEqual(keys(r.json()), [("plant-7/s0", "main")])
+            self.assertIn("cursor", r.json())
+            # A thing prefix reads only its own things.
+            r = server.get("/v1/shadows/count", params={"filter": 'and(like(thing,"plant-7/s1*"),gt(reported/temp,20))'})
+            self.assertEqual(r.json(), {"count": 1})
+
+    def test_pages_end_at_max_page_bytes(self):
+        with Server("--max-page-bytes", "1024") as server:
+            for i in range(6):
+                server.post(shadow_path(f"big-{i}", "main", "reported"), {"state": {"blob": "x" * 400}})
+            sizes, cursor = [], None
+            while True:
+                r = server.get("/v1/shadows", params={"cursor": cursor} if cursor else {})
+                sizes.append(len(r.json()["shadows"]))
+                cursor = r.json().get("cursor")
+                if not cursor:
+                    break
+            self.assertEqual(sum(sizes), 6)
+            self.assertGreater(len(sizes), 1)
+            self.assertTrue(all(n >= 1 for n in sizes))
+
+
+def sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class TokenQueries(ApiTestCase):
+    """Every answer is limited to the things the token covers; a cursor is the token's own."""
+
+    @classmethod
+    def setUpClass(cls):
+        fd, cls.token_file = tempfile.mkstemp()
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{sha256('admin')} admin\n{sha256('plant7')} device plant-7/*\n{sha256('other7')} app plant-7/*\n")
+            f.write(f"{sha256('office')} device office plant-8/s0\n")
+        cls.server = Server("--tokens", cls.token_file)
+        populate(cls.server, token="admin")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+        os.unlink(cls.token_file)
+
+    def get(self, token, path="/v1/shadows", **params):
+        return self.server.get(path, params=params, token=token)
+
+    def test_answers_hold_only_the_things_the_token_covers(self):
+        self.assertEqual(keys(self.get("plant7").json()), [k for k in ALL if k[0].startswith("plant-7/")])
+        self.assertEqual(keys(self.get("office").json()), [("office", "main"), ("plant-8/s0", "main")])
+        self.assertEqual(keys(self.get("office", filter='like(thing,"plant-*")').json()), [("plant-8/s0", "main")])
+        self.assertEqual(self.get("plant7", "/v1/shadows/count", filter='eq(thing,"office")').json(), {"count": 0})
+        self.assertEqual(self.get("admin", "/v1/shadows/count").json(), {"count": len(ALL)})
+        self.assertEqual(self.get("nobody").status_code, 401)
+
+    def test_a_cursor_of_another_token_is_refused(self):
+        cursor = self.get("plant7", limit=1).json()["cursor"]
+        self.assertEqual(self.get("plant7", limit=1, cursor=cursor).status_code, 200)
+        self.assertError(self.get("other7", limit=1, cursor=cursor), 400, "invalid_request")
+        self.assertError(self.get("admin", limit=1, cursor=cursor), 400, "invalid_request")
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class DynamoDbQueries(Queries, ApiTestCase):
+    scan = {"allowScan": "true"}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = dynamo_server(new_table())
+        populate(cls.server)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def test_reading_every_thing_needs_allow_scan(self):
+        for path in ("/v1/shadows", "/v1/shadows/count"):
+            e = self.assertError(self.server.get(path, params={"filter": 'eq(reported/fw,"1.3.0")'}), 400, "query_too_expensive")
+            self.assertEqual(e["field"], "reported/fw")
+            self.assertIn("allowScan=true", e["message"])
+        self.assertEqual(self.count(filter='eq(reported/fw,"1.3.0")', allowScan="true"), 2)
+        self.assertEqual(self.count(filter='and(like(thing,"plant-8/*"),eq(reported/fw,"1.3.0"))'), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,87 @@
+// Aggregation: each metric, groups, maxGroups and "other", and the metric parser's refusals.
+#include "query/aggregate.hpp"
+
+#include "deviceshadow/error.hpp"
+
+#include <gtest/gtest.h>
+
+namespace ds = deviceshadow;
+namespace q = deviceshadow::query;
+
+namespace {
+
+struct Shadow {
+  ds::ShadowKey key;
+  ds::ShadowRecord record;
+};
+
+Shadow shadow(std::string thing, std::string reported) {
+  Shadow s{{std::move(thing), "main"}, {}};
+  s.record.reported.version = 1;
+  s.record.reported.timestamp_ns = 1'795'748'400'000'000'000;
+  s.record.reported.state_json = std::move(reported);
+  return s;
+}
+
+std::string aggregate(const std::vector<std::string>& group_by, const std::vector<std::pair<std::string, std::string>>& metrics,
+                      std::size_t max_groups = 100) {
+  static const std::vector<Shadow> fleet = {
+      shadow("a", R"({"fw":"1.2","temp":{"value":20,"ts":"2026-11-27T01:00:00Z"},"tags":[1,2]})"),
+      shadow("b", R"({"fw":"1.2","temp":{"value":22.5,"ts":"2026-11-27T02:00:00Z"}})"),
+      shadow("c", R"({"fw":"1.3","temp":{"value":30,"ts":"2026-11-27T03:00:00Z"}})"),
+      shadow("d", R"({"fw":"1.3","temp":"broken"})"),
+      shadow("e", R"({"temp":{"value":10,"ts":"2026-11-27T04:00:00Z"}})"),
+  };
+  const ds::TimestampKeys keys;
+  std::vector<q::Property> props;
+  for (const std::string& p : group_by) props.push_back(q::parse_property(p, "groupBy"));
+  std::vector<q::Metric> parsed;
+  for (const auto& [label, text] : metrics) parsed.push_back(q::parse_metric(label, text));
+  q::Aggregation a(std::move(props), std::move(parsed), max_groups);
+  for (const Shadow& s : fleet) a.add(q::Subject(s.key, s.record, keys));
+  return a.render();
+}
+
+TEST(Aggregate, WithoutGroupByOneGroupHoldsEverything) {
+  EXPECT_EQ(aggregate({}, {{"n", "count()"}, {"lo", "min(reported/temp)"}, {"hi", "max(reported/temp)"},
+                           {"sum", "sum(reported/temp)"}, {"avg", "avg(reported/temp)"}}),
+            R"({"groups":[{"key":{},"n":5,"lo":10,"hi":30,"sum":82.5,"avg":20.625}]})");
+}
+
+TEST(Aggregate, PercentilesAreExactNearestRank) {
+  EXPECT_EQ(aggregate({}, {{"p", "percentiles(reported/temp,25,50,100)"}}),
+            R"({"groups":[{"key":{},"p":{"25":10,"50":20,"100":30}}]})");
+  EXPECT_EQ(aggregate({}, {{"p", "percentiles(reported/tags,50,99.9)"}}), R"({"groups":[{"key":{},"p":{"50":1,"99.9":2}}]})");
+}
+
+TEST(Aggregate, TimesGiveTheEarliestAndLatest) {
+  EXPECT_EQ(aggregate({}, {{"first", "min(reported/temp@ts)"}, {"last", "max(reported/temp@ts)"}, {"s", "sum(reported/temp@ts)"}}),
+            R"({"groups":[{"key":{},"first":"2026-11-27T01:00:00.000000000Z","last":"2026-11-27T04:00:00.000000000Z","s":null}]})");
+}
+
+TEST(Aggregate, GroupsByValueLargestFirst) {
+  EXPECT_EQ(aggregate({"reported/fw"}, {{"n", "count()"}, {"avg", "avg(reported/temp)"}}),
+            R"({"groups":[{"key":{"reported/fw":"1.2"},"n":2,"avg":21.25},{"key":{"reported/fw":"1.3"},"n":2,"avg":30},)"
+            R"({"key":{"reported/fw":null},"n":1,"avg":10}]})");
+}
+
+TEST(Aggregate, PastMaxGroupsTheRestIsOther) {
+  EXPECT_EQ(aggregate({"reported/fw"}, {{"n", "count()"}, {"hi", "max(reported/temp)"}}, 1),
+            R"({"groups":[{"key":{"reported/fw":"1.2"},"n":2,"hi":22.5}],"other":{"groups":2,"n":3,"hi":30}})");
+}
+
+TEST(Aggregate, MetricsThatDoNotParseNameTheirLabel) {
+  for (const char* bad : {"count", "count(reported/x)", "median(reported/x)", "min()", "min(reportd/x)", "percentiles(reported/x)",
+                          "percentiles(reported/x,0)", "percentiles(reported/x,101)"}) {
+    try {
+      q::parse_metric("m", bad);
+      ADD_FAILURE() << bad;
+    } catch (const ds::Error& e) {
+      EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request) << bad;
+      EXPECT_EQ(e.details().field, "metrics.m") << bad;
+    }
+  }
+  EXPECT_THROW(q::parse_metric("key", "count()"), ds::Error);
+}
+
+}  // namespace
