@@ -54,7 +54,8 @@ class ResponseStream {
   // bound at the client's pace instead of overflowing it.
   virtual bool wait_below(std::size_t bytes, std::chrono::milliseconds timeout) = 0;
   // Calls `callback` once when the stream ends for any reason (at once if it has); on a
-  // transport thread: it must be quick and must not call push() or finish() of this stream.
+  // transport thread, never from within push() or finish(): it must be quick and must not call
+  // push() or finish() of this stream.
   virtual void on_end(std::function<void()> callback) = 0;
 };
 

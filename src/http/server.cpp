@@ -375,6 +375,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (chunked_) res->chunked(true);
     auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
     streamed_ = std::make_shared<StreamState>(weak_from_this(), response.stream_buffer);
+    // A stream's client sends nothing more: the read buffer goes (an idle stream stays small).
+    buffer_.consume(buffer_.size());
+    buffer_.shrink_to_fit();
     ++server_.stats.open_streams;
     idle_ = false;
     stream_.expires_after(server_.options.read_timeout);
