@@ -94,6 +94,25 @@ class MemoryStore final : public Store {
     return out;
   }
 
+  std::vector<ShadowHistoryEvent> history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
+                                                std::size_t limit) override {
+    auto position = [](const std::int64_t& ts, const ShadowKey& key, const std::string& id) { return std::tie(ts, key.thing, key.name, id); };
+    std::shared_lock lock(mutex_);
+    std::vector<ShadowHistoryEvent> out;
+    for (const auto& [key, events] : history_) {
+      for (const auto& [id, e] : events) {
+        if (e.timestamp_ns < since_ns) continue;
+        if (after && position(e.timestamp_ns, key, id) <= position(after->event.timestamp_ns, after->key, after->event.id)) continue;
+        out.push_back({key, e});
+      }
+    }
+    std::sort(out.begin(), out.end(), [&](const ShadowHistoryEvent& a, const ShadowHistoryEvent& b) {
+      return position(a.event.timestamp_ns, a.key, a.event.id) < position(b.event.timestamp_ns, b.key, b.event.id);
+    });
+    if (out.size() > limit) out.resize(limit);
+    return out;
+  }
+
   std::size_t purge(std::int64_t now_ns) override {
     std::unique_lock lock(mutex_);
     std::size_t purged = 0;
