@@ -1,4 +1,5 @@
 #include "api/api.hpp"
+#include "api/context.hpp"
 
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/render.hpp"
@@ -19,16 +20,6 @@ using http::parse_uint;
 using http::RequestTarget;
 using http::split_target;
 
-// Everything known about one request while it is being served.
-struct Api::Context {
-  const HttpRequest& request;
-  std::vector<std::string> segments;            // percent-decoded path segments
-  std::map<std::string, std::string> query;     // percent-decoded
-  std::string route = "unmatched";              // the route template, for metrics
-  std::string allow;                            // the methods of the route, for a 405
-  const Token* token = nullptr;
-};
-
 namespace {
 
 // Every route, in the order route() tries them. Adding one here and in route() is not enough:
@@ -43,6 +34,8 @@ constexpr Route kRoutes[] = {
     {"/v1/things/{thing}/shadows/{name}", "GET, DELETE"},
     {"/v1/things/{thing}/shadows/{name}/{section}", "POST, DELETE"},
     {"/v1/things/{thing}/shadows/{name}/history", "GET"},
+    {"/v1/things/{thing}/shadows/{name}/events", "GET"},
+    {"/v1/events", "GET"},
     {"/v1/registrations", "GET"},
     {"/v1/registrations/{id}", "GET, PUT, DELETE"},
     {"/v1/registrations/{id}/dead-letters", "GET, DELETE"},
@@ -256,7 +249,15 @@ HttpResponse Api::route(Context& ctx) {
         only("/v1/things/{thing}/shadows/{name}/history");
         return history(ctx);
       }
+      if (s.size() == 6 && s[5] == "events") {
+        only("/v1/things/{thing}/shadows/{name}/events");
+        return events(ctx);
+      }
     }
+  }
+  if (s.size() == 2 && s[0] == "v1" && s[1] == "events") {
+    only("/v1/events");
+    return events(ctx);
   }
   if (s.size() >= 2 && s[0] == "v1" && s[1] == "registrations" && dispatcher_) {
     if (s.size() == 2) {

@@ -15,6 +15,9 @@
 namespace deviceshadow::notify {
 class Dispatcher;
 }
+namespace deviceshadow::live {
+class Hub;
+}
 
 namespace deviceshadow::api {
 
@@ -31,6 +34,9 @@ using http::Token;
 
 struct ApiOptions {
   bool private_readyz = false;  // /readyz needs a token when tokens are on (/healthz never does)
+  // Serves the live change streams (docs/streams.md, src/api/streams.cpp); nullptr: they answer 400
+  // saying the store does not offer them (DynamoDB).
+  live::Hub* streams = nullptr;
 };
 
 class Api final : public http::Service {
@@ -60,6 +66,7 @@ class Api final : public http::Service {
   HttpResponse batch_get(Context& ctx);
   HttpResponse batch_update(Context& ctx);
   HttpResponse registrations(Context& ctx);
+  HttpResponse events(Context& ctx);  // streams.cpp
   void authorize(Context& ctx, Action action, std::string_view thing) const;
 
   Engine& engine_;

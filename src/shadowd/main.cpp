@@ -19,6 +19,7 @@
 #include "http/server.hpp"
 #include "http/log.hpp"
 #include "http/metrics.hpp"
+#include "live/hub.hpp"
 #include "shadowd/options.hpp"
 
 #include <sys/resource.h>
@@ -206,7 +207,16 @@ int serve(const Settings& s) {
   notify::Dispatcher dispatcher(engine, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);
   metrics.add_section([&dispatcher](std::string& out) { notify::render_metrics(out, dispatcher.statuses()); });
-  ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, {.private_readyz = s.private_readyz});
+  // Live change streams follow this process's writes: on SQLite and memory every write (docs/streams.md).
+  std::unique_ptr<ds::live::Hub> hub;
+  if (!on_dynamodb) {
+    hub = std::make_unique<ds::live::Hub>(
+        engine, ds::live::HubOptions{.heartbeat = parse_duration(s.stream_heartbeat), .stream_buffer = s.stream_buffer,
+                                     .max_streams = s.max_streams});
+    metrics.add_section([h = hub.get()](std::string& out) { h->render_metrics(out); });
+  }
+  ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher,
+                   {.private_readyz = s.private_readyz, .streams = hub.get()});
   awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
                         {s.aws_classic_shadow, s.aws_acknowledge});
   std::unique_ptr<awsiot::MqttBridge> bridge;
