@@ -116,9 +116,8 @@ std::string describe_change(const json::object& c) {
   return out;
 }
 
-// One line for a write of one change in one section; else a head line and one line per
-// change ("reported update /temp 20 -> 21"). Each line ends with '\n'.
-//   2026-11-23T12:00:00.123Z updated My House#main reported v7: update /temp 20 -> 21 (clientToken abc)
+}  // namespace
+
 std::string describe_event(const json::object& event) {
   const json::object empty;
   const json::object* data_ptr = object(event, "data");
@@ -186,6 +185,8 @@ std::string describe_event(const json::object& event) {
   for (const std::string& c : changes) out += "  " + c + "\n";
   return out;
 }
+
+namespace {
 
 // The CloudEvent as received on one line: the body itself unless it spans lines.
 std::string one_line(const std::string& body, const json::value& parsed) {

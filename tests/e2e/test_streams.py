@@ -5,8 +5,11 @@ import hashlib
 import http.client
 import json
 import os
+import queue
 import re
+import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -14,7 +17,7 @@ import unittest
 from urllib.parse import quote
 
 from contract import CONTRACT
-from harness import ApiTestCase, Server, eventually, shadow_path
+from harness import SHADOWCTL, ApiTestCase, Server, eventually, shadow_path
 
 
 class SSE:
@@ -349,6 +352,50 @@ class TokenPatterns(ApiTestCase):
                 s.close()
         finally:
             os.unlink(tokens)
+
+
+class Watch(ApiTestCase):
+    """shadowctl watch: prints each change once, and reconnects with the last id."""
+
+    def start(self, server, *args):
+        proc = subprocess.Popen([SHADOWCTL, "--server", server.url, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True).start()
+        self.addCleanup(proc.wait, 10)
+        self.addCleanup(proc.terminate)
+        return lines
+
+    def test_watch_resumes_across_a_server_restart(self):
+        data = tempfile.mkdtemp(prefix="shadowd-e2e-")
+        self.addCleanup(shutil.rmtree, data, True)
+        server = Server(data_dir=data)
+        try:
+            lines = self.start(server, "--json", "watch", "w-1")
+            self.assertTrue(eventually(lambda: metric(server, "shadowd_streams_open") == 1))
+            report(server, "w-1", {"n": 1})
+            self.assertEqual(json.loads(lines.get(timeout=30))["data"]["reported"]["version"], 1)
+        finally:
+            server.stop()
+        server = Server(data_dir=data, port=server.port)  # where the watcher looks for it
+        try:
+            report(server, "w-1", {"n": 2})  # while the watcher is away, or as it comes back
+            report(server, "w-1", {"n": 3})
+            got = [json.loads(lines.get(timeout=30))["data"]["reported"]["version"] for _ in range(2)]
+            self.assertEqual(got, [2, 3])
+            report(server, "w-1", {"n": 4})
+            self.assertEqual(json.loads(lines.get(timeout=30))["data"]["reported"]["version"], 4)
+            self.assertTrue(lines.empty())
+        finally:
+            server.close()
+
+    def test_watch_prints_readable_lines_for_every_shadow(self):
+        with Server("--store", "memory") as server:
+            lines = self.start(server, "watch", "--match", "^r-.*")
+            self.assertTrue(eventually(lambda: metric(server, "shadowd_streams_open") == 1))
+            report(server, "x-1", {"n": 1})
+            report(server, "r-1", {"n": 1})
+            self.assertRegex(lines.get(timeout=30), r" updated r-1#main reported v1: add /n 1\n$")
 
 
 if __name__ == "__main__":
