@@ -28,17 +28,6 @@ json::array comma_list(std::string_view text) {
   return out;
 }
 
-// The value of a request header, case-insensitively named, or nullptr.
-const std::string* header(const HttpRequest& request, std::string_view name) {
-  for (const auto& [key, value] : request.headers) {
-    if (std::equal(key.begin(), key.end(), name.begin(), name.end(),
-                   [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b)); })) {
-      return &value;
-    }
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 HttpResponse Api::events(Context& ctx) {
@@ -71,7 +60,7 @@ HttpResponse Api::events(Context& ctx) {
   }
   request.selection = notify::parse_selection(selection);
   // A browser's reconnect sends the last id it saw with the URL it first opened: the header wins.
-  if (const std::string* last = header(ctx.request, "Last-Event-ID"); last && !last->empty()) {
+  if (const std::string* last = ctx.request.header("Last-Event-ID"); last && !last->empty()) {
     request.after = live::parse_resume_point(*last, "Last-Event-ID");
   } else if (auto it = ctx.query.find("after"); it != ctx.query.end()) {
     request.after = live::parse_resume_point(it->second, "after");

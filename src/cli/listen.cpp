@@ -27,13 +27,6 @@ constexpr std::string_view kSignatureHeader = "X-Shadow-Signature";
 constexpr std::string_view kEventTypePrefix = "deviceshadow.shadow.";
 constexpr std::size_t kMaxValueChars = 60;  // longer values are cut in the readable summary
 
-std::optional<std::string> header(const srv::HttpRequest& r, std::string_view name) {
-  for (const auto& [n, v] : r.headers) {
-    if (equals_ignoring_case(n, name)) return v;
-  }
-  return std::nullopt;
-}
-
 // Empty when `value` ("t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>", more
 // than one v1 allowed) signs `body` with `secret` at a time within the tolerance of `now`;
 // otherwise why not.
@@ -205,7 +198,7 @@ class Receiver {
       return response;
     }
     if (!options_.secret.empty()) {
-      const std::optional<std::string> signature = header(r, kSignatureHeader);
+      const std::string* signature = r.header(kSignatureHeader);
       const std::string why = signature ? check_signature(*signature, options_.secret, r.body, std::time(nullptr))
                                         : "missing X-Shadow-Signature header";
       if (!why.empty()) return refuse(r, 401, why);

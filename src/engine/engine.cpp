@@ -102,6 +102,7 @@ std::string attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRec
   return told ? entry : std::string();
 }
 
+// The section a one-section write leaves alone, as the writer read it (ShadowWrite::unchanged).
 const SectionRecord* unchanged_section(const ShadowWrite& write, const ShadowRecord& read) {
   return write.sections.size() == 1 ? &read.section(other(write.sections.front().section)) : nullptr;
 }

@@ -26,6 +26,9 @@ struct HttpRequest {
   std::string authorization;
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // every header, as sent, in order
+
+  // The value of the first header named `name` (case-insensitively), or nullptr.
+  const std::string* header(std::string_view name) const;
 };
 
 // The body of a streamed response (HttpResponse::stream), pushed piece by piece from any

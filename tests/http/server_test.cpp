@@ -165,8 +165,18 @@ TEST(HttpServer, AStreamBoundsWhatWaitsForASlowReader) {
   const std::string piece(16 << 10, 'y');
   bool full = eventually([&] { return stream->push(piece) == srv::ResponseStream::Push::full; });
   EXPECT_TRUE(full);
-  EXPECT_FALSE(stream->wait_below(0, std::chrono::milliseconds(10)));
   EXPECT_FALSE(stream->ended());
+  // The client reads again: what waited is written, and a producer waiting for room hears of it.
+  std::atomic<bool> reading{true};
+  std::thread reader([&] {
+    char buf[1 << 16];
+    while (reading) {
+      if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EXPECT_TRUE(stream->wait_below(0, std::chrono::seconds(20)));
+  reading = false;
+  reader.join();
   close(fd);  // the client goes away: the stream ends and its producer hears of it
   EXPECT_TRUE(eventually([&] { return s.ended == 1 && stream->ended(); }));
   EXPECT_EQ(stream->push("more"), srv::ResponseStream::Push::ended);
