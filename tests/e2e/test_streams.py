@@ -1,6 +1,7 @@
 """Live change streams (docs/streams.md) with a real SSE client reading the raw stream: live events
 with old/new, resume (Last-Event-ID, after) with replay then live and no gap under concurrent
-writers, gap, overflow for a slow reader, --max-streams, token patterns, heartbeats, shutdown."""
+writers and across a kill -9, gap, overflow for a slow reader, --max-streams, token patterns,
+heartbeats, shutdown; shadowctl watch."""
 import hashlib
 import http.client
 import json
@@ -271,6 +272,51 @@ class ReplayUnderConcurrentWriters(ApiTestCase):
             s.close()
             self.assertEqual(sorted(ids), expected)
             self.assertEqual(list(dict.fromkeys(m["id"] for m in received)), expected)
+
+
+class KillNine(ApiTestCase):
+    def test_a_client_that_resumes_after_kill_9_misses_nothing(self):
+        data = tempfile.mkdtemp(prefix="shadowd-e2e-")
+        self.addCleanup(shutil.rmtree, data, True)
+        server = Server(data_dir=data)
+        s = SSE(server, shadow_path("k9-1", "main", "events"))
+        stop, written = threading.Event(), []
+
+        def write():
+            n = 0
+            while not stop.is_set():
+                try:
+                    report(server, "k9-1", {"n": n})
+                    written.append(n)
+                except Exception:  # the server is gone: the write may or may not have landed
+                    return
+                n += 1
+        writer = threading.Thread(target=write)
+        writer.start()
+        received = []
+        while len(received) < 20:
+            received += [m["id"] for m in s.events(1)]
+        server.stop(signal.SIGKILL)
+        stop.set()
+        writer.join()
+        try:
+            while (m := s.next()) is not None:  # what was sent before the kill
+                if m.get("event") == "change":
+                    received.append(m["id"])
+        except (http.client.HTTPException, OSError):  # cut in the middle of a chunk
+            pass
+        s.close()
+        server = Server(data_dir=data, port=server.port)
+        try:
+            expected = history_ids(server, "k9-1")
+            self.assertGreaterEqual(len(expected), len(written))  # every acknowledged write was kept
+            s = SSE(server, shadow_path("k9-1", "main", "events"), headers={"Last-Event-ID": received[-1]})
+            missing = expected[expected.index(received[-1]) + 1:]
+            received += [m["id"] for m in s.events(len(missing))]
+            s.close()
+            self.assertEqual(sorted(set(received)), expected)
+        finally:
+            server.close()
 
 
 class Limits(ApiTestCase):
