@@ -171,7 +171,8 @@ class Streams(ApiTestCase):
     def test_resume_after_a_time(self):
         report(self.server, "time-1", {"n": 0})
         time.sleep(0.01)
-        point = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time())) + ".%09dZ" % (time.time_ns() % 10**9)
+        now = time.time_ns()
+        point = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now // 10**9)) + ".%09dZ" % (now % 10**9)
         time.sleep(0.01)
         report(self.server, "time-1", {"n": 1})
         s = SSE(self.server, shadow_path("time-1", "main", "events") + "?after=" + quote(point))
