@@ -135,6 +135,9 @@ struct WriteNotice {
   bool shadow_deleted = false;  // Engine::remove of every section
   std::string_view client_token;
   WriteSource source = WriteSource::api;  // ShadowUpdate::source or remove's
+  // The write as the change feed carries it (FeedEntry::json: its change event, with the id,
+  // and each stored section's old and new state), whether or not the feed is on.
+  std::string_view change;
 };
 
 // Follows the writes stored through an engine in this process (the MQTT bridge announces them to

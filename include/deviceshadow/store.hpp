@@ -136,6 +136,12 @@ class Store {
   virtual std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
                                                std::size_t limit) = 0;
   virtual std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) = 0;
+  // The history of every shadow in time order, for live streams resuming at a time (docs/streams.md):
+  // events with timestamp_ns >= since_ns, ordered by (timestamp, thing, name, id), strictly
+  // after `after` in that order when given, at most limit. A store that cannot (DynamoDB)
+  // throws Error(unavailable).
+  virtual std::vector<ShadowHistoryEvent> history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
+                                                        std::size_t limit) = 0;
   // Stores history events on their own, not with their writes (DynamoDB: written from the
   // table's stream, `--history stream`), durably, all or (after a failure) some of them.
   // Idempotent: an event stored again under the same id (a stream record read twice) stays one

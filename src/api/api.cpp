@@ -34,6 +34,8 @@ constexpr Route kRoutes[] = {
     {"/v1/things/{thing}/shadows/{name}/history", "GET"},
     {"/v1/things/{thing}/shadows/{name}/history/bounds", "GET"},
     {"/v1/things/{thing}/shadows/{name}/diff", "GET"},
+    {"/v1/things/{thing}/shadows/{name}/events", "GET"},
+    {"/v1/events", "GET"},
     {"/v1/registrations", "GET"},
     {"/v1/registrations/{id}", "GET, PUT, DELETE"},
     {"/v1/registrations/{id}/dead-letters", "GET, DELETE"},
@@ -261,7 +263,15 @@ HttpResponse Api::route(Context& ctx) {
         only("/v1/things/{thing}/shadows/{name}/diff");
         return diff(ctx);
       }
+      if (s.size() == 6 && s[5] == "events") {
+        only("/v1/things/{thing}/shadows/{name}/events");
+        return events(ctx);
+      }
     }
+  }
+  if (s.size() == 2 && s[0] == "v1" && s[1] == "events") {
+    only("/v1/events");
+    return events(ctx);
   }
   if (s.size() >= 2 && s[0] == "v1" && s[1] == "registrations" && dispatcher_) {
     if (s.size() == 2) {

@@ -20,6 +20,9 @@ class Dispatcher;
 namespace deviceshadow::query {
 class CursorKey;
 }
+namespace deviceshadow::live {
+class Hub;
+}
 
 namespace deviceshadow::api {
 
@@ -40,6 +43,9 @@ struct ApiOptions {
   // random key per process, so that cursors do not survive a restart).
   query::QueryOptions queries;
   std::shared_ptr<const query::CursorKey> cursor_key;
+  // Serves the live change streams (docs/streams.md, src/api/streams.cpp); nullptr: they answer 400
+  // saying the store does not offer them (DynamoDB).
+  live::Hub* streams = nullptr;
 };
 
 class Api final : public http::Service {
@@ -76,6 +82,7 @@ class Api final : public http::Service {
   HttpResponse search(Context& ctx);  // queries.cpp
   HttpResponse count(Context& ctx);   // queries.cpp
   HttpResponse aggregate(Context& ctx);  // queries.cpp
+  HttpResponse events(Context& ctx);  // streams.cpp
   void authorize(Context& ctx, Action action, std::string_view thing) const;
 
   Engine& engine_;

@@ -1,5 +1,5 @@
-// What the API's handler files (api.cpp, history.cpp) share: the request context and the
-// parsing of common query parameters. Not part of the API's interface.
+// What the API's handler files (api.cpp, history.cpp, queries.cpp, streams.cpp) share: the
+// request context and the parsing of common query parameters. Not part of the API's interface.
 #pragma once
 
 #include "api/api.hpp"

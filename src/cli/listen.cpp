@@ -27,13 +27,6 @@ constexpr std::string_view kSignatureHeader = "X-Shadow-Signature";
 constexpr std::string_view kEventTypePrefix = "deviceshadow.shadow.";
 constexpr std::size_t kMaxValueChars = 60;  // longer values are cut in the readable summary
 
-std::optional<std::string> header(const srv::HttpRequest& r, std::string_view name) {
-  for (const auto& [n, v] : r.headers) {
-    if (equals_ignoring_case(n, name)) return v;
-  }
-  return std::nullopt;
-}
-
 // Empty when `value` ("t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>", more
 // than one v1 allowed) signs `body` with `secret` at a time within the tolerance of `now`;
 // otherwise why not.
@@ -116,9 +109,8 @@ std::string describe_change(const json::object& c) {
   return out;
 }
 
-// One line for a write of one change in one section; else a head line and one line per
-// change ("reported update /temp 20 -> 21"). Each line ends with '\n'.
-//   2026-11-23T12:00:00.123Z updated My House#main reported v7: update /temp 20 -> 21 (clientToken abc)
+}  // namespace
+
 std::string describe_event(const json::object& event) {
   const json::object empty;
   const json::object* data_ptr = object(event, "data");
@@ -187,6 +179,8 @@ std::string describe_event(const json::object& event) {
   return out;
 }
 
+namespace {
+
 // The CloudEvent as received on one line: the body itself unless it spans lines.
 std::string one_line(const std::string& body, const json::value& parsed) {
   if (body.find_first_of("\r\n") == std::string::npos) return body;
@@ -204,7 +198,7 @@ class Receiver {
       return response;
     }
     if (!options_.secret.empty()) {
-      const std::optional<std::string> signature = header(r, kSignatureHeader);
+      const std::string* signature = r.header(kSignatureHeader);
       const std::string why = signature ? check_signature(*signature, options_.secret, r.body, std::time(nullptr))
                                         : "missing X-Shadow-Signature header";
       if (!why.empty()) return refuse(r, 401, why);

@@ -3,6 +3,8 @@
 // prints the event: a readable summary, or the event as received on one JSON line.
 #pragma once
 
+#include <boost/json/fwd.hpp>
+
 #include <cstdint>
 #include <string>
 
@@ -20,5 +22,11 @@ struct ListenOptions {
 
 // Serves until SIGINT or SIGTERM; returns the exit status (1 when it cannot listen).
 int listen(const ListenOptions& options);
+
+// A CloudEvent of a shadow write for people (`listen` and `watch`): one line for a write of one
+// change in one section; else a head line and one line per change ("reported update /temp 20 ->
+// 21"). Each line ends with '\n'; values that devices wrote are cut and made safe for a terminal.
+//   2026-11-23T12:00:00.123Z updated My House#main reported v7: update /temp 20 -> 21 (clientToken abc)
+std::string describe_event(const boost::json::object& event);
 
 }  // namespace deviceshadow::cli

@@ -1,5 +1,6 @@
 // shadowctl: command-line client of shadowd. Its commands are described in docs/cli.md.
 #include "cli/listen.hpp"
+#include "cli/watch.hpp"
 #include "deviceshadow/ascii.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
@@ -344,6 +345,12 @@ int main(int argc, char** argv) {
                          "signed more than 300 s from now");
   listen_cmd->add_flag("--json", as_json, "print each event as received, one compact JSON line");
 
+  cli::WatchOptions watch_options;
+  CLI::App* watch_cmd = app.add_subcommand("watch", "print changes as they happen (a live stream; reconnects with the last id)");
+  watch_cmd->add_option("thing", watch_options.thing, "follow only this thing's shadow (default: every shadow)");
+  watch_cmd->add_option("name", watch_options.name, "with THING: the shadow (default main)");
+  watch_cmd->add_option("--match", watch_options.match, "without THING: only shadows whose {thing}#{name} matches this RE2");
+
   // A subcommand copies its parent's footer when it is created, so the footers are set last: the
   // top-level one only on the top-level help (in a command's help, "options above" are the
   // command's own), and each command that talks to the server says where the global options go.
@@ -365,6 +372,16 @@ int main(int argc, char** argv) {
   if (*listen_cmd) {
     listen_options.json = as_json;
     return cli::listen(listen_options);
+  }
+  if (*watch_cmd) {
+    if (!watch_options.thing.empty() && !watch_options.match.empty()) {
+      std::cerr << "shadowctl: watch: --match applies to every shadow; leave THING out" << std::endl;
+      return 2;
+    }
+    watch_options.server = client.server;
+    watch_options.token = client.token;
+    watch_options.json = as_json;
+    return cli::watch(watch_options);
   }
 
   try {

@@ -73,28 +73,36 @@ std::int64_t expiry(std::int64_t ts, std::chrono::seconds retention) {
   return ts > kMax - ns ? kMax : ts + ns;
 }
 
-// The section a one-section write leaves alone, as the writer read it (ShadowWrite::unchanged).
-// Adds a write's change event to it: as its history event when history is on, inside its feed
-// entry (FeedEntry) while the change feed is on. `before` is the shadow as the write read it.
-void attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, bool history, bool feed) {
-  if (feed) {
-    std::string entry = "{\"event\":" + event.json;
-    for (const SectionPut& put : write.sections) {
-      const SectionRecord& old = before.section(put.section);
-      entry += ",\"";
-      entry += to_string(put.section);
-      entry += "\":{\"old\":";
-      entry += old.exists() ? old.state_json : "{}";
-      entry += ",\"new\":";
-      entry += put.record.state_json;  // "{}" for a tombstone
-      entry += '}';
-    }
+// A write's change-feed entry (FeedEntry): its change event and each stored section's old and
+// new state. `before` is the shadow as the write read it.
+std::string feed_entry(const HistoryEvent& event, const ShadowWrite& write, const ShadowRecord& before) {
+  std::string entry = "{\"event\":" + event.json;
+  for (const SectionPut& put : write.sections) {
+    const SectionRecord& old = before.section(put.section);
+    entry += ",\"";
+    entry += to_string(put.section);
+    entry += "\":{\"old\":";
+    entry += old.exists() ? old.state_json : "{}";
+    entry += ",\"new\":";
+    entry += put.record.state_json;  // "{}" for a tombstone
     entry += '}';
-    write.feed = std::move(entry);
   }
-  if (history) write.event = std::move(event);
+  entry += '}';
+  return entry;
 }
 
+// Adds a write's change event to it: as its history event when history is on, inside its feed
+// entry while the change feed is on. Returns the feed entry when the feed or a write listener
+// (`told`) wants it.
+std::string attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, bool history, bool feed,
+                         bool told) {
+  std::string entry = feed || told ? feed_entry(event, write, before) : std::string();
+  if (feed) write.feed = told ? entry : std::move(entry);
+  if (history) write.event = std::move(event);
+  return told ? entry : std::string();
+}
+
+// The section a one-section write leaves alone, as the writer read it (ShadowWrite::unchanged).
 const SectionRecord* unchanged_section(const ShadowWrite& write, const ShadowRecord& read) {
   return write.sections.size() == 1 ? &read.section(other(write.sections.front().section)) : nullptr;
 }
@@ -406,7 +414,8 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         next.write_id = random_write_id();
         write.sections.push_back({s, old.version, std::move(next), old.exists()});
       }
-      if (const bool feed = change_feed(); options_.history || feed) {
+      std::string change;  // the feed entry, for the write listeners
+      if (const bool feed = change_feed(); options_.history || feed || !write_listeners_.empty()) {
         std::optional<std::uint64_t> versions[2];
         for (const SectionPut& put : write.sections) versions[put.section == Section::reported ? 0 : 1] = put.record.version;
         const char letter = write.sections.size() == 2 ? 'C' : write.sections.front().section == Section::reported ? 'R' : 'D';
@@ -424,7 +433,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         parts.changes = &outcome.changes;
         parts.acknowledged = &outcome.acknowledged;
         event.json = render_change_event(parts);
-        attach_event(write, std::move(event), record, options_.history, feed);
+        change = attach_event(write, std::move(event), record, options_.history, feed, !write_listeners_.empty());
       }
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
@@ -440,6 +449,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         }
         notice.client_token = plan.client_token;
         notice.source = plan.source;
+        notice.change = change;
         for (WriteListener* listener : write_listeners_) listener->on_write(notice);
       }
       if (plan.keep_previous) result.previous = std::move(before);
@@ -509,7 +519,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       tombstone.write_id = random_write_id();
       tombstone.expires_ns = expiry(ts, options_.tombstone_retention);
       versions[s == Section::reported ? 0 : 1] = tombstone.version;
-      if (options_.history || feed) {  // every leaf of the deleted state is a remove
+      if (options_.history || feed || !write_listeners_.empty()) {  // every leaf of the deleted state is a remove
         json::object state = parse_state(old.state_json, doc, {});
         MergeResult removed = merge_section(state, json::object(), MergeMode::client_is_master, s, doc.timestamp_keys);
         for (Change& c : removed.changes) changes.push_back(std::move(c));
@@ -517,13 +527,14 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       write.sections.push_back({s, old.version, tombstone, true});
       result.record.section(s) = std::move(tombstone);
     }
-    if (options_.history || feed) {
+    std::string change;  // the feed entry, for the write listeners
+    if (options_.history || feed || !write_listeners_.empty()) {
       HistoryEvent event;
       event.id = event_id(ts, 'X', write.sections.front().record.version);
       event.timestamp_ns = ts;
       event.expires_ns = expiry(ts, options_.history_retention);
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], {}, {}, &changes, nullptr});
-      attach_event(write, std::move(event), record, options_.history, feed);
+      change = attach_event(write, std::move(event), record, options_.history, feed, !write_listeners_.empty());
     }
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);
@@ -533,6 +544,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       WriteNotice notice{key, record, result.record};
       notice.shadow_deleted = !section;
       notice.source = source;
+      notice.change = change;
       for (WriteListener* listener : write_listeners_) listener->on_write(notice);
     }
     impl_->cache.put(key, result.record);

@@ -108,6 +108,10 @@ std::vector<std::string> MeteredStore::list_things(std::string_view prefix, std:
 std::vector<HistoryEvent> MeteredStore::history(const ShadowKey& key, const HistoryQuery& query) {
   return timed("history", [&] { return inner_.history(key, query); });
 }
+std::vector<ShadowHistoryEvent> MeteredStore::history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
+                                                          std::size_t limit) {
+  return timed("history_since", [&] { return inner_.history_since(since_ns, after, limit); });
+}
 void MeteredStore::append_history(std::span<const ShadowHistoryEvent> events) {
   timed("append_history", [&] { inner_.append_history(events); });
 }

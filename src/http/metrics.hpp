@@ -59,6 +59,8 @@ class MeteredStore final : public StoreBackend {
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after, std::size_t limit) override;
   std::vector<std::string> list_things(std::string_view prefix, std::string_view after, std::size_t limit) override;
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
+  std::vector<ShadowHistoryEvent> history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
+                                                std::size_t limit) override;
   void append_history(std::span<const ShadowHistoryEvent> events) override;
   std::size_t purge(std::int64_t now_ns) override;
   std::optional<std::string> unready() override { return inner_.unready(); }

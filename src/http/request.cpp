@@ -1,5 +1,6 @@
 // Request targets and routes, shared by the APIs served on the listener (API v1, the AWS IoT
 // facade).
+#include "deviceshadow/ascii.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/uri.hpp"
 #include "http/request.hpp"
@@ -8,6 +9,13 @@
 #include <charconv>
 
 namespace deviceshadow::http {
+
+const std::string* HttpRequest::header(std::string_view name) const {
+  for (const auto& [n, v] : headers) {
+    if (equals_ignoring_case(n, name)) return &v;
+  }
+  return nullptr;
+}
 
 ErrorCode refusal_code(int status) noexcept {
   switch (status) {

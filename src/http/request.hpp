@@ -2,9 +2,13 @@
 // response as the transport hands them over, routes, and the parsing of request targets.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +26,40 @@ struct HttpRequest {
   std::string authorization;
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // every header, as sent, in order
+
+  // The value of the first header named `name` (case-insensitively), or nullptr.
+  const std::string* header(std::string_view name) const;
+};
+
+// The body of a streamed response (HttpResponse::stream), pushed piece by piece from any
+// thread after the status and headers are out. The bytes waiting for the client are bounded
+// (HttpResponse::stream_buffer): a push past the bound is refused, so a producer learns that its
+// reader is too slow and decides what to do (e.g. a last message, then finish()).
+class ResponseStream {
+ public:
+  enum class Push {
+    queued,  // the bytes will be written
+    full,    // not queued: the bytes waiting would pass the bound
+    ended,   // not queued: the stream has ended or is finishing
+  };
+  virtual ~ResponseStream() = default;
+  // Queues bytes for the client. Thread-safe, never blocks on the client.
+  virtual Push push(std::string_view bytes) = 0;
+  // Ends the response after the bytes queued and then `last` (queued even past the bound);
+  // later pushes are refused. A client that does not take them within the server's read
+  // timeout is disconnected. Thread-safe; only the first call counts.
+  virtual void finish(std::string_view last = {}) = 0;
+  // True once the stream has ended or is finishing: finish() was called, the client went away
+  // (or sent anything, which a streamed response does not expect), or the server is stopping.
+  virtual bool ended() const = 0;
+  // Blocks until at most `bytes` wait for the client, the stream ends, or `timeout` passes;
+  // true in the first case. For producers with much to send (a replay), so that they fill the
+  // bound at the client's pace instead of overflowing it.
+  virtual bool wait_below(std::size_t bytes, std::chrono::milliseconds timeout) = 0;
+  // Calls `callback` once when the stream ends for any reason (at once if it has); on a
+  // transport thread, never from within push() or finish(): it must be quick and must not call
+  // push() or finish() of this stream.
+  virtual void on_end(std::function<void()> callback) = 0;
 };
 
 struct HttpResponse {
@@ -32,6 +70,13 @@ struct HttpResponse {
   // A read with no effect: when too many response bytes already wait for slow clients, the
   // server may answer 503 instead of queueing this body (writes are always answered).
   bool sheddable = false;
+  // A streamed response (Server-Sent Events): when set, `body` is ignored; the transport sends
+  // the status and headers (chunked on HTTP/1.1; the connection closes when the stream ends),
+  // then calls `stream` on a worker thread, where it may block (e.g. to replay), with the
+  // response's stream. The function is destroyed once it returned or the client went away
+  // before the headers were out: a producer keeps its resources in it and in on_end.
+  std::function<void(std::shared_ptr<ResponseStream>)> stream;
+  std::size_t stream_buffer = std::size_t{1} << 20;  // bytes that may wait for the client
 };
 
 // A route of an API: its path template, as docs/openapi.yaml writes it, and its methods, as an

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <list>
@@ -81,6 +82,97 @@ const sigset_t& shutdown_signals() {
 
 class Session;
 
+// The stream of a streamed response (ResponseStream): the bytes pushed wait here until the
+// session's strand writes them. Producers hold it by shared_ptr, the session too; it holds
+// the session weakly, so a producer never keeps a connection alive.
+class StreamState final : public ResponseStream {
+ public:
+  // The session holds the queue (flushing_) until it has sent the headers.
+  StreamState(std::weak_ptr<Session> session, std::size_t limit) : session_(std::move(session)), limit_(limit) {}
+
+  Push push(std::string_view bytes) override {
+    std::unique_lock lock(mutex_);
+    if (ended_ || finishing_) return Push::ended;
+    if (queued_.size() + writing_ + bytes.size() > limit_) return Push::full;
+    queued_ += bytes;
+    return schedule(lock) ? Push::queued : Push::ended;
+  }
+
+  void finish(std::string_view last) override {
+    std::unique_lock lock(mutex_);
+    if (ended_ || finishing_) return;
+    finishing_ = true;
+    queued_ += last;
+    schedule(lock);
+  }
+
+  bool ended() const override {
+    std::lock_guard lock(mutex_);
+    return ended_ || finishing_;
+  }
+
+  bool wait_below(std::size_t bytes, std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mutex_);
+    room_.wait_for(lock, timeout, [&] { return ended_ || finishing_ || queued_.size() + writing_ <= bytes; });
+    return !ended_ && !finishing_ && queued_.size() + writing_ <= bytes;
+  }
+
+  void on_end(std::function<void()> callback) override {
+    {
+      std::lock_guard lock(mutex_);
+      if (!ended_) return on_end_.push_back(std::move(callback));
+    }
+    callback();
+  }
+
+  // For the session, on its strand: the bytes to write next, taken from the queue ("" when
+  // none), and whether the stream is finishing (so they are its last).
+  std::pair<std::string, bool> take() {
+    std::lock_guard lock(mutex_);
+    std::string out;
+    out.swap(queued_);
+    writing_ = out.size();
+    if (out.empty()) flushing_ = false;
+    return {std::move(out), finishing_};
+  }
+  void written() {
+    {
+      std::lock_guard lock(mutex_);
+      writing_ = 0;
+    }
+    room_.notify_all();
+  }
+  // Marks the stream ended and runs the callbacks; true the first time.
+  bool end() {
+    std::vector<std::function<void()>> callbacks;
+    {
+      std::lock_guard lock(mutex_);
+      if (ended_) return false;
+      ended_ = true;
+      queued_.clear();
+      callbacks.swap(on_end_);
+    }
+    room_.notify_all();
+    for (auto& callback : callbacks) callback();
+    return true;
+  }
+
+ private:
+  // Has the session write the queue unless it is already at it; false when the session is gone.
+  bool schedule(std::unique_lock<std::mutex>& lock);
+
+  std::weak_ptr<Session> session_;
+  const std::size_t limit_;
+  mutable std::mutex mutex_;
+  std::condition_variable room_;
+  std::string queued_;
+  std::size_t writing_ = 0;  // bytes of the write in progress
+  bool flushing_ = true;     // the session's strand has the queue
+  bool finishing_ = false;
+  bool ended_ = false;
+  std::vector<std::function<void()>> on_end_;
+};
+
 struct HttpServer::Impl {
   HttpServerOptions options;
   Router router;
@@ -120,6 +212,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   ~Session() {
+    if (streamed_ && streamed_->end()) --server_.stats.open_streams;
     std::lock_guard lock(server_.sessions_mutex);
     server_.sessions.erase(entry_);
     --server_.stats.open_connections;
@@ -130,10 +223,37 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
   }
 
-  // Closes the connection if it is waiting for a request; one being served finishes first.
+  // Closes the connection if it is waiting for a request, and finishes a streamed response; a
+  // request being served finishes first.
   void close_if_idle() {
     asio::post(stream_.get_executor(), [self = shared_from_this()] {
       if (self->idle_) self->stream_.socket().close();
+      if (self->streamed_) self->streamed_->finish({});
+    });
+  }
+
+  // Writes what the streamed response queued, then goes on while there is more (on the strand).
+  void flush_stream() {
+    auto [bytes, last] = streamed_->take();
+    if (bytes.empty() && !last) return;  // the queue was drained; a push schedules again
+    if (last) arm_finish_timer();
+    std::string out;
+    if (chunked_) {
+      if (!bytes.empty()) {
+        char size[20];
+        out.append(size, static_cast<std::size_t>(std::snprintf(size, sizeof size, "%zx\r\n", bytes.size())));
+        out += bytes;
+        out += "\r\n";
+      }
+      if (last) out += "0\r\n\r\n";
+    } else {
+      out = std::move(bytes);
+    }
+    auto data = std::make_shared<std::string>(std::move(out));
+    asio::async_write(stream_, asio::buffer(*data), [self = shared_from_this(), data, last](beast::error_code ec, std::size_t) {
+      self->streamed_->written();
+      if (ec || last) return self->end_stream();
+      self->flush_stream();
     });
   }
 
@@ -243,7 +363,69 @@ class Session : public std::enable_shared_from_this<Session> {
     write(service_->refuse(status, message), false, 11);
   }
 
+  // Sends the status and headers of a streamed response, then hands its stream to the producer
+  // on a worker. The connection closes when the stream ends.
+  void start_stream(HttpResponse response, unsigned version) {
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>(static_cast<bhttp::status>(response.status), version);
+    res->set(bhttp::field::server, "shadowd");
+    res->set(bhttp::field::content_type, response.content_type);
+    for (auto& [name, value] : response.headers) res->set(name, value);
+    res->keep_alive(false);
+    chunked_ = version >= 11;
+    if (chunked_) res->chunked(true);
+    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+    streamed_ = std::make_shared<StreamState>(weak_from_this(), response.stream_buffer);
+    // A stream's client sends nothing more: the read buffer goes (an idle stream stays small).
+    buffer_.consume(buffer_.size());
+    buffer_.shrink_to_fit();
+    ++server_.stats.open_streams;
+    idle_ = false;
+    stream_.expires_after(server_.options.read_timeout);
+    bhttp::async_write_header(stream_, *serializer, [self = shared_from_this(), res, serializer,
+                                                     producer = std::move(response.stream)](beast::error_code ec, std::size_t) mutable {
+      if (ec) return self->end_stream();
+      self->stream_.expires_never();  // a stream lasts; the finish timer bounds its end
+      self->watch_client();
+      if (self->server_.stopping) self->streamed_->finish({});
+      self->flush_stream();
+      asio::post(self->server_.workers, [stream = self->streamed_, producer = std::move(producer)]() mutable {
+        try {
+          producer(stream);
+        } catch (const std::exception& e) {  // producers must not throw; if one does, the stream ends
+          std::fprintf(stderr, "shadowd: a stream failed: %s\n", e.what());
+          stream->finish({});
+        }
+        producer = nullptr;  // its resources go now, on this worker
+      });
+    });
+  }
+
+  // Reads while a response streams: a client sends nothing then, so any completion means it went
+  // away (or broke the protocol); either way the stream ends.
+  void watch_client() {
+    stream_.socket().async_read_some(buffer_.prepare(512), [self = shared_from_this()](beast::error_code, std::size_t) {
+      self->end_stream();
+    });
+  }
+
+  // A finishing stream whose client does not take its last bytes is cut after the read timeout.
+  void arm_finish_timer() {
+    if (finish_timer_) return;
+    finish_timer_.emplace(stream_.get_executor());
+    finish_timer_->expires_after(server_.options.read_timeout);
+    finish_timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec) self->close();
+    });
+  }
+
+  void end_stream() {
+    if (streamed_->end()) --server_.stats.open_streams;
+    if (finish_timer_) finish_timer_->cancel();
+    close();
+  }
+
   void write(HttpResponse response, bool keep_alive, unsigned version) {
+    if (response.stream) return start_stream(std::move(response), version);
     HttpStats& stats = server_.stats;
     std::size_t bytes = response.body.size();
     std::uint64_t waiting = stats.response_bytes_in_flight.load(std::memory_order_relaxed);
@@ -287,7 +469,22 @@ class Session : public std::enable_shared_from_this<Session> {
   Service* service_ = nullptr;  // of the request being read or answered: it renders the refusals
   std::list<std::weak_ptr<Session>>::iterator entry_;
   bool idle_ = true;
+  std::shared_ptr<StreamState> streamed_;  // of a streamed response
+  bool chunked_ = false;                   // its body is sent in chunks (HTTP/1.1)
+  std::optional<asio::steady_timer> finish_timer_;
+
+  friend class StreamState;
 };
+
+bool StreamState::schedule(std::unique_lock<std::mutex>& lock) {
+  if (flushing_) return true;
+  std::shared_ptr<Session> session = session_.lock();
+  if (!session) return false;
+  flushing_ = true;
+  lock.unlock();
+  asio::post(session->stream_.get_executor(), [session] { session->flush_stream(); });
+  return true;
+}
 
 void HttpServer::Impl::accept() {
   acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {

@@ -81,6 +81,7 @@ struct HttpServerOptions {
 // Counters of the transport, read any time (relaxed).
 struct HttpStats {
   std::atomic<std::uint64_t> open_connections{0};
+  std::atomic<std::uint64_t> open_streams{0};          // streamed responses (HttpResponse::stream)
   std::atomic<std::uint64_t> rejected_connections{0};  // over max_connections
   std::atomic<std::uint64_t> accept_failures{0};       // accept() failed (e.g. out of descriptors)
   std::atomic<std::uint64_t> response_bytes_in_flight{0};

@@ -255,12 +255,13 @@ std::string build_event(const Registration& r, const FeedEntryText& entry, std::
       out += R"(,"clientToken":)";
       out += entry[entry.client_token_];
     }
-    out += R"(,"registration":)";
-    append_json_string(out, r.id);
+    if (!r.id.empty()) {
+      out += R"(,"registration":)";
+      append_json_string(out, r.id);
+    }
     for (Section s : kSections) {
       const auto& section = entry.sections_[s == Section::reported ? 0 : 1];
       if (!section.version || !r.selects(s)) continue;
-      if (!section.old_state || !section.new_state) Scanner::fail("a section's states are missing");
       member(to_string(s), R"({"version":)");
       out += entry[section.version];
       if (with_states && r.include_old) member("old", entry[section.old_state]);
@@ -276,6 +277,9 @@ std::string build_event(const Registration& r, const FeedEntryText& entry, std::
     out += "}}";
     return out;
   };
+  const bool states = std::all_of(std::begin(entry.sections_), std::end(entry.sections_),
+                                  [](const auto& s) { return !s.version || (s.old_state && s.new_state); });
+  if (!states && (r.include_old || r.include_new)) return build(false);
   std::string full = build(true);
   if (full.size() <= max_bytes || (!r.include_old && !r.include_new)) return full;
   return build(false);

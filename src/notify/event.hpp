@@ -78,8 +78,10 @@ bool wants(const Registration& registration, const FeedWrite& write);
 // The CloudEvent type of a write: "deviceshadow.shadow.updated" or "…deleted".
 std::string_view event_type(const FeedWrite& write);
 
-// The CloudEvent of the write for the registration. When it would be longer than max_bytes,
-// it is built without "old" and "new" and with "truncated": true.
+// The CloudEvent of the write for the registration. When it would be longer than max_bytes, or
+// the entry holds no states (an entry made of a history event alone: {"event": …}), it is built
+// without "old" and "new" and with "truncated": true. A registration without an id (a live
+// stream's filter, docs/streams.md) leaves "registration" out.
 std::string build_event(const Registration& registration, const FeedEntryText& entry, std::size_t max_bytes = SIZE_MAX);
 
 // The value of the X-Shadow-Signature header: "t=<unix seconds>,v1=<hex HMAC-SHA256(secret,

@@ -265,18 +265,10 @@ bool Registration::matches_paths(std::span<const std::string> changed_paths) con
   return false;
 }
 
-Registration parse_registration(std::string_view id, std::string_view text) {
-  if (!valid_registration_id(id)) {
-    throw Error::invalid_request("id must be 1-64 characters from A-Z a-z 0-9 _ . -", "id");
-  }
-  json::value doc = parse_json(text, 16);
-  if (!doc.is_object()) throw Error::invalid_request("a registration must be a JSON object");
-  const json::object& o = doc.get_object();
-  allow_only(o, {"id", "sections", "match", "include", "paths", "target", "enabled", "maxAttempts", "maxAgeSeconds"}, "");
-  Registration r;
-  r.id = string_member(o, "id", "id", std::string(id));
-  if (r.id != id) throw Error::invalid_request("id '" + r.id + "' differs from the id in the URL", "id");
+namespace {
 
+// The members of `o` that select writes (sections, match, include, paths) into `r`.
+void read_selection(const json::object& o, Registration& r) {
   const std::string sections = string_member(o, "sections", "sections", "both");
   if (sections == "reported") {
     r.sections = SectionFilter::reported;
@@ -319,6 +311,30 @@ Registration parse_registration(std::string_view id, std::string_view text) {
       r.paths.emplace_back(v.get_string());
     }
   }
+}
+
+}  // namespace
+
+Registration parse_selection(const json::object& o) {
+  allow_only(o, {"sections", "match", "include", "paths"}, "");
+  Registration r;
+  read_selection(o, r);
+  return r;
+}
+
+Registration parse_registration(std::string_view id, std::string_view text) {
+  if (!valid_registration_id(id)) {
+    throw Error::invalid_request("id must be 1-64 characters from A-Z a-z 0-9 _ . -", "id");
+  }
+  json::value doc = parse_json(text, 16);
+  if (!doc.is_object()) throw Error::invalid_request("a registration must be a JSON object");
+  const json::object& o = doc.get_object();
+  allow_only(o, {"id", "sections", "match", "include", "paths", "target", "enabled", "maxAttempts", "maxAgeSeconds"}, "");
+  Registration r;
+  r.id = string_member(o, "id", "id", std::string(id));
+  if (r.id != id) throw Error::invalid_request("id '" + r.id + "' differs from the id in the URL", "id");
+
+  read_selection(o, r);
 
   const json::value* target = o.if_contains("target");
   if (!target) throw Error::invalid_request("target is required", "target");

@@ -95,6 +95,9 @@ struct Registration {
 // Validates a registration document for `id` (the id of the URL; the document may repeat it).
 // Throws Error: invalid_json for malformed JSON, invalid_request naming the field otherwise.
 Registration parse_registration(std::string_view id, std::string_view json);
+// A registration's selection alone ("sections", "match", "include", "paths"; no id, target or
+// other member): the filter of a live stream (docs/streams.md), validated as parse_registration does.
+Registration parse_selection(const json::object& selection);
 // The complete document, defaults included (a secret and a password are included: the store
 // needs them; the API hides them, see render_registration_public).
 std::string render_registration(const Registration& registration);

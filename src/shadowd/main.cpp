@@ -20,6 +20,7 @@
 #include "http/log.hpp"
 #include "http/metrics.hpp"
 #include "query/cursor.hpp"
+#include "live/hub.hpp"
 #include "shadowd/options.hpp"
 
 #include <sys/resource.h>
@@ -220,11 +221,20 @@ int serve(const Settings& s) {
   notify::Dispatcher dispatcher(engine, delivery, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);
   metrics.add_section([&dispatcher](std::string& out) { notify::render_metrics(out, dispatcher.statuses()); });
+  // Live change streams follow this process's writes: on SQLite and memory every write (docs/streams.md).
+  std::unique_ptr<ds::live::Hub> hub;
+  if (!on_dynamodb) {
+    hub = std::make_unique<ds::live::Hub>(
+        engine, ds::live::HubOptions{.heartbeat = parse_duration(s.stream_heartbeat), .stream_buffer = s.stream_buffer,
+                                     .max_streams = s.max_streams});
+    metrics.add_section([h = hub.get()](std::string& out) { h->render_metrics(out); });
+  }
   ds::api::ApiOptions api_options{.private_readyz = s.private_readyz};
   api_options.queries = {.budget = s.query_budget, .scan_needs_consent = on_dynamodb};
   if (std::string key_file = cursor_key_file(s, store_spec); !key_file.empty()) {
     api_options.cursor_key = std::make_shared<const ds::query::CursorKey>(ds::query::CursorKey::from_file(key_file));
   }
+  api_options.streams = hub.get();
   ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, api_options);
   awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
                         {s.aws_classic_shadow, s.aws_acknowledge});

@@ -278,6 +278,14 @@ Command parse_command_line(int argc, const char* const* argv) {
                  "on DynamoDB: how long a shadowd that stopped renewing its stream shard leases keeps them before "
                  "the others take them over")
       ->envname(env("STREAM_LEASE_TIMEOUT"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+  app.add_option("--stream-heartbeat", s.stream_heartbeat, "how often a live change stream (SSE) sends a keep-alive comment")
+      ->envname(env("STREAM_HEARTBEAT"))->check(duration_of_at_least(std::chrono::seconds(1)))->capture_default_str();
+  app.add_option("--stream-buffer", s.stream_buffer,
+                 "bytes a live change stream may have waiting for its client; a slower client is sent event: overflow "
+                 "and closed")
+      ->envname(env("STREAM_BUFFER"))->check(size(4096))->capture_default_str();
+  app.add_option("--max-streams", s.max_streams, "live change streams open at once; more are answered 503 with Retry-After")
+      ->envname(env("MAX_STREAMS"))->check(size(1))->capture_default_str();
   app.add_option("--log-format", s.log_format, "text or json")
       ->envname(env("LOG_FORMAT"))->check(CLI::IsMember({"text", "json"}))->capture_default_str();
   app.add_option("--log-level", s.log_level, "debug, info, warn or error")->envname(env("LOG_LEVEL"))

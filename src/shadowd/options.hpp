@@ -85,6 +85,9 @@ struct Options {
   std::size_t max_dead_letters = 100000;
   std::size_t max_registrations = 100;
   std::string stream_lease_timeout = "10s";
+  std::string stream_heartbeat = "15s";
+  std::size_t stream_buffer = std::size_t{1} << 20;
+  std::size_t max_streams = 1000;
   std::string log_format = "text";
   std::string log_level = "info";
 };

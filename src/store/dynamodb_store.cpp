@@ -378,6 +378,12 @@ std::vector<std::string> DynamoDbStore::list_things(std::string_view prefix, std
   return merged;
 }
 
+// History is one partition per shadow, with no index across shadows: live streams that resume at
+// a time are not served on DynamoDB (docs/streams.md).
+std::vector<ShadowHistoryEvent> DynamoDbStore::history_since(std::int64_t, const ShadowHistoryEvent*, std::size_t) {
+  throw Error(ErrorCode::unavailable, "history across shadows is not kept in time order on DynamoDB");
+}
+
 std::vector<HistoryEvent> DynamoDbStore::history(const ShadowKey& key, const HistoryQuery& query) {
   std::string lo = ts20(query.since_ns);
   std::string hi = query.until_ns == INT64_MAX ? std::string("99999999999999999999~") : ts20(query.until_ns) + "~";

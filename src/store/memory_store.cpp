@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <tuple>
 
 namespace deviceshadow {
 
@@ -85,6 +86,29 @@ std::vector<HistoryEvent> MemoryStore::history(const ShadowKey& key, const Histo
     auto begin = query.after_id.empty() ? events.begin() : events.upper_bound(query.after_id);
     for (auto it = begin; it != events.end() && more(); ++it) accept(it->second);
   }
+  return out;
+}
+
+std::vector<ShadowHistoryEvent> MemoryStore::history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
+                                                          std::size_t limit) {
+  auto position = [](const std::int64_t& ts, const ShadowKey& key, const std::string& id) {
+    return std::tie(ts, key.thing, key.name, id);
+  };
+  std::shared_lock lock(mutex_);
+  std::vector<ShadowHistoryEvent> out;
+  for (const auto& [key, events] : history_) {
+    for (const auto& [id, e] : events) {
+      if (e.timestamp_ns < since_ns) continue;
+      if (after && position(e.timestamp_ns, key, id) <= position(after->event.timestamp_ns, after->key, after->event.id)) {
+        continue;
+      }
+      out.push_back({key, e});
+    }
+  }
+  std::sort(out.begin(), out.end(), [&](const ShadowHistoryEvent& a, const ShadowHistoryEvent& b) {
+    return position(a.event.timestamp_ns, a.key, a.event.id) < position(b.event.timestamp_ns, b.key, b.event.id);
+  });
+  if (out.size() > limit) out.resize(limit);
   return out;
 }
 

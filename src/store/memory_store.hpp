@@ -22,6 +22,8 @@ class MemoryStore final : public StoreBackend {
   std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
                                        std::size_t limit) override;
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
+  std::vector<ShadowHistoryEvent> history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
+                                                std::size_t limit) override;
   std::size_t purge(std::int64_t now_ns) override;
   std::optional<std::string> unready() override { return std::nullopt; }
 

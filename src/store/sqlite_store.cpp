@@ -74,6 +74,12 @@ CREATE INDEX dead_letters_expiry ON dead_letters(expires);
 PRAGMA user_version = 5;
 )sql";
 
+// Version 6: history in time order across shadows (live streams resuming at a time).
+constexpr const char* kSchemaV6 = R"sql(
+CREATE INDEX IF NOT EXISTS history_time ON history(timestamp, thing, name, id);
+PRAGMA user_version = 6;
+)sql";
+
 constexpr const char* kSelectSections =
     "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires, times "
     "FROM sections WHERE thing = ?1 AND name = ?2";
@@ -99,6 +105,9 @@ constexpr const char* kHistoryAsc =
 constexpr const char* kHistoryDesc =
     "SELECT id, timestamp, expires, event FROM history WHERE thing = ?1 AND name = ?2 AND id < ?3 "
     "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id DESC LIMIT ?6";
+constexpr const char* kHistorySince =
+    "SELECT thing, name, id, timestamp, expires, event FROM history WHERE timestamp >= ?1 "
+    "AND (timestamp, thing, name, id) > (?2, ?3, ?4, ?5) ORDER BY timestamp, thing, name, id LIMIT ?6";
 constexpr const char* kPurgeTombstones = "DELETE FROM sections WHERE deleted = 1 AND expires <= ?1";
 constexpr const char* kPurgeHistory = "DELETE FROM history WHERE expires <= ?1";
 // The seq is kFeedEnd's + 1 (the same subquery; kFeedEnd is in sqlite_delivery.cpp). VALUES,
@@ -260,6 +269,20 @@ std::vector<HistoryEvent> SqliteStore::history(const ShadowKey& key, const Histo
   });
 }
 
+std::vector<ShadowHistoryEvent> SqliteStore::history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
+                                                          std::size_t limit) {
+  return with_reader([&](Connection& c) {
+    Query q(c.statement(kHistorySince));
+    q.bind(1, since_ns).bind(2, after ? after->event.timestamp_ns : INT64_MIN);
+    const std::string_view none("");  // bound as '' (a default string_view would bind NULL)
+    q.bind(3, after ? std::string_view(after->key.thing) : none).bind(4, after ? std::string_view(after->key.name) : none);
+    q.bind(5, after ? std::string_view(after->event.id) : none).bind(6, static_cast<std::int64_t>(limit));
+    std::vector<ShadowHistoryEvent> out;
+    while (q.step()) out.push_back({{q.text(0), q.text(1)}, {q.text(2), q.integer(3), q.integer(4), q.text(5)}});
+    return out;
+  });
+}
+
 std::size_t SqliteStore::purge(std::int64_t now_ns) {
   std::size_t purged = 0;
   run_on_writer([&](Connection& c) {
@@ -306,7 +329,8 @@ void SqliteStore::migrate(Connection& c) {
   }
   // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
   for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
-                           std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5}}) {
+                           std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5},
+                           std::pair{5, kSchemaV6}}) {
     if (version > from) continue;
     c.exec("BEGIN IMMEDIATE");
     c.exec(sql);

@@ -30,8 +30,10 @@ _thread_violations = []
 
 def check_contract(response, *args, **kwargs):
     """A requests response hook: checks the response against docs/openapi.yaml (contract.py)."""
+    # A live stream's body never ends: its headers are checked (read it with stream=True).
+    streamed = response.headers.get("Content-Type", "").startswith("text/event-stream")
     problems = CONTRACT.check(response.request.method, response.request.path_url, response.status_code,
-                              response.headers, response.content)
+                              response.headers, b"" if streamed else response.content)
     if problems:
         if threading.current_thread() is not threading.main_thread():
             _thread_violations.extend(problems)
@@ -48,10 +50,12 @@ def checked_session():
 
 class Server:
     """One shadowd process on a free port; stderr is kept for inspection. `open_files`: its
-    open-file limit, soft and hard (shadowd raises the soft one to the hard one)."""
+    open-file limit, soft and hard (shadowd raises the soft one to the hard one). `port`: 0 for a
+    free one, or a given one (to restart a server where its clients look for it)."""
 
-    def __init__(self, *args, data_dir=None, open_files=None):
+    def __init__(self, *args, data_dir=None, open_files=None, port=0):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="shadowd-e2e-")
+        self.requested_port = port
         self.args = list(args)
         self.open_files = open_files
         self.proc = None
@@ -63,7 +67,7 @@ class Server:
         limit = None
         if self.open_files:
             limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
-        self.proc = subprocess.Popen([SHADOWD, "--listen", "127.0.0.1:0", *store, *self.args],
+        self.proc = subprocess.Popen([SHADOWD, "--listen", f"127.0.0.1:{self.requested_port}", *store, *self.args],
                                      stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, preexec_fn=limit)
         self.log = []
         deadline = time.time() + 20

@@ -36,7 +36,9 @@ class Contract(ServerTestCase):
         for template, item in CONTRACT.document["paths"].items():
             for method in METHODS[:5]:
                 with self.subTest(method=method.upper(), path=template):
-                    r = self.server.request(method.upper(), fill(template))
+                    # A live stream answers with a body that never ends: only its head is read.
+                    r = self.server.request(method.upper(), fill(template), stream=template.endswith("/events"))
+                    r.close()
                     if method in item:
                         self.assertNotEqual(r.status_code, 405, r.text)
                         if r.status_code == 404:

@@ -187,6 +187,23 @@ class Layout(unittest.TestCase):
 
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class LiveStreams(unittest.TestCase):
+    def test_live_streams_are_refused_with_a_clear_error(self):
+        table = new_table()
+        server = dynamo_server(table)
+        try:
+            for path in ("/v1/events", shadow_path("t", "main", "events")):
+                r = server.get(path)
+                self.assertEqual(r.status_code, 400, r.text)
+                self.assertEqual(r.json()["error"]["code"], "invalid_request")
+                self.assertIn("not available on the DynamoDB store", r.json()["error"]["message"])
+            self.assertNotIn("shadowd_streams_open", server.get("/metrics").text)
+        finally:
+            server.close()
+            ddb().delete_table(TableName=table)
+
+
 class TwoServers(unittest.TestCase):
     def test_two_servers_on_one_table_lose_no_update(self):
         table = new_table()

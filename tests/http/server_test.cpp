@@ -1,5 +1,7 @@
 // The HTTP transport on its own: a handler that throws is answered 500 and the server goes on;
-// a bodiless status is written without the body a handler gave it.
+// a bodiless status is written without the body a handler gave it; streamed responses send
+// their headers first and chunks pushed later, bound what waits for a slow reader, notice a
+// client that goes away and end on stop().
 #include "http/server.hpp"
 
 #include <arpa/inet.h>
@@ -9,6 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -62,6 +67,136 @@ TEST(HttpServer, HandlerMistakesNeverEndTheServer) {
   EXPECT_EQ(empty.find("a body"), std::string::npos) << empty;
   server.stop();
   runner.join();
+}
+
+int connect_to(unsigned short port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) ADD_FAILURE() << "connect failed";
+  return fd;
+}
+
+// Reads from fd until `needle` has arrived or the connection closes; returns what came.
+std::string read_until(int fd, const std::string& needle, std::string seen = {}) {
+  char buf[4096];
+  while (seen.find(needle) == std::string::npos) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    seen.append(buf, static_cast<std::size_t>(n));
+  }
+  return seen;
+}
+
+template <class F>
+bool eventually(F condition) {
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20); std::chrono::steady_clock::now() < deadline;) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return condition();
+}
+
+// A server whose /stream hands each stream to `streams` (a promise per test).
+struct StreamServer {
+  std::promise<std::shared_ptr<srv::ResponseStream>> opened;
+  std::atomic<int> ended{0};
+  std::size_t buffer = 1 << 20;
+  std::unique_ptr<srv::HttpServer> server;
+  std::thread runner;
+
+  explicit StreamServer(std::size_t stream_buffer = 1 << 20) : buffer(stream_buffer) {
+    srv::HttpServerOptions options;
+    options.port = 0;
+    options.workers = 2;
+    options.read_timeout = std::chrono::milliseconds(2000);
+    server = std::make_unique<srv::HttpServer>(
+        options,
+        [this](const srv::HttpRequest&) {
+          srv::HttpResponse r{200, "text/event-stream", "", {{"Cache-Control", "no-cache"}}};
+          r.stream_buffer = buffer;
+          r.stream = [this](std::shared_ptr<srv::ResponseStream> stream) {
+            stream->on_end([this] { ++ended; });
+            opened.set_value(std::move(stream));
+          };
+          return r;
+        },
+        [](int status, const std::string&) { return srv::HttpResponse{status, "application/json", "{}", {}}; });
+    runner = std::thread([this] { server->run(); });
+  }
+  ~StreamServer() {
+    server->stop();
+    runner.join();
+  }
+};
+
+TEST(HttpServer, StreamsHeadersThenChunksPushedFromAnyThread) {
+  StreamServer s;
+  int fd = connect_to(s.server->port());
+  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string got = read_until(fd, "\r\n\r\n");
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  EXPECT_NE(got.find("Transfer-Encoding: chunked"), std::string::npos) << got;
+  EXPECT_NE(got.find("Content-Type: text/event-stream"), std::string::npos) << got;
+  auto stream = s.opened.get_future().get();
+  std::thread([stream] { EXPECT_EQ(stream->push("data: one\n\n"), srv::ResponseStream::Push::queued); }).join();
+  got = read_until(fd, "data: one\n\n", got);
+  EXPECT_NE(got.find("b\r\ndata: one\n\n\r\n"), std::string::npos) << got;
+  stream->finish("data: last\n\n");
+  EXPECT_EQ(stream->push("late"), srv::ResponseStream::Push::ended);
+  got = read_until(fd, "0\r\n\r\n", got);
+  EXPECT_NE(got.find("data: last\n\n\r\n0\r\n\r\n"), std::string::npos) << got;
+  EXPECT_TRUE(eventually([&] { return s.ended == 1; }));
+  EXPECT_TRUE(eventually([&] { return s.server->stats().open_streams == 0; }));
+  close(fd);
+}
+
+TEST(HttpServer, AStreamBoundsWhatWaitsForASlowReader) {
+  StreamServer s(64 << 10);
+  int fd = connect_to(s.server->port());
+  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  auto stream = s.opened.get_future().get();
+  EXPECT_EQ(stream->push(std::string(65 << 10, 'x')), srv::ResponseStream::Push::full);  // never fits
+  // The client reads nothing: the kernel's buffers fill, then the stream's bound.
+  const std::string piece(16 << 10, 'y');
+  bool full = eventually([&] { return stream->push(piece) == srv::ResponseStream::Push::full; });
+  EXPECT_TRUE(full);
+  EXPECT_FALSE(stream->ended());
+  // The client reads again: what waited is written, and a producer waiting for room hears of it.
+  std::atomic<bool> reading{true};
+  std::thread reader([&] {
+    char buf[1 << 16];
+    while (reading) {
+      if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EXPECT_TRUE(stream->wait_below(0, std::chrono::seconds(20)));
+  reading = false;
+  reader.join();
+  close(fd);  // the client goes away: the stream ends and its producer hears of it
+  EXPECT_TRUE(eventually([&] { return s.ended == 1 && stream->ended(); }));
+  EXPECT_EQ(stream->push("more"), srv::ResponseStream::Push::ended);
+}
+
+TEST(HttpServer, StopEndsOpenStreams) {
+  auto s = std::make_unique<StreamServer>();
+  int fd = connect_to(s->server->port());
+  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  auto stream = s->opened.get_future().get();
+  ASSERT_EQ(stream->push("data: a\n\n"), srv::ResponseStream::Push::queued);
+  s->server->stop();
+  std::string got = read_until(fd, "0\r\n\r\n");
+  EXPECT_NE(got.find("data: a\n\n\r\n0\r\n\r\n"), std::string::npos) << got;  // ended cleanly
+  s->runner.join();  // run() returns: nothing waits for the stream
+  EXPECT_TRUE(stream->ended());
+  EXPECT_EQ(s->ended, 1);
+  s->runner = std::thread([] {});
+  close(fd);
 }
 
 }  // namespace

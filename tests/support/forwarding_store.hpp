@@ -24,6 +24,10 @@ class ForwardingStore : public deviceshadow::Store {
                                                   const deviceshadow::HistoryQuery& query) override {
     return inner_.history(key, query);
   }
+  std::vector<deviceshadow::ShadowHistoryEvent> history_since(std::int64_t since_ns, const deviceshadow::ShadowHistoryEvent* after,
+                                                              std::size_t limit) override {
+    return inner_.history_since(since_ns, after, limit);
+  }
   void append_history(std::span<const deviceshadow::ShadowHistoryEvent> events) override { inner_.append_history(events); }
   std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
   std::optional<std::string> unready() override { return inner_.unready(); }

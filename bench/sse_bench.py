@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Live change streams (docs/streams.md) on one shadowd with SQLite (durable commits):
+
+1. latency: S streams open, each following one of S shadows; writers report round-robin over the
+   shadows at R writes/s for T seconds. Each message's latency is its arrival time minus the
+   write's timestamp (in its id, taken before the commit): from the write's start, so an upper
+   bound of the acknowledged-write-to-message latency. Prints p50, p99, max and the rate reached.
+2. idle streams: RSS of shadowd before and after opening N idle streams, per stream.
+
+Usage: bench/sse_bench.py [--streams 100] [--rate 1000] [--seconds 10] [--idle 2000]
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from proc import rss_mb  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+SHADOWD = os.environ.get("SHADOWD", os.path.join(ROOT, "build/default/shadowd"))
+
+
+def start(data):
+    proc = subprocess.Popen([SHADOWD, "--listen", "127.0.0.1:0", "--store", f"sqlite:{data}/s.db",
+                             "--max-streams", "100000", "--max-connections", "100000"],
+                            stderr=subprocess.PIPE, text=True)
+    while True:
+        line = proc.stderr.readline()
+        if not line:
+            raise RuntimeError("shadowd exited")
+        if m := re.search(r"listening address=127\.0\.0\.1:(\d+)", line):
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            return proc, int(m.group(1))
+
+
+def open_stream(port, path):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 200"), head[:200]
+    s.setblocking(False)
+    return s
+
+
+def latency(port, streams, rate, seconds):
+    socks = [open_stream(port, f"/v1/things/sse-{i}/shadows/main/events") for i in range(streams)]
+    latencies, stop = [], threading.Event()
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    id_line = re.compile(rb"\nid: (\d{20})#")
+
+    def read():
+        while not stop.is_set():
+            for key, _ in sel.select(0.2):
+                data = key.fileobj.recv(1 << 16)
+                now = time.time_ns()
+                latencies.extend(now - int(m.group(1)) for m in id_line.finditer(data))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    writers, done = 8, [0] * 8
+    end = time.time() + seconds
+
+    def write(w):
+        conn = http.client.HTTPConnection("127.0.0.1", port)
+        n, start = w, time.time()
+        while time.time() < end:
+            due = start + (n // writers) * writers / rate
+            if (pause := due - time.time()) > 0:
+                time.sleep(pause)
+            conn.request("POST", f"/v1/things/sse-{n % streams}/shadows/main/reported",
+                         body=json.dumps({"state": {"n": n}}), headers={"Content-Type": "application/json"})
+            conn.getresponse().read()
+            n += writers
+            done[w] += 1
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    time.sleep(1)
+    stop.set()
+    reader.join()
+    for s in socks:
+        s.close()
+    latencies.sort()
+    ms = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] / 1e6
+    print(f"latency: {streams} streams, {sum(done) / seconds:.0f} writes/s reached ({rate} asked), "
+          f"{len(latencies)} messages: p50 {ms(0.5):.1f} ms, p99 {ms(0.99):.1f} ms, max {latencies[-1] / 1e6:.1f} ms")
+
+
+def idle(proc, port, count):
+    before = rss_mb(proc.pid)
+    socks = [open_stream(port, "/v1/events" if i % 2 else f"/v1/things/idle-{i}/shadows/main/events") for i in range(count)]
+    time.sleep(1)
+    after = rss_mb(proc.pid)
+    print(f"idle: {count} streams, RSS {before:.1f} -> {after:.1f} MiB: {(after - before) * 1024 / count:.1f} KiB per stream")
+    for s in socks:
+        s.close()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--streams", type=int, default=100)
+    p.add_argument("--rate", type=int, default=1000)
+    p.add_argument("--seconds", type=int, default=10)
+    p.add_argument("--idle", type=int, default=2000)
+    a = p.parse_args()
+    data = tempfile.mkdtemp()
+    proc, port = start(data)
+    try:
+        latency(port, a.streams, a.rate, a.seconds)
+        idle(proc, port, a.idle)
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

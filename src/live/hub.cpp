@@ -1,0 +1,348 @@
+#include "live/hub.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/prometheus.hpp"
+#include "deviceshadow/timestamp.hpp"
+#include "notify/event.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <limits>
+#include <list>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+namespace deviceshadow::live {
+
+namespace {
+
+constexpr std::string_view kOverflow = "event: overflow\ndata: {}\n\n";
+constexpr std::string_view kKeepAlive = ": keep-alive\n\n";
+// Events a replay reads from the store at once.
+constexpr std::size_t kReplayPage = 256;
+// A replay waits this long for a client to make room before it counts it too slow.
+constexpr auto kReplayPatience = std::chrono::seconds(30);
+
+// The SSE message of an event: "id", "event" (change or deleted), "data" (the CloudEvent, compact
+// JSON: one line).
+std::string message(const notify::FeedWrite& w, const std::string& cloud_event) {
+  std::string m;
+  m.reserve(cloud_event.size() + w.id.size() + 32);
+  m.append("id: ").append(w.id).append(w.deleted ? "\nevent: deleted\ndata: " : "\nevent: change\ndata: ");
+  m.append(cloud_event).append("\n\n");
+  return m;
+}
+
+std::int64_t saturating_sub(std::int64_t a, std::int64_t b) {
+  constexpr std::int64_t lo = std::numeric_limits<std::int64_t>::min();
+  return a < lo + b ? lo : a - b;
+}
+
+}  // namespace
+
+ResumePoint parse_resume_point(std::string_view text, std::string_view field) {
+  // An event id: 20 digits of Unix ns, '#', R|D|C|X, a version.
+  if (text.size() > 22 && text[20] == '#' && std::string_view("RDCX").find(text[21]) != std::string_view::npos &&
+      std::all_of(text.begin(), text.begin() + 20, [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+      std::all_of(text.begin() + 22, text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+      text.size() <= 42) {
+    std::int64_t ns = 0;
+    for (char c : text.substr(0, 20)) {
+      if (ns > (std::numeric_limits<std::int64_t>::max() - (c - '0')) / 10) {
+        throw Error::invalid_request(std::string(field) + ": the event id's time is out of range", std::string(field));
+      }
+      ns = ns * 10 + (c - '0');
+    }
+    return {ns, std::string(text)};
+  }
+  if (auto t = parse_rfc3339(text)) return {t->unix_nanos(), {}};
+  throw Error::invalid_request(std::string(field) + " must be an event id (as sent in id:) or an RFC 3339 time",
+                               std::string(field));
+}
+
+struct Hub::Core {
+  HubStats stats;
+  std::shared_mutex mutex;  // subs: shared while fanning out, exclusive to add or drop
+  std::list<std::shared_ptr<Subscription>> subs;
+  std::atomic<std::size_t> count{0};  // subs.size(), read without the lock
+};
+
+Hub::Admission::~Admission() { --core_->stats.open_streams; }
+
+struct Hub::Subscription {
+  struct Held {
+    ShadowKey key;
+    std::string id;
+    std::string message;
+  };
+
+  std::shared_ptr<http::ResponseStream> out;
+  StreamRequest request;
+  std::shared_ptr<Admission> admission;
+  HubStats& stats;
+  std::size_t limit;  // the stream's buffer bound, also for the events held during a replay
+  std::list<std::shared_ptr<Subscription>>::iterator entry;  // in Core::subs while `listed`
+  bool listed = false;                                        // guarded by Core::mutex
+
+  std::mutex mutex;  // the fields below, and the order of pushes
+  bool replaying = false;
+  std::vector<Held> held;  // live events that came during the replay
+  std::size_t held_bytes = 0;
+  // Read and written by the replaying thread alone: the last id replayed of each shadow.
+  std::map<ShadowKey, std::string> replayed;
+
+  Subscription(std::shared_ptr<http::ResponseStream> o, StreamRequest r, std::shared_ptr<Admission> a, HubStats& s,
+               std::size_t l)
+      : out(std::move(o)), request(std::move(r)), admission(std::move(a)), stats(s), limit(l) {}
+
+  bool follows(const notify::FeedWrite& w) const {
+    if (request.shadow && (w.thing != request.shadow->thing || w.name != request.shadow->name)) return false;
+    if (!request.scope.empty() &&
+        std::none_of(request.scope.begin(), request.scope.end(), [&](const ThingPattern& p) { return p.matches(w.thing); })) {
+      return false;
+    }
+    return notify::wants(request.selection, w);
+  }
+
+  // With `mutex` held: sends a message (an event unless a comment), or ends the stream when the
+  // client is too slow for it.
+  void send(std::string_view m, bool event = true) {
+    switch (out->push(m)) {
+      case http::ResponseStream::Push::queued: stats.messages += event ? 1 : 0; break;
+      case http::ResponseStream::Push::full: overflow(); break;
+      case http::ResponseStream::Push::ended: break;
+    }
+  }
+  void overflow() {
+    if (out->ended()) return;
+    ++stats.overflows;
+    out->finish(kOverflow);
+  }
+
+  // A live event: held during a replay, else sent.
+  void deliver(const notify::FeedWrite& w, const std::string& m) {
+    std::lock_guard lock(mutex);
+    if (!replaying) return send(m);
+    held_bytes += m.size();
+    if (held_bytes > limit) return overflow();
+    held.push_back({{std::string(w.thing), std::string(w.name)}, std::string(w.id), m});
+  }
+
+  // A replayed event, sent at the client's pace; false when the stream ended.
+  bool send_paced(const std::string& m) {
+    const auto deadline = std::chrono::steady_clock::now() + kReplayPatience;
+    for (;;) {
+      switch (out->push(m)) {
+        case http::ResponseStream::Push::queued: ++stats.messages; return true;
+        case http::ResponseStream::Push::ended: return false;
+        case http::ResponseStream::Push::full: break;
+      }
+      if (m.size() > limit || std::chrono::steady_clock::now() > deadline) {
+        std::lock_guard lock(mutex);
+        overflow();
+        return false;
+      }
+      out->wait_below(limit - m.size(), std::chrono::seconds(1));
+    }
+  }
+
+  // After the replay: the held events the replay did not send, then live.
+  void go_live() {
+    std::lock_guard lock(mutex);
+    for (const Held& h : held) {
+      auto it = replayed.find(h.key);
+      if (it == replayed.end() || h.id > it->second) send(h.message);  // one shadow's ids grow with its versions
+    }
+    held.clear();
+    held_bytes = 0;
+    replaying = false;
+  }
+};
+
+Hub::Hub(Engine& engine, HubOptions options)
+    : engine_(engine), options_(options), core_(std::make_shared<Core>()) {
+  engine_.add_write_listener(*this);
+  beater_ = std::thread([this] { heartbeats(); });
+}
+
+Hub::~Hub() {
+  {
+    std::lock_guard lock(beat_mutex_);
+    stopping_ = true;
+  }
+  beat_.notify_all();
+  beater_.join();
+  engine_.remove_write_listener(*this);
+  std::vector<std::shared_ptr<Subscription>> open;
+  {
+    std::unique_lock lock(core_->mutex);
+    open.assign(core_->subs.begin(), core_->subs.end());
+    for (const auto& sub : open) sub->listed = false;
+    core_->subs.clear();
+    core_->count = 0;
+  }
+  for (const auto& sub : open) sub->out->finish({});
+}
+
+const HubStats& Hub::stats() const noexcept { return core_->stats; }
+
+std::shared_ptr<Hub::Admission> Hub::admit() {
+  HubStats& stats = core_->stats;
+  for (std::uint64_t open = stats.open_streams.load(); open < options_.max_streams;) {
+    if (stats.open_streams.compare_exchange_weak(open, open + 1)) return std::make_shared<Admission>(core_);
+  }
+  ++stats.refused_streams;
+  return nullptr;
+}
+
+void Hub::serve(std::shared_ptr<http::ResponseStream> stream, StreamRequest request, std::shared_ptr<Admission> admission) {
+  auto sub = std::make_shared<Subscription>(stream, std::move(request), std::move(admission), core_->stats,
+                                            options_.stream_buffer);
+  const std::optional<ResumePoint> after = sub->request.after;
+  sub->replaying = after.has_value();
+  {
+    std::unique_lock lock(core_->mutex);
+    sub->entry = core_->subs.insert(core_->subs.end(), sub);
+    sub->listed = true;
+    ++core_->count;
+  }
+  // Dropped when the stream ends, whoever ends it (the client, an overflow, the server's stop).
+  stream->on_end([core = std::weak_ptr<Core>(core_), weak = std::weak_ptr<Subscription>(sub)] {
+    auto c = core.lock();
+    auto s = weak.lock();
+    if (!c || !s) return;
+    std::unique_lock lock(c->mutex);
+    if (!s->listed) return;  // dropped by ~Hub
+    c->subs.erase(s->entry);
+    s->listed = false;
+    --c->count;
+  });
+  if (after) {
+    try {
+      replay(*sub, *after);
+    } catch (const std::exception& e) {  // the store failed: the client resumes later
+      std::fprintf(stderr, "shadowd: a stream's replay failed: %s\n", e.what());
+      stream->finish({});
+    }
+    sub->go_live();
+  }
+}
+
+void Hub::replay(Subscription& sub, const ResumePoint& point) {
+  ++core_->stats.replays;
+  const EngineOptions& engine = engine_.options();
+  const std::int64_t now = engine.clock();
+  // Every event after the horizon is still kept (an event expires retention after its time);
+  // without history nothing is.
+  const std::int64_t horizon =
+      engine.history ? saturating_sub(now, std::chrono::duration_cast<std::chrono::nanoseconds>(engine.history_retention).count())
+                     : now;
+  bool gap = point.ns < horizon;
+  auto announce_gap = [&](std::string_view oldest) {
+    gap = false;
+    std::string m = "event: gap\ndata: {\"oldest\":";
+    m += oldest.empty() ? "null" : "\"" + std::string(oldest) + "\"";
+    m += "}\n\n";
+    return sub.send_paced(m);
+  };
+  // Sends one history event if the stream wants it; false when the stream ended.
+  auto emit = [&](const ShadowKey& key, const HistoryEvent& e) {
+    notify::FeedEntryText entry("{\"event\":" + e.json + "}");
+    const notify::FeedWrite& w = entry.write();
+    if (!sub.follows(w)) return true;
+    if (gap && !announce_gap(e.id)) return false;
+    sub.replayed[key] = e.id;
+    return sub.send_paced(message(w, notify::build_event(sub.request.selection, entry)));
+  };
+  Store& store = engine_.store();
+  if (sub.request.shadow) {
+    const ShadowKey& key = *sub.request.shadow;
+    HistoryQuery q;
+    q.descending = false;
+    q.limit = kReplayPage;
+    q.max_bytes = options_.stream_buffer;
+    if (point.id.empty()) {
+      q.since_ns = point.ns == std::numeric_limits<std::int64_t>::max() ? point.ns : point.ns + 1;
+    } else {
+      q.after_id = point.id;
+    }
+    for (;;) {
+      std::vector<HistoryEvent> page = store.history(key, q);
+      if (page.empty()) break;
+      for (const HistoryEvent& e : page) {
+        if (!emit(key, e)) return;
+      }
+      q.after_id = page.back().id;
+    }
+  } else {
+    // Every shadow, by time, from far enough back that a write which committed after the
+    // client's last event but took an earlier time is not missed (docs/streams.md).
+    const std::int64_t reach = std::max<std::int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.reach_back).count(),
+        2 * core_->stats.max_commit_lag_ns.load());
+    const std::int64_t since = saturating_sub(point.ns, reach);
+    std::optional<ShadowHistoryEvent> last;
+    for (;;) {
+      std::vector<ShadowHistoryEvent> page = store.history_since(since, last ? &*last : nullptr, kReplayPage);
+      if (page.empty()) break;
+      for (const ShadowHistoryEvent& e : page) {
+        if (!emit(e.key, e.event)) return;
+      }
+      last = std::move(page.back());
+    }
+  }
+  if (gap) announce_gap({});
+}
+
+void Hub::on_write(const WriteNotice& notice) noexcept {
+  if (core_->count.load(std::memory_order_relaxed) == 0 || notice.change.empty()) return;
+  try {
+    const notify::FeedEntryText entry{std::string(notice.change)};
+    const notify::FeedWrite& w = entry.write();
+    const std::int64_t lag = engine_.options().clock() - w.timestamp_ns;
+    for (std::int64_t seen = core_->stats.max_commit_lag_ns.load(); lag > seen;) {
+      if (core_->stats.max_commit_lag_ns.compare_exchange_weak(seen, lag)) break;
+    }
+    // Rendered once per kind of stream (sections × include) that wants the write.
+    std::array<std::string, 3 * 8> rendered;
+    std::shared_lock lock(core_->mutex);
+    for (const auto& sub : core_->subs) {
+      if (!sub->follows(w)) continue;
+      const notify::Registration& r = sub->request.selection;
+      std::string& m = rendered[static_cast<std::size_t>(r.sections) * 8 + (r.include_old ? 4 : 0) + (r.include_new ? 2 : 0) +
+                                (r.include_diff ? 1 : 0)];
+      if (m.empty()) m = message(w, notify::build_event(r, entry));
+      sub->deliver(w, m);
+    }
+  } catch (const std::exception& e) {  // a malformed entry: the engine's mistake; nothing to send
+    std::fprintf(stderr, "shadowd: a live event could not be built: %s\n", e.what());
+  }
+}
+
+void Hub::heartbeats() {
+  std::unique_lock beat_lock(beat_mutex_);
+  while (!beat_.wait_for(beat_lock, options_.heartbeat, [&] { return stopping_; })) {
+    std::shared_lock lock(core_->mutex);
+    for (const auto& sub : core_->subs) {
+      std::lock_guard sub_lock(sub->mutex);
+      if (!sub->replaying) sub->send(kKeepAlive, false);  // a replay sends enough
+    }
+  }
+}
+
+void Hub::render_metrics(std::string& out) const {
+  const HubStats& s = core_->stats;
+  auto sample = [&](const char* name, const char* type, const char* help, std::uint64_t value) {
+    prometheus::append_metric(out, type, name, help, value);
+  };
+  sample("shadowd_streams_open", "gauge", "Live change streams (SSE) open.", s.open_streams.load());
+  sample("shadowd_streams_refused_total", "counter", "Streams refused with 503: --max-streams were open.", s.refused_streams.load());
+  sample("shadowd_stream_messages_total", "counter", "Events sent on live streams, replayed ones included.", s.messages.load());
+  sample("shadowd_stream_overflows_total", "counter", "Streams closed with event: overflow for a slow reader.", s.overflows.load());
+  sample("shadowd_stream_replays_total", "counter", "Streams that resumed from an event id or a time.", s.replays.load());
+}
+
+}  // namespace deviceshadow::live

@@ -1,0 +1,115 @@
+// Live change streams (docs/streams.md): the hub that fans every stored write out to the open
+// Server-Sent Events streams that want it, and replays history to a stream that resumes.
+//
+// Live events come from the engine's write hook (WriteListener): it is told of each stored write
+// on the writing thread while that shadow's other writers wait, so one shadow's writes arrive in
+// version order, and it is told of every write this process stores, so nothing committed after a
+// stream subscribed can pass it by. A resuming stream subscribes first, then replays history,
+// and holds the live events that arrive meanwhile; it sends them after the replay, leaving out
+// those the replay already sent (per shadow, an id at or below the last one replayed). Replayed
+// events come from history, which keeps each write's change event but not the sections' whole
+// states: they carry "diff" and "truncated": true instead of "old" and "new" (docs/streams.md).
+#pragma once
+
+#include "deviceshadow/engine.hpp"
+#include "http/request.hpp"
+#include "notify/registration.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace deviceshadow::live {
+
+struct HubOptions {
+  std::chrono::milliseconds heartbeat{15000};           // a ": keep-alive" comment this often
+  std::size_t stream_buffer = std::size_t{1} << 20;     // bytes that may wait for a client
+  std::size_t max_streams = 1000;                       // open at once
+  // How far before a resume time a replay across shadows starts: a write takes its timestamp
+  // before it commits, so one that committed after an event a client saw may carry an earlier
+  // time (docs/streams.md). The hub widens it to twice the longest timestamp-to-commit time it
+  // has seen.
+  std::chrono::milliseconds reach_back{5000};
+};
+
+// Counters since the hub started (relaxed).
+struct HubStats {
+  std::atomic<std::uint64_t> open_streams{0};
+  std::atomic<std::uint64_t> refused_streams{0};  // over max_streams
+  std::atomic<std::uint64_t> messages{0};         // events sent, replayed ones included
+  std::atomic<std::uint64_t> overflows{0};        // streams closed for a slow reader
+  std::atomic<std::uint64_t> replays{0};          // streams that resumed from a point
+  std::atomic<std::int64_t> max_commit_lag_ns{0}; // longest time from a write's timestamp to its hook
+};
+
+// Where a stream resumes: after an event id ("{20-digit ns}#{letter}{version}") or a time.
+struct ResumePoint {
+  std::int64_t ns = 0;  // the time: the id's, or the one given
+  std::string id;       // empty when a time was given
+};
+// Parses `after` or Last-Event-ID; throws Error::invalid_request naming `field`.
+ResumePoint parse_resume_point(std::string_view text, std::string_view field);
+
+// What one stream follows.
+struct StreamRequest {
+  std::optional<ShadowKey> shadow;    // nullopt: every shadow the scope covers
+  notify::Registration selection;     // sections, match, paths, include (notify::parse_selection)
+  std::vector<ThingPattern> scope;    // the things the caller may read; empty: every thing
+  std::optional<ResumePoint> after;   // replay what came after it first
+};
+
+class Hub final : private WriteListener {
+ public:
+  struct Core;  // what streams share with the hub (they may outlive it): stats, subscriptions
+  // A place among the open streams, held while one is open.
+  class Admission {
+   public:
+    explicit Admission(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+    ~Admission();
+    Admission(const Admission&) = delete;
+    Admission& operator=(const Admission&) = delete;
+
+   private:
+    std::shared_ptr<Core> core_;
+  };
+
+  // Listens to `engine`'s writes from now on; destroy the hub after writes end.
+  Hub(Engine& engine, HubOptions options);
+  ~Hub() override;
+  Hub(const Hub&) = delete;
+  Hub& operator=(const Hub&) = delete;
+
+  // A place for a new stream, or nullptr when max_streams are open.
+  std::shared_ptr<Admission> admit();
+  // Serves `request` on `stream` until the stream ends: replays (blocking the caller, a worker,
+  // at the client's pace), then leaves the stream to the live events and returns.
+  void serve(std::shared_ptr<http::ResponseStream> stream, StreamRequest request, std::shared_ptr<Admission> admission);
+
+  const HubOptions& options() const noexcept { return options_; }
+  const HubStats& stats() const noexcept;
+  // The counters in Prometheus text format.
+  void render_metrics(std::string& out) const;
+
+ private:
+  struct Subscription;
+  void on_write(const WriteNotice& write) noexcept override;
+  void replay(Subscription& sub, const ResumePoint& point);
+  void heartbeats();
+
+  Engine& engine_;
+  HubOptions options_;
+  std::shared_ptr<Core> core_;
+  std::mutex beat_mutex_;
+  std::condition_variable beat_;
+  bool stopping_ = false;
+  std::thread beater_;
+};
+
+}  // namespace deviceshadow::live

@@ -1,0 +1,252 @@
+// The live hub on its own, with a fake stream: which writes a stream gets (shadow, token scope,
+// selection), what it sends (SSE messages of the CloudEvent), resume (replay, then live, no
+// duplicate; a gap), overflow, the stream limit, history across shadows in time order.
+#include "live/hub.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/memory_store.hpp"
+#include "deviceshadow/sqlite_store.hpp"
+#include "notify/registration.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <mutex>
+
+namespace ds = deviceshadow;
+namespace live = deviceshadow::live;
+using Push = ds::http::ResponseStream::Push;
+
+namespace {
+
+// A stream that keeps what is pushed; refuses pushes past `room` bytes.
+class FakeStream final : public ds::http::ResponseStream {
+ public:
+  explicit FakeStream(std::size_t room = SIZE_MAX) : room_(room) {}
+  Push push(std::string_view bytes) override {
+    std::lock_guard lock(mutex_);
+    if (ended_) return Push::ended;
+    if (size_ + bytes.size() > room_) return Push::full;
+    size_ += bytes.size();
+    messages_.emplace_back(bytes);
+    return Push::queued;
+  }
+  // As the transport's: the stream ends later, on another thread (end()).
+  void finish(std::string_view last) override {
+    std::lock_guard lock(mutex_);
+    if (ended_) return;
+    ended_ = true;
+    if (!last.empty()) messages_.emplace_back(last);
+  }
+  // The transport's end of the stream: runs the on_end callbacks.
+  void end() {
+    std::vector<std::function<void()>> callbacks;
+    {
+      std::lock_guard lock(mutex_);
+      ended_ = true;
+      callbacks.swap(on_end_);
+    }
+    for (auto& c : callbacks) c();
+  }
+  bool ended() const override {
+    std::lock_guard lock(mutex_);
+    return ended_;
+  }
+  bool wait_below(std::size_t, std::chrono::milliseconds) override { return !ended(); }
+  void on_end(std::function<void()> callback) override {
+    {
+      std::lock_guard lock(mutex_);
+      if (!ended_) return on_end_.push_back(std::move(callback));
+    }
+    callback();
+  }
+  std::vector<std::string> messages() const {
+    std::lock_guard lock(mutex_);
+    return messages_;
+  }
+  // The ids of the messages, in order ("" for a message without one).
+  std::vector<std::string> ids() const {
+    std::vector<std::string> out;
+    for (const std::string& m : messages()) {
+      out.push_back(m.starts_with("id: ") ? m.substr(4, m.find('\n') - 4) : "");
+    }
+    return out;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::size_t room_;
+  std::size_t size_ = 0;
+  bool ended_ = false;
+  std::vector<std::string> messages_;
+  std::vector<std::function<void()>> on_end_;
+};
+
+class HubTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ds::Store> store = ds::make_memory_store();
+  ds::Engine engine{*store};
+  live::Hub hub{engine, {.heartbeat = std::chrono::hours(1), .stream_buffer = 1 << 20, .max_streams = 3}};
+
+  std::string report(const std::string& thing, const std::string& state, const std::string& name = "main") {
+    ds::UpdateRequest r;
+    r.key = {thing, name};
+    r.section = ds::Section::reported;
+    r.state = ds::parse_json(state).as_object();
+    engine.update(r);
+    return engine.history(r.key, {.limit = 1}).events.at(0).id;
+  }
+
+  std::shared_ptr<FakeStream> open(live::StreamRequest request, std::size_t room = SIZE_MAX) {
+    auto stream = std::make_shared<FakeStream>(room);
+    auto admission = hub.admit();
+    EXPECT_TRUE(admission);
+    hub.serve(stream, std::move(request), std::move(admission));
+    return stream;
+  }
+
+  static live::StreamRequest one(const std::string& thing, std::string selection = "{}") {
+    live::StreamRequest r;
+    r.shadow = ds::ShadowKey{thing, "main"};
+    r.selection = ds::notify::parse_selection(ds::parse_json(selection).as_object());
+    return r;
+  }
+  static live::StreamRequest every(std::string selection = "{}") {
+    live::StreamRequest r;
+    r.selection = ds::notify::parse_selection(ds::parse_json(selection).as_object());
+    return r;
+  }
+};
+
+TEST(ResumePoint, IsAnEventIdOrATime) {
+  live::ResumePoint id = live::parse_resume_point("01795446891661263619#D12", "after");
+  EXPECT_EQ(id.ns, 1795446891661263619);
+  EXPECT_EQ(id.id, "01795446891661263619#D12");
+  live::ResumePoint time = live::parse_resume_point("2026-11-23T15:14:51.5Z", "after");
+  EXPECT_EQ(time.ns, 1795446891500000000);
+  EXPECT_TRUE(time.id.empty());
+  for (const char* bad : {"", "yesterday", "1795446891661263619#D1", "01795446891661263619#Q1", "01795446891661263619#D",
+                          "99999999999999999999#R1"}) {
+    try {
+      live::parse_resume_point(bad, "after");
+      ADD_FAILURE() << bad;
+    } catch (const ds::Error& e) {
+      EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request) << bad;
+    }
+  }
+}
+
+TEST_F(HubTest, AStreamGetsItsShadowsWritesAsSseMessages) {
+  auto stream = open(one("t1"));
+  const std::string first = report("t1", R"({"a":1})");
+  report("t2", R"({"a":1})");
+  report("t1", R"({"a":2})", "other");
+  ASSERT_EQ(stream->messages().size(), 1u);
+  const std::string m = stream->messages()[0];
+  EXPECT_EQ(m.substr(0, m.find("data: ")), "id: " + first + "\nevent: change\n");
+  EXPECT_TRUE(m.ends_with("}}\n\n")) << m;
+  EXPECT_NE(m.find(R"("reported":{"version":1,"old":{},"new":{"a":1},"diff":[)"), std::string::npos) << m;
+  EXPECT_EQ(m.find("registration"), std::string::npos) << m;
+  engine.remove({"t1", "main"});
+  ASSERT_EQ(stream->messages().size(), 2u);
+  EXPECT_NE(stream->messages()[1].find("\nevent: deleted\n"), std::string::npos);
+}
+
+TEST_F(HubTest, SelectionAndScopeDecideWhatAStreamOfEveryShadowGets) {
+  live::StreamRequest request = every(R"({"match":"^h.*#main$","sections":"reported","paths":["/temp"],"include":["new"]})");
+  request.scope = {{"house-", true}, {"hall", false}};
+  auto stream = open(std::move(request));
+  report("garage", R"({"temp":1})");        // outside the scope
+  report("hx", R"({"temp":1})");            // matched, but outside the scope
+  report("house-1", R"({"hum":1})");       // not at /temp
+  const std::string wanted = report("house-1", R"({"temp":2})");
+  report("hall", R"({"temp":3})", "aux");  // not matched
+  ASSERT_EQ(stream->ids(), std::vector<std::string>{wanted});
+  const std::string m = stream->messages()[0];
+  EXPECT_NE(m.find(R"("reported":{"version":2,"new":{"hum":1,"temp":2}})"), std::string::npos) << m;
+}
+
+TEST_F(HubTest, ResumeReplaysHistoryThenGoesLiveWithoutDuplicates) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(report("t1", R"({"n":)" + std::to_string(i) + "}"));
+  live::StreamRequest request = one("t1");
+  request.after = live::parse_resume_point(ids[1], "after");
+  auto stream = open(std::move(request));
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{ids[2], ids[3]}));
+  EXPECT_NE(stream->messages()[0].find(R"("truncated":true)"), std::string::npos);  // history holds no states
+  EXPECT_NE(stream->messages()[0].find(R"("reported":{"version":3,"diff":[)"), std::string::npos);
+  ids.push_back(report("t1", R"({"n":4})"));
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{ids[2], ids[3], ids[4]}));
+  EXPECT_EQ(hub.stats().replays, 1u);
+}
+
+TEST_F(HubTest, APointOlderThanHistoryGivesAGapFirst) {
+  const std::string first = report("t1", R"({"n":1})");
+  live::StreamRequest request = one("t1");
+  request.after = live::parse_resume_point("2000-01-01T00:00:00Z", "after");
+  auto stream = open(std::move(request));
+  ASSERT_EQ(stream->messages().size(), 2u);
+  EXPECT_EQ(stream->messages()[0], "event: gap\ndata: {\"oldest\":\"" + first + "\"}\n\n");
+  EXPECT_EQ(stream->ids()[1], first);
+}
+
+TEST_F(HubTest, EveryShadowResumesByTimeReachingBack) {
+  const std::string a = report("a", R"({"n":1})");
+  const std::string b = report("b", R"({"n":1})");
+  live::StreamRequest request = every();
+  request.after = live::parse_resume_point(b, "Last-Event-ID");
+  auto stream = open(std::move(request));
+  // Both are within the reach back of b's time: sent again (at least once).
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{a, b}));
+}
+
+TEST_F(HubTest, ASlowReaderIsSentOverflowAndDropped) {
+  auto stream = open(one("t1"), 1500);
+  for (int i = 0; i < 20 && !stream->ended(); ++i) report("t1", R"({"n":)" + std::to_string(i) + "}");
+  ASSERT_TRUE(stream->ended());
+  EXPECT_EQ(stream->messages().back(), "event: overflow\ndata: {}\n\n");
+  EXPECT_EQ(hub.stats().overflows, 1u);
+  const std::size_t count = stream->messages().size();
+  report("t1", R"({"n":100})");
+  EXPECT_EQ(stream->messages().size(), count);
+  stream->end();  // the transport ends it: the hub lets it go, and its place
+  EXPECT_EQ(hub.stats().open_streams, 0u);
+}
+
+TEST_F(HubTest, StreamsAreLimited) {
+  auto a = hub.admit(), b = hub.admit(), c = hub.admit();
+  EXPECT_TRUE(a && b && c);
+  EXPECT_FALSE(hub.admit());
+  EXPECT_EQ(hub.stats().refused_streams, 1u);
+  b.reset();
+  EXPECT_TRUE(hub.admit());
+  EXPECT_EQ(hub.stats().open_streams, 2u);
+}
+
+TEST(HistorySince, EveryShadowInTimeOrderOnMemoryAndSqlite) {
+  const auto path = std::filesystem::temp_directory_path() / ("hub_test_" + std::to_string(::getpid()) + ".db");
+  std::filesystem::remove(path);
+  std::unique_ptr<ds::Store> stores[] = {ds::make_memory_store(), ds::open_sqlite_store(ds::SqliteOptions{.path = path.string()})};
+  for (auto& store : stores) {
+    auto event = [](std::int64_t ts, const char* id) { return ds::HistoryEvent{id, ts, INT64_MAX, "{}"}; };
+    const std::vector<ds::ShadowHistoryEvent> events = {
+        {{"b", "main"}, event(10, "00000000000000000010#R1")},
+        {{"a", "main"}, event(20, "00000000000000000020#R1")},
+        {{"a", "main"}, event(10, "00000000000000000010#R1")},
+        {{"b", "main"}, event(30, "00000000000000000030#R2")},
+    };
+    store->append_history(events);
+    auto ids = [](const std::vector<ds::ShadowHistoryEvent>& page) {
+      std::vector<std::string> out;
+      for (const auto& e : page) out.push_back(e.key.thing + e.event.id.substr(18));
+      return out;
+    };
+    EXPECT_EQ(ids(store->history_since(0, nullptr, 10)), (std::vector<std::string>{"a10#R1", "b10#R1", "a20#R1", "b30#R2"}));
+    EXPECT_EQ(ids(store->history_since(15, nullptr, 10)), (std::vector<std::string>{"a20#R1", "b30#R2"}));
+    const auto first = store->history_since(0, nullptr, 1);
+    EXPECT_EQ(ids(store->history_since(0, &first[0], 2)), (std::vector<std::string>{"b10#R1", "a20#R1"}));
+  }
+  std::filesystem::remove(path);
+}
+
+}  // namespace
