@@ -6,6 +6,7 @@
 #pragma once
 
 #include "deviceshadow/engine.hpp"
+#include "deviceshadow/timestamp.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -52,6 +53,30 @@ struct ShadowDiff {
   std::vector<Change> changes;
 };
 
+// A page of the series of one path of a section: every event with a change at or below `path`,
+// oldest first.
+struct SeriesRequest {
+  std::string path;  // a JSON Pointer into the section's state, not the root
+  Section section = Section::reported;
+  std::optional<std::int64_t> since_ns;  // inclusive
+  std::optional<std::int64_t> until_ns;  // inclusive
+  std::size_t limit = 100;
+  std::string cursor;
+};
+
+struct SeriesPoint {
+  std::string event_id;
+  std::int64_t timestamp_ns = 0;
+  std::uint64_t version = 0;          // the section's version right after the event
+  std::optional<json::value> value;   // the value at the path right after it; none when absent
+  std::optional<Timestamp> ts;        // the value's own time when it is a timestamped value
+};
+
+struct Series {
+  std::vector<SeriesPoint> points;
+  std::string cursor;  // empty when this is the last page
+};
+
 // A moment of an as-of read or a diff, as text: an RFC 3339 time or an event id. Throws
 // invalid_request naming `field`.
 Moment parse_moment(std::string_view text, const char* field);
@@ -63,5 +88,11 @@ PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& mome
 HistoryBounds history_bounds(Engine& engine, const ShadowKey& key);
 // `to` defaults to now. A section that did not exist at a moment counts as empty.
 ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from, const std::optional<Moment>& to);
+// Also invalid_request for a malformed path, limit or cursor; a shadow without history has an
+// empty series, as it has an empty history page. A page holds at most `limit`
+// points and stops early past the engine's max_page_bytes. Where the value at the path after an
+// event cannot be known (its section's history before it was removed, and the event changed
+// more than the one leaf at the path): history_expired.
+Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& request);
 
 }  // namespace deviceshadow

@@ -113,6 +113,12 @@ struct Journal {
     return true;
   }
   bool complete() const { return known_from_start(Section::reported) && known_from_start(Section::desired); }
+  // Whether event i is the write that created section s (so the state before it was empty).
+  bool creates(std::size_t i, Section s) const {
+    if (!shared) return events[i].part(s).present && events[i].part(s).version == 1;
+    return std::any_of(events[i].parts.begin(), events[i].parts.end(),
+                       [](const PastEvent::Part& q) { return q.present && q.version == 1; });
+  }
 
   [[noreturn]] void expired(const std::string& what) const {
     throw Error::history_expired(what + " needs history events that retention removed", events.front().id,
@@ -120,7 +126,8 @@ struct Journal {
   }
 };
 
-Journal read_journal(Engine& engine, const ShadowKey& key) {
+// not_found when the shadow has no history, unless `may_be_empty`.
+Journal read_journal(Engine& engine, const ShadowKey& key, bool may_be_empty = false) {
   if (!engine.options().history) throw Error::invalid_request("history is off on this server: no past states are kept");
   validate_thing(key.thing);
   Journal j;
@@ -135,7 +142,7 @@ Journal read_journal(Engine& engine, const ShadowKey& key) {
     if (page.size() < q.limit) break;
     q.after_id = page.back().id;
   }
-  if (j.events.empty()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " has no history");
+  if (j.events.empty() && !may_be_empty) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " has no history");
   return j;
 }
 
@@ -167,6 +174,23 @@ std::optional<std::size_t> array_index(const std::string& token) {
     return std::nullopt;
   }
   return static_cast<std::size_t>(std::stoull(token));
+}
+
+// The value at `tokens` below `root`, or null.
+const json::value* lookup(const json::value& root, const std::vector<std::string>& tokens) {
+  const json::value* node = &root;
+  for (const std::string& token : tokens) {
+    if (const json::object* o = node->if_object()) {
+      node = o->if_contains(token);
+    } else if (const json::array* a = node->if_array()) {
+      auto i = array_index(token);
+      node = i && *i < a->size() ? &(*a)[*i] : nullptr;
+    } else {
+      node = nullptr;
+    }
+    if (!node) break;
+  }
+  return node;
 }
 
 // Applies one section's changes of one event to its state, as the merge made them. Objects a
@@ -263,13 +287,7 @@ class Replayer {
     }
   }
 
-  json::value* resolve(const std::vector<std::string>& tokens) {
-    json::value* node = &root_;
-    for (const std::string& token : tokens) {
-      if (!(node = child(*node, token, false))) break;
-    }
-    return node;
-  }
+  json::value* resolve(const std::vector<std::string>& tokens) { return const_cast<json::value*>(lookup(root_, tokens)); }
 
   bool is_kept(std::string_view path) const { return std::find(kept_.begin(), kept_.end(), path) != kept_.end(); }
 
@@ -406,10 +424,7 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
       r.timestamp_ns = ev[i].timestamp_ns;
       break;
     }
-    const bool first_write = j.shared ? std::any_of(ev[i].parts.begin(), ev[i].parts.end(),
-                                                    [](const PastEvent::Part& q) { return q.present && q.version == 1; })
-                                      : p.present && p.version == 1;
-    if (first_write) {
+    if (j.creates(i, s)) {
       start = i;
       break;
     }
@@ -578,6 +593,23 @@ void diff_members(const json::object* from, const json::object* to, Section s, c
   }
 }
 
+// The tokens of a series path: a JSON Pointer below the root; invalid_request otherwise.
+std::vector<std::string> series_path_tokens(std::string_view path, std::size_t max_depth) {
+  bool valid = !path.empty() && path[0] == '/';
+  for (std::size_t i = 0; valid && i < path.size(); ++i) {
+    if (path[i] == '~') valid = i + 1 < path.size() && (path[i + 1] == '0' || path[i + 1] == '1');
+  }
+  if (!valid) throw Error::invalid_request("path must be a JSON Pointer into the state, like /temp (~0 for ~, ~1 for /)", "path");
+  std::vector<std::string> tokens = pointer_tokens(path);
+  if (tokens.size() > max_depth) throw Error::invalid_request("path is deeper than a state may be", "path");
+  return tokens;
+}
+
+// Whether `change` is at or below `path`.
+bool at_or_below(std::string_view change, std::string_view path) {
+  return change.starts_with(path) && (change.size() == path.size() || change[path.size()] == '/');
+}
+
 }  // namespace
 
 Moment parse_moment(std::string_view text, const char* field) {
@@ -626,6 +658,81 @@ ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from,
     for (Change& c : changes) diff.changes.push_back(std::move(c));
   }
   return diff;
+}
+
+// Replays the section forward from the first point its state is known (the start of a complete
+// history, a delete, the write that created it), taking the value at the path after each event
+// that changed it, something below it or a leaf holding it. Before such a point an event whose
+// only such changes are of the path itself or of leaves holding it still tells the value (its
+// last change's new value; no array index on the way, where the merge names stored indices
+// first); anything else there is history_expired.
+Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& request) {
+  const EngineOptions& options = engine.options();
+  const std::vector<std::string> tokens = series_path_tokens(request.path, options.document.limits.max_depth);
+  if (request.limit < 1 || request.limit > kMaxPageLimit) {
+    throw Error::invalid_request("limit must be between 1 and " + std::to_string(kMaxPageLimit), "limit");
+  }
+  const std::string after = request.cursor.empty() ? "" : decode_cursor(request.cursor);
+  if (!request.cursor.empty() && !is_event_id(after)) throw Error::invalid_request("malformed cursor", "cursor");
+  const Journal j = read_journal(engine, key, true);
+  const Section s = request.section;
+  const bool through_index = std::any_of(tokens.begin(), tokens.end(), [](const std::string& t) { return array_index(t).has_value(); });
+  json::value state = json::object();
+  bool known = j.known_from_start(s);
+  Series series;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < j.events.size(); ++i) {
+    const PastEvent& e = j.events[i];
+    const PastEvent::Part& p = e.part(s);
+    if (!p.present) continue;
+    if (request.until_ns && e.timestamp_ns > *request.until_ns) break;
+    if (e.is_delete || j.creates(i, s)) {
+      state = json::object();
+      known = true;
+    }
+    if (known && !e.is_delete) Replayer(state, p.changes).run();
+    // The changes at or below the path, and those of a leaf holding it (a node whose kind
+    // changed, a whole array, a timestamped value) with something at the path before or after.
+    const Change* last = nullptr;
+    const json::value* last_value = nullptr;  // the value at the path the last one leaves
+    bool below = false;
+    for (const Change& c : p.changes) {
+      if (at_or_below(c.path, request.path)) {
+        below = below || c.path.size() != request.path.size();
+        last_value = c.new_value ? &*c.new_value : nullptr;
+      } else if (at_or_below(request.path, c.path)) {
+        const std::vector<std::string> rest(tokens.begin() + static_cast<std::ptrdiff_t>(pointer_tokens(c.path).size()), tokens.end());
+        const json::value* before = c.old_value ? lookup(*c.old_value, rest) : nullptr;
+        last_value = c.new_value ? lookup(*c.new_value, rest) : nullptr;
+        if (!before && !last_value) continue;
+      } else {
+        continue;
+      }
+      last = &c;
+    }
+    if (!last || e.id <= after || (request.since_ns && e.timestamp_ns < *request.since_ns)) continue;
+    if (series.points.size() == request.limit || bytes > options.max_page_bytes) {
+      series.cursor = encode_cursor(series.points.back().event_id);
+      break;
+    }
+    SeriesPoint point{e.id, e.timestamp_ns, p.version, std::nullopt, std::nullopt};
+    if (j.shared) {
+      for (const PastEvent::Part& q : e.parts) point.version = std::max(point.version, q.version);
+    }
+    if (known) {
+      if (const json::value* v = lookup(state, tokens)) point.value = *v;
+    } else if (!below && !through_index) {
+      if (last_value) point.value = *last_value;
+    } else {
+      j.expired("the value of " + request.path + " after event " + e.id);
+    }
+    if (const json::object* o = point.value ? point.value->if_object() : nullptr) {
+      if (const json::value* ts = options.document.timestamp_keys.find(*o)) point.ts = parse_timestamp(*ts);
+    }
+    bytes += 96 + (point.value ? to_json(*point.value).size() : 0);
+    series.points.push_back(std::move(point));
+  }
+  return series;
 }
 
 }  // namespace deviceshadow
