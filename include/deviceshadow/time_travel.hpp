@@ -1,8 +1,9 @@
 // Time travel: a shadow as it was at a past moment, the bounds of its history, the net change
-// between two moments (docs/semantics.md, "Time travel"). Built on the history journal: each
-// event holds every changed leaf's old and new value, so a section is rebuilt by replaying its
-// events from a point where its state is known — its creation, its deletion — or, when nothing
-// changed it since, read as it is now.
+// between two moments, the series of one path (docs/semantics.md, "Time travel"). Built on the
+// history journal: each event holds every changed leaf's old and new value, so a section is
+// rebuilt by replaying its events from a point where its state is known — an image stored with
+// an event (StateImage), its creation, its deletion — or, when nothing changed it since, read as
+// it is now.
 #pragma once
 
 #include "deviceshadow/engine.hpp"
@@ -37,6 +38,7 @@ struct EventMark {
 struct PastShadow {
   ShadowView view;
   EventMark event;
+  std::size_t events_read = 0;  // history events the read loaded: its cost
 };
 
 struct HistoryBounds {
@@ -76,6 +78,9 @@ struct Series {
   std::vector<SeriesPoint> points;
   std::string cursor;  // empty when this is the last page
 };
+
+// The text of an image of a shadow's records (StateImage::json), as a write stores it.
+std::string encode_image(const ShadowRecord& record);
 
 // A moment of an as-of read or a diff, as text: an RFC 3339 time or an event id. Throws
 // invalid_request naming `field`.

@@ -5,6 +5,7 @@
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/render.hpp"
+#include "deviceshadow/time_travel.hpp"
 #include "deviceshadow/validation.hpp"
 
 #include <algorithm>
@@ -74,9 +75,11 @@ std::int64_t expiry(std::int64_t ts, std::chrono::seconds retention) {
 }
 
 // The section a one-section write leaves alone, as the writer read it (ShadowWrite::unchanged).
-// Adds a write's change event to it: as its history event when history is on, inside its feed
+// Adds a write's change event to it: as its history event when history is on (with an image of
+// the shadow after it when the write is the shadow's history_image_every-th), inside its feed
 // entry (FeedEntry) while the change feed is on. `before` is the shadow as the write read it.
-void attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, bool history, bool feed) {
+void attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, const EngineOptions& options,
+                  bool shared, bool feed) {
   if (feed) {
     std::string entry = "{\"event\":" + event.json;
     for (const SectionPut& put : write.sections) {
@@ -92,7 +95,20 @@ void attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& be
     entry += '}';
     write.feed = std::move(entry);
   }
-  if (history) write.event = std::move(event);
+  if (!options.history) return;
+  // Every event moves the sum of the section versions (the one version when they share it) by
+  // one or two: an image at the shadow's first event and each time the sum passes a multiple of
+  // K, so about every K events, and every moment has an image at most about K events before it.
+  const std::size_t k = options.history_image_every;
+  auto count = [&](const ShadowRecord& r) {
+    return shared ? std::max(r.reported.version, r.desired.version) : r.reported.version + r.desired.version;
+  };
+  ShadowRecord after = before;
+  for (const SectionPut& put : write.sections) after.section(put.section) = put.record;
+  if (k > 0 && (count(before) == 0 || count(after) / k != count(before) / k)) {
+    write.image = StateImage{event.id, event.expires_ns, encode_image(after)};
+  }
+  write.event = std::move(event);
 }
 
 const SectionRecord* unchanged_section(const ShadowWrite& write, const ShadowRecord& read) {
@@ -424,7 +440,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         parts.changes = &outcome.changes;
         parts.acknowledged = &outcome.acknowledged;
         event.json = render_change_event(parts);
-        attach_event(write, std::move(event), record, options_.history, feed);
+        attach_event(write, std::move(event), record, options_, store_.shares_versions(), feed);
       }
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
@@ -523,7 +539,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       event.timestamp_ns = ts;
       event.expires_ns = expiry(ts, options_.history_retention);
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], {}, {}, &changes, nullptr});
-      attach_event(write, std::move(event), record, options_.history, feed);
+      attach_event(write, std::move(event), record, options_, store_.shares_versions(), feed);
     }
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);

@@ -79,6 +79,9 @@ struct Journal {
   ShadowRecord current;
   std::vector<PastEvent> events;
   bool shared = false;  // the sections share one version (DynamoDB's combined layout)
+  // A window of the history from an image on: the shadow right after events.front(). Then
+  // `events` ends at the moment read and `current` is not read.
+  std::optional<ShadowRecord> base;
 
   // The event index that first stored section s, or nullopt.
   std::optional<std::size_t> first_of(Section s) const {
@@ -407,7 +410,7 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
       changed_after = true;
     }
   }
-  if (!changed_after) {  // nothing changed it since: as it is now, unless a write came after the read
+  if (!j.base && !changed_after) {  // nothing changed it since: as it is now, unless a write came after the read
     if (!last_at_or_before) return j.known_from_start(s) ? SectionRecord{} : j.current.section(s);
     if (j.current_matches(s)) return j.current.section(s);
   }
@@ -415,7 +418,7 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
   // the write that created it.
   std::optional<std::size_t> start;
   SectionRecord r;
-  for (std::size_t i = t + 1; i-- > 0;) {
+  for (std::size_t i = t + 1; i-- > (j.base ? 1 : 0);) {
     const PastEvent::Part& p = ev[i].part(s);
     if (p.present && ev[i].is_delete) {
       start = i + 1;
@@ -429,11 +432,16 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
       break;
     }
   }
+  json::value state = json::object();
+  if (!start && j.base) {  // the image is the nearest known state
+    start = 1;
+    r = j.base->section(s);
+    if (r.exists()) state = parse_json(r.state_json, 512);
+  }
   if (!start) {
     if (!last_at_or_before && j.known_from_start(s)) return {};
     j.expired(std::string("the state of ") + std::string(to_string(s)) + " then");
   }
-  json::value state = json::object();
   for (std::size_t i = *start; i <= t; ++i) {
     const PastEvent::Part& p = ev[i].part(s);
     if (!p.present) continue;
@@ -488,6 +496,7 @@ std::uint64_t version_at(const Journal& j, std::size_t t, Section s) {
   for (std::size_t i = t + 1; i-- > 0;) {
     if (j.events[i].part(s).present) return j.events[i].part(s).version;
   }
+  if (j.base) return j.base->section(s).version;
   for (std::size_t i = t + 1; i < j.events.size(); ++i) {
     if (j.events[i].part(s).present) return j.events[i].part(s).version - 1;
   }
@@ -593,6 +602,90 @@ void diff_members(const json::object* from, const json::object* to, Section s, c
   }
 }
 
+ShadowRecord decode_image(std::string_view text) {
+  const json::value v = parse_json(text, 512);
+  ShadowRecord record;
+  for (Section s : {Section::reported, Section::desired}) {
+    const json::object& o = v.at(to_string(s)).as_object();
+    SectionRecord& r = record.section(s);
+    r.version = o.at("version").to_number<std::uint64_t>();
+    r.deleted = o.at("deleted").as_bool();
+    r.timestamp_ns = o.at("timestamp").to_number<std::int64_t>();
+    r.client_token = o.at("clientToken").as_string();
+    r.tz = o.at("tz").as_string();
+    r.state_json = to_json(o.at("state"));
+    r.times_json = o.at("times").as_string();
+  }
+  return record;
+}
+
+// The event a time or an event id names, read alone; nothing when finding it, or telling why
+// there is none, needs the whole history (a version; no event at or before the time).
+std::optional<HistoryEvent> locate(Store& store, const ShadowKey& key, const Moment& m, std::int64_t now_ns) {
+  HistoryQuery q;
+  if (m.kind == Moment::Kind::time && m.time_ns <= now_ns) {
+    q.limit = 1;
+    q.until_ns = m.time_ns;
+  } else if (m.kind == Moment::Kind::event && is_event_id(m.event_id)) {
+    q.limit = 1000;
+    q.since_ns = q.until_ns = std::stoll(m.event_id.substr(0, 20));
+  } else {
+    return std::nullopt;
+  }
+  for (HistoryEvent& e : store.history(key, q)) {
+    if (m.kind == Moment::Kind::time || e.id == m.event_id) return std::move(e);
+  }
+  return std::nullopt;
+}
+
+// The history from the newest image at or before `target` to `target`, with the image as its
+// base; nothing when there is no image or its event is no longer kept.
+std::optional<Journal> read_window(Store& store, const ShadowKey& key, const HistoryEvent& target) {
+  std::optional<StateImage> image = store.image_before(key, target.id);
+  if (!image || !is_event_id(image->event_id)) return std::nullopt;
+  Journal j;
+  j.shared = store.shares_versions();
+  HistoryQuery q;
+  q.limit = 1000;
+  q.descending = false;
+  q.since_ns = std::stoll(image->event_id.substr(0, 20));
+  q.until_ns = target.timestamp_ns;
+  for (;;) {
+    std::vector<HistoryEvent> page = store.history(key, q);
+    for (const HistoryEvent& e : page) {
+      if (e.id >= image->event_id && e.id <= target.id) j.events.push_back(parse_event(e));
+    }
+    if (page.size() < q.limit) break;
+    q.after_id = page.back().id;
+  }
+  if (j.events.empty() || j.events.front().id != image->event_id || j.events.back().id != target.id) return std::nullopt;
+  j.base = decode_image(image->json);
+  return j;
+}
+
+// The shadow right after the event a moment names, that event, and how many events it took:
+// from the nearest image when there is one, else from the whole history kept.
+struct PastRecord {
+  ShadowRecord record;
+  EventMark event;
+  std::size_t events_read = 0;
+};
+
+PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& moment) {
+  if (!engine.options().history) throw Error::invalid_request("history is off on this server: no past states are kept");
+  validate_thing(key.thing);
+  const std::int64_t now = engine.options().clock();
+  if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment, now)) {
+    if (std::optional<Journal> j = read_window(engine.store(), key, *target)) {
+      const std::size_t t = j->events.size() - 1;
+      return {record_at(*j, t), mark(*j, t), j->events.size()};
+    }
+  }
+  const Journal j = read_journal(engine, key);
+  const std::size_t t = find_moment(j, moment, now);
+  return {record_at(j, t), mark(j, t), j.events.size()};
+}
+
 // The tokens of a series path: a JSON Pointer below the root; invalid_request otherwise.
 std::vector<std::string> series_path_tokens(std::string_view path, std::size_t max_depth) {
   bool valid = !path.empty() && path[0] == '/';
@@ -612,6 +705,28 @@ bool at_or_below(std::string_view change, std::string_view path) {
 
 }  // namespace
 
+std::string encode_image(const ShadowRecord& record) {
+  std::string out = "{";
+  for (Section s : {Section::reported, Section::desired}) {
+    const SectionRecord& r = record.section(s);
+    out += s == Section::reported ? "\"reported\":{\"version\":" : ",\"desired\":{\"version\":";
+    out += std::to_string(r.version);
+    out += r.deleted ? ",\"deleted\":true" : ",\"deleted\":false";
+    out += ",\"timestamp\":" + std::to_string(r.timestamp_ns);
+    out += ",\"clientToken\":";
+    append_json_string(out, r.client_token);
+    out += ",\"tz\":";
+    append_json_string(out, r.tz);
+    out += ",\"state\":";
+    out += r.exists() ? r.state_json : "{}";
+    out += ",\"times\":";
+    append_json_string(out, r.exists() ? r.times_json : "");
+    out += '}';
+  }
+  out += '}';
+  return out;
+}
+
 Moment parse_moment(std::string_view text, const char* field) {
   Moment m;
   if (is_event_id(text)) {
@@ -626,10 +741,9 @@ Moment parse_moment(std::string_view text, const char* field) {
 }
 
 PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& moment) {
-  const Journal j = read_journal(engine, key);
-  const std::size_t t = find_moment(j, moment, engine.options().clock());
+  PastRecord at = past_record(engine, key, moment);
   const DocumentOptions& doc = engine.options().document;
-  PastShadow past{{key, record_at(j, t), {}}, mark(j, t)};
+  PastShadow past{{key, std::move(at.record), {}}, std::move(at.event), at.events_read};
   if (!past.view.record.exists()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " did not exist at that moment");
   past.view.delta = compute_delta(state_of(past.view.record.desired, doc), state_of(past.view.record.reported, doc),
                                   doc.timestamp_keys);
@@ -642,15 +756,13 @@ HistoryBounds history_bounds(Engine& engine, const ShadowKey& key) {
 }
 
 ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from, const std::optional<Moment>& to) {
-  const Journal j = read_journal(engine, key);
-  const std::int64_t now = engine.options().clock();
-  const std::size_t a = find_moment(j, from, now);
-  const std::size_t b = to ? find_moment(j, *to, now) : j.events.size() - 1;
+  Moment now;
+  now.time_ns = engine.options().clock();
+  const PastRecord before = past_record(engine, key, from), after = past_record(engine, key, to ? *to : now);
   const DocumentOptions& doc = engine.options().document;
-  const ShadowRecord before = record_at(j, a), after = record_at(j, b);
-  ShadowDiff diff{mark(j, a), mark(j, b), {}};
+  ShadowDiff diff{before.event, after.event, {}};
   for (Section s : {Section::reported, Section::desired}) {
-    const json::object x = state_of(before.section(s), doc), y = state_of(after.section(s), doc);
+    const json::object x = state_of(before.record.section(s), doc), y = state_of(after.record.section(s), doc);
     std::string path;
     std::vector<Change> changes;
     diff_members(&x, &y, s, doc.timestamp_keys, path, changes);

@@ -105,6 +105,7 @@ class DynamoDbStore final : public StoreBackend {
                                        std::size_t limit) override;
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
   void append_history(std::span<const ShadowHistoryEvent> events) override;
+  std::optional<StateImage> image_before(const ShadowKey& key, std::string_view event_id) override;
   std::size_t purge(std::int64_t now_ns) override;
   bool shares_versions() const override { return options_.layout == DynamoDbLayout::combined; }
   std::optional<std::string> unready() override;
