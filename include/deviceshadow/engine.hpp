@@ -32,6 +32,9 @@ struct EngineOptions {
   std::chrono::microseconds backoff_max{200000};
   bool history = true;
   std::chrono::seconds history_retention{30 * 24 * 3600};
+  // A full image of a shadow's state is stored with about every this many of its history
+  // events, so that an as-of read replays at most about this many (StateImage). 0: none.
+  std::size_t history_image_every = 64;
   std::chrono::seconds tombstone_retention{48 * 3600};
   std::size_t batch_parallelism = 8;                     // batch operations run at most this many at once
   // A history page ends early, with a cursor, once its events reach this many bytes (it

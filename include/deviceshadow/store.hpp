@@ -61,6 +61,16 @@ struct HistoryEvent {
   std::string json;             // the change event as rendered by the API
 };
 
+// A full image of a shadow's sections right after one of its history events, stored with that
+// event every so many events (EngineOptions::history_image_every): time travel replays history
+// from the nearest image at or before a moment instead of from the shadow's creation. Only a
+// short cut: a read works without any, and images expire like events.
+struct StateImage {
+  std::string event_id;         // the event it was taken right after
+  std::int64_t expires_ns = 0;  // purge may drop it from then on
+  std::string json;             // opaque to the store
+};
+
 // A history event and the shadow it belongs to.
 struct ShadowHistoryEvent {
   ShadowKey key;
@@ -95,6 +105,7 @@ struct ShadowWrite {
   // the feed is on. A store with an outbox appends it in the write's transaction, where its
   // delivery store reads it (DeliveryStore::read_feed); DynamoDB's feed is the table's stream.
   std::optional<std::string> feed;
+  std::optional<StateImage> image;  // only with `event`, stored in the same transaction
 };
 
 struct ShadowSummary {
@@ -147,12 +158,15 @@ class Store {
   // Idempotent: an event stored again under the same id (a stream record read twice) stays one
   // event.
   virtual void append_history(std::span<const ShadowHistoryEvent> events) = 0;
+  // The newest image of the shadow taken at or before event `event_id` (ids compare
+  // bytewise), if any.
+  virtual std::optional<StateImage> image_before(const ShadowKey& key, std::string_view event_id) = 0;
 
   // True when both sections of a shadow share one version (DynamoDB's combined layout): every
   // write then moves the version of both.
   virtual bool shares_versions() const { return false; }
 
-  // Drops tombstones and history events whose expires_ns <= now_ns. Returns how many. (Expired
+  // Drops tombstones, history events and images whose expires_ns <= now_ns. Returns how many. (Expired
   // dead letters are the delivery store's: DeliveryStore::purge_dead_letters.)
   virtual std::size_t purge(std::int64_t now_ns) = 0;
   // Readiness: nothing when the store can serve requests, else why it cannot.

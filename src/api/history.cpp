@@ -35,13 +35,67 @@ void append_mark(std::string& out, const EventMark& m, bool with_versions) {
   out += '}';
 }
 
+// GET …/history?format=series&path=…: {"series":[{"timestamp","version","value"?,"ts"?}],"cursor"?}
+HttpResponse series_response(Engine& engine, std::map<std::string, std::string>& query, const ShadowKey& key,
+                             std::optional<std::int64_t> since, std::optional<std::int64_t> until) {
+  SeriesRequest q;
+  auto path = query.find("path");
+  if (path == query.end()) throw Error::invalid_request("a series needs path, a JSON Pointer into the state", "path");
+  q.path = path->second;
+  if (auto it = query.find("section"); it != query.end()) {
+    if (it->second != "reported" && it->second != "desired") throw Error::invalid_request("section must be reported or desired", "section");
+    q.section = it->second == "reported" ? Section::reported : Section::desired;
+  }
+  q.since_ns = since;
+  q.until_ns = until;
+  q.limit = parse_limit(query);
+  q.cursor = query["cursor"];
+  const Series series = shadow_series(engine, key, q);
+  std::string out = "{\"series\":[";
+  for (std::size_t i = 0; i < series.points.size(); ++i) {
+    const SeriesPoint& p = series.points[i];
+    out += i ? ",{" : "{";
+    append_time(out, "timestamp", p.timestamp_ns);
+    out += ",\"version\":" + std::to_string(p.version);
+    if (p.value) {
+      out += ",\"value\":";
+      append_json(out, *p.value);
+    }
+    if (p.ts) {
+      out += ",\"ts\":";
+      append_json_string(out, format_rfc3339(*p.ts));
+    }
+    out += '}';
+  }
+  out += ']';
+  if (!series.cursor.empty()) {
+    out += ",\"cursor\":";
+    append_json_string(out, series.cursor);
+  }
+  out += '}';
+  return json_response(200, std::move(out));
+}
+
 }  // namespace
 
 HttpResponse Api::history(Context& ctx) {
-  allow_only(ctx.query, {"limit", "cursor", "order", "since", "until"});
+  const auto format = ctx.query.find("format");
+  if (format != ctx.query.end() && format->second != "events" && format->second != "series") {
+    throw Error::invalid_request("format must be events or series", "format");
+  }
+  const bool series = format != ctx.query.end() && format->second == "series";
+  if (series) {
+    allow_only(ctx.query, {"format", "path", "section", "limit", "cursor", "since", "until"});
+  } else {
+    allow_only(ctx.query, {"format", "limit", "cursor", "order", "since", "until"});
+  }
   ShadowKey key{ctx.segments[2], ctx.segments[4]};
   validate_thing(key.thing);
   authorize(ctx, Action::history, key.thing);
+  std::optional<std::int64_t> since, until;
+  if (auto it = ctx.query.find("since"); it != ctx.query.end()) since = parse_time(it->second, "since");
+  if (auto it = ctx.query.find("until"); it != ctx.query.end()) until = parse_time(it->second, "until");
+  if (series) return series_response(engine_, ctx.query, key, since, until);
   HistoryRequest q;
   q.limit = parse_limit(ctx.query);
   q.cursor = ctx.query["cursor"];
@@ -49,8 +103,8 @@ HttpResponse Api::history(Context& ctx) {
     if (it->second != "asc" && it->second != "desc") throw Error::invalid_request("order must be asc or desc", "order");
     q.descending = it->second == "desc";
   }
-  if (auto it = ctx.query.find("since"); it != ctx.query.end()) q.since_ns = parse_time(it->second, "since");
-  if (auto it = ctx.query.find("until"); it != ctx.query.end()) q.until_ns = parse_time(it->second, "until");
+  q.since_ns = since;
+  q.until_ns = until;
   return json_response(200, render_history_page(engine_.history(key, q)));
 }
 

@@ -223,25 +223,58 @@ void print_dead_letters(const json::object& r) {
   if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
 }
 
-// Shows the one variadic positional of report and desire, which takes an optional shadow name and
-// then the state, as the two arguments it stands for: "thing [name] state".
+// An event id ("{20 digits}#{letter}{version}") rather than a time.
+bool looks_like_event_id(std::string_view s) {
+  return s.size() >= 23 && s[20] == '#' && std::all_of(s.begin(), s.begin() + 20, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A moment diff takes: an event id or an RFC 3339 time ("2026-11-27T10:00:00Z").
+bool looks_like_moment(std::string_view s) {
+  return looks_like_event_id(s) ||
+         (s.size() > 10 && s[4] == '-' && s[7] == '-' && (s[10] == 'T' || s[10] == 't') &&
+          std::all_of(s.begin(), s.begin() + 4, [](char c) { return c >= '0' && c <= '9'; }));
+}
+
+void print_mark(const char* label, const json::object& m) {
+  std::cout << label << "  " << field(m, "timestamp") << "  " << field(m, "id");
+  if (m.contains("reportedVersion")) {
+    std::cout << "  reported v" << field(m, "reportedVersion") << "  desired v" << field(m, "desiredVersion");
+  }
+  std::cout << "\n";
+}
+
+void print_series(const json::object& r) {
+  for (const auto& p : r.at("series").as_array()) {
+    const json::object& o = p.as_object();
+    std::cout << field(o, "timestamp") << "  v" << field(o, "version") << "  "
+              << (o.contains("value") ? ds::escape_controls(ds::to_json(o.at("value"))) : "(removed)");
+    if (o.contains("ts")) std::cout << "  ts " << field(o, "ts");
+    std::cout << "\n";
+  }
+  if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
+}
+
+// Shows each variadic positional that takes an optional shadow name and then more (report and
+// desire: [name] state; diff: [name] from [to]; series: [name] path) as the arguments it stands
+// for.
 class Formatter : public CLI::Formatter {
  public:
   std::string make_option_name(const CLI::Option* opt, bool positional) const override {
-    if (positional && is_name_and_state(opt)) return "[name] state";
+    if (const std::string* shown = positional ? shown_as(opt) : nullptr) return *shown;
     return CLI::Formatter::make_option_name(opt, positional);
   }
   std::string make_option_usage(const CLI::Option* opt) const override {
-    if (is_name_and_state(opt)) return "[name] state";
+    if (const std::string* shown = shown_as(opt)) return *shown;
     return CLI::Formatter::make_option_usage(opt);
   }
-  void name_and_state(const CLI::Option* opt) { name_and_state_.push_back(opt); }
+  void show_as(const CLI::Option* opt, std::string shown) { shown_.emplace_back(opt, std::move(shown)); }
 
  private:
-  bool is_name_and_state(const CLI::Option* opt) const {
-    return std::find(name_and_state_.begin(), name_and_state_.end(), opt) != name_and_state_.end();
+  const std::string* shown_as(const CLI::Option* opt) const {
+    auto it = std::find_if(shown_.begin(), shown_.end(), [&](const auto& s) { return s.first == opt; });
+    return it == shown_.end() ? nullptr : &it->second;
   }
-  std::vector<const CLI::Option*> name_and_state_;
+  std::vector<std::pair<const CLI::Option*, std::string>> shown_;
 };
 
 }  // namespace
@@ -259,8 +292,11 @@ int main(int argc, char** argv) {
   app.add_flag("--json", as_json, "print the server's JSON instead of readable text");
   app.require_subcommand(1);
 
-  std::string thing, name = "main", section, client_token, tz, mode, prefix, cursor, order, since, until;
+  std::string thing, name = "main", section, client_token, tz, mode, prefix, cursor, order, since, until, as_of;
   std::vector<std::string> name_and_state;  // report/desire: [NAME] STATE
+  std::vector<std::string> diff_args;       // diff: [NAME] FROM [TO]
+  std::vector<std::string> series_args;     // series: [NAME] PATH
+  bool bounds = false;
   std::optional<std::uint64_t> version;
   std::size_t limit = 0;
   bool no_ack = false;
@@ -271,16 +307,18 @@ int main(int argc, char** argv) {
   };
   CLI::App* get = app.add_subcommand("get", "show a shadow");
   shadow_args(get);
+  get->add_option("--as-of", as_of, "as it was right after this RFC 3339 time or event id");
   CLI::App* write_cmds[2];
   for (int i = 0; i < 2; ++i) {
     CLI::App* c = write_cmds[i] = app.add_subcommand(i == 0 ? "report" : "desire",
                                                      i == 0 ? "merge a reported state" : "merge a desired state");
     c->add_option("thing", thing, "thing name")->required();
-    formatter->name_and_state(
+    formatter->show_as(
         c->add_option("state", name_and_state,
                       "shadow name (default main), then the state: a JSON object, @FILE or - for stdin")
             ->required()
-            ->expected(1, 2));
+            ->expected(1, 2),
+        "[name] state");
     c->add_option("--version", version, "accept only if the section is at this version");
     c->add_option("--client-token", client_token, "client token stored with the write");
     c->add_option("--tz", tz, "IANA time zone of the device");
@@ -297,9 +335,24 @@ int main(int argc, char** argv) {
   things->add_option("--prefix", prefix, "only things starting with this");
   CLI::App* history = app.add_subcommand("history", "show a shadow's change history");
   shadow_args(history);
-  history->add_option("--order", order, "desc (default) or asc");
-  history->add_option("--since", since, "RFC 3339 time or epoch");
-  history->add_option("--until", until, "RFC 3339 time or epoch");
+  CLI::Option* bounds_flag = history->add_flag("--bounds", bounds, "show the oldest and newest events kept instead");
+  bounds_flag->excludes(history->add_option("--order", order, "desc (default) or asc"));
+  CLI::App* diff = app.add_subcommand("diff", "show what changed in a shadow between two moments");
+  diff->add_option("thing", thing, "thing name")->required();
+  formatter->show_as(diff->add_option("args", diff_args,
+                                      "shadow name (default main), then FROM and TO (default now): RFC 3339 times "
+                                      "or event ids")
+                         ->required()
+                         ->expected(1, 3),
+                     "[name] from [to]");
+  CLI::App* series = app.add_subcommand("series", "show every change of one path of a shadow, oldest first");
+  series->add_option("thing", thing, "thing name")->required();
+  formatter->show_as(series->add_option("args", series_args, "shadow name (default main), then the path: a JSON "
+                                                              "Pointer such as /temp")
+                         ->required()
+                         ->expected(1, 2),
+                     "[name] path");
+  series->add_option("--section", section, "reported (default) or desired");
   std::string filter, fields;
   bool count_only = false, allow_scan = false;
   CLI::App* find = app.add_subcommand("find", "find shadows across the fleet with a filter (docs/queries.md)");
@@ -308,9 +361,16 @@ int main(int argc, char** argv) {
   find->add_flag("--count", count_only, "print how many shadows match");
   find->add_flag("--allow-scan", allow_scan, "DynamoDB: consent to read every thing of the table");
   find->add_flag("--json", as_json, "print the server's JSON instead of readable text");
-  for (CLI::App* c : {list, things, history, find}) {
-    c->add_option("--limit", limit, "page size (1-1000)");
-    c->add_option("--cursor", cursor, "continue after a previous page");
+  for (CLI::App* c : {history, series}) {
+    for (auto [opt, var] : {std::pair{"--since", &since}, std::pair{"--until", &until}}) {
+      CLI::Option* o = c->add_option(opt, *var, "RFC 3339 time or epoch");
+      if (c == history) bounds_flag->excludes(o);
+    }
+  }
+  for (CLI::App* c : {list, things, history, series, find}) {
+    CLI::Option* l = c->add_option("--limit", limit, "page size (1-1000)");
+    CLI::Option* k = c->add_option("--cursor", cursor, "continue after a previous page");
+    if (c == history) bounds_flag->excludes(l)->excludes(k);
   }
 
   // Notifications: registrations (admin token) and a webhook receiver to watch them.
@@ -396,8 +456,41 @@ int main(int argc, char** argv) {
     Reply reply;
     std::function<void(const json::object&)> print;
     if (*get) {
-      reply = call(client, "GET", shadow);
-      print = print_shadow;
+      if (!as_of.empty()) param(looks_like_event_id(as_of) ? "asOfEvent" : "asOf", as_of);
+      reply = call(client, "GET", shadow + query);
+      print = [](const json::object& r) {
+        print_shadow(r);
+        if (r.contains("event")) std::cout << "as of " << field(r, "asOf") << "  event " << field(r, "event") << "\n";
+      };
+    } else if (*diff) {
+      // [NAME] FROM [TO]: with two arguments, the first is FROM when it is a time or an event id.
+      std::size_t at = diff_args.size() == 3 || (diff_args.size() == 2 && !looks_like_moment(diff_args[0])) ? 1 : 0;
+      if (at) name = diff_args[0];
+      param("from", diff_args[at]);
+      if (at + 1 < diff_args.size()) param("to", diff_args[at + 1]);
+      reply = call(client, "GET", base + "/shadows/" + ds::percent_encode(name) + "/diff" + query);
+      print = [](const json::object& r) {
+        print_mark("from", r.at("from").as_object());
+        print_mark("to  ", r.at("to").as_object());
+        for (const auto& c : r.at("changes").as_array()) print_change(c.as_object());
+      };
+    } else if (*series) {
+      if (series_args.size() == 2) name = series_args[0];
+      param("format", "series");
+      param("path", series_args.back());
+      param("section", section);
+      param("since", since);
+      param("until", until);
+      reply = call(client, "GET", base + "/shadows/" + ds::percent_encode(name) + "/history" + query);
+      print = print_series;
+    } else if (*history && bounds) {
+      reply = call(client, "GET", shadow + "/history/bounds");
+      print = [](const json::object& r) {
+        print_mark("oldest", r.at("oldest").as_object());
+        print_mark("newest", r.at("newest").as_object());
+        std::cout << (r.at("complete").as_bool() ? "complete: the oldest event kept is the shadow's first\n"
+                                                  : "incomplete: older events have expired\n");
+      };
     } else if (*write_cmds[0] || *write_cmds[1]) {
       if (name_and_state.size() == 2) name = name_and_state[0];
       shadow = base + "/shadows/" + ds::percent_encode(name);

@@ -5,6 +5,7 @@
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/render.hpp"
+#include "deviceshadow/time_travel.hpp"
 #include "deviceshadow/validation.hpp"
 
 #include <algorithm>
@@ -91,14 +92,31 @@ std::string feed_entry(const HistoryEvent& event, const ShadowWrite& write, cons
   return entry;
 }
 
-// Adds a write's change event to it: as its history event when history is on, inside its feed
+// Adds a write's change event to it: as its history event when history is on (with an image of
+// the shadow after it when the write is the shadow's history_image_every-th), inside its feed
 // entry while the change feed is on. Returns the feed entry when the feed or a write listener
-// (`told`) wants it.
-std::string attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, bool history, bool feed,
-                         bool told) {
+// (`told`) wants it. `before` is the shadow as the write read it; `shared`: the store's sections
+// share one version.
+std::string attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, const EngineOptions& options,
+                         bool shared, bool feed, bool told) {
   std::string entry = feed || told ? feed_entry(event, write, before) : std::string();
   if (feed) write.feed = told ? entry : std::move(entry);
-  if (history) write.event = std::move(event);
+  if (options.history) {
+    // Every event moves the sum of the section versions (the one version when they share it) by
+    // one or two: an image at the shadow's first event and each time the sum passes a multiple of
+    // K, so about every K events, and every moment has an image at most about K events before it.
+    const std::size_t k = options.history_image_every;
+    std::uint64_t versions_before[2] = {before.reported.version, before.desired.version};
+    std::uint64_t versions_after[2] = {versions_before[0], versions_before[1]};
+    for (const SectionPut& put : write.sections) versions_after[put.section == Section::reported ? 0 : 1] = put.record.version;
+    auto count = [&](const std::uint64_t (&v)[2]) { return shared ? std::max(v[0], v[1]) : v[0] + v[1]; };
+    if (k > 0 && (count(versions_before) == 0 || count(versions_after) / k != count(versions_before) / k)) {
+      ShadowRecord after = before;
+      for (const SectionPut& put : write.sections) after.section(put.section) = put.record;
+      write.image = StateImage{event.id, event.expires_ns, encode_image(after)};
+    }
+    write.event = std::move(event);
+  }
   return told ? entry : std::string();
 }
 
@@ -433,7 +451,8 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         parts.changes = &outcome.changes;
         parts.acknowledged = &outcome.acknowledged;
         event.json = render_change_event(parts);
-        change = attach_event(write, std::move(event), record, options_.history, feed, !write_listeners_.empty());
+        change = attach_event(write, std::move(event), record, options_, store_.shares_versions(), feed,
+                              !write_listeners_.empty());
       }
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
@@ -534,7 +553,8 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       event.timestamp_ns = ts;
       event.expires_ns = expiry(ts, options_.history_retention);
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], {}, {}, &changes, nullptr});
-      change = attach_event(write, std::move(event), record, options_.history, feed, !write_listeners_.empty());
+      change = attach_event(write, std::move(event), record, options_, store_.shares_versions(), feed,
+                              !write_listeners_.empty());
     }
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);

@@ -79,6 +79,9 @@ struct Journal {
   ShadowRecord current;
   std::vector<PastEvent> events;
   bool shared = false;  // the sections share one version (DynamoDB's combined layout)
+  // A window of the history from an image on: the shadow right after events.front(). Then
+  // `events` ends at the moment read and `current` is not read.
+  std::optional<ShadowRecord> base;
 
   // The event index that first stored section s, or nullopt.
   std::optional<std::size_t> first_of(Section s) const {
@@ -113,6 +116,12 @@ struct Journal {
     return true;
   }
   bool complete() const { return known_from_start(Section::reported) && known_from_start(Section::desired); }
+  // Whether event i is the write that created section s (so the state before it was empty).
+  bool creates(std::size_t i, Section s) const {
+    if (!shared) return events[i].part(s).present && events[i].part(s).version == 1;
+    return std::any_of(events[i].parts.begin(), events[i].parts.end(),
+                       [](const PastEvent::Part& q) { return q.present && q.version == 1; });
+  }
 
   [[noreturn]] void expired(const std::string& what) const {
     throw Error::history_expired(what + " needs history events that retention removed", events.front().id,
@@ -120,7 +129,8 @@ struct Journal {
   }
 };
 
-Journal read_journal(Engine& engine, const ShadowKey& key) {
+// not_found when the shadow has no history, unless `may_be_empty`.
+Journal read_journal(Engine& engine, const ShadowKey& key, bool may_be_empty = false) {
   if (!engine.options().history) throw Error::invalid_request("history is off on this server: no past states are kept");
   validate_thing(key.thing);
   Journal j;
@@ -135,7 +145,7 @@ Journal read_journal(Engine& engine, const ShadowKey& key) {
     if (page.size() < q.limit) break;
     q.after_id = page.back().id;
   }
-  if (j.events.empty()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " has no history");
+  if (j.events.empty() && !may_be_empty) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " has no history");
   return j;
 }
 
@@ -167,6 +177,23 @@ std::optional<std::size_t> array_index(const std::string& token) {
     return std::nullopt;
   }
   return static_cast<std::size_t>(std::stoull(token));
+}
+
+// The value at `tokens` below `root`, or null.
+const json::value* lookup(const json::value& root, const std::vector<std::string>& tokens) {
+  const json::value* node = &root;
+  for (const std::string& token : tokens) {
+    if (const json::object* o = node->if_object()) {
+      node = o->if_contains(token);
+    } else if (const json::array* a = node->if_array()) {
+      auto i = array_index(token);
+      node = i && *i < a->size() ? &(*a)[*i] : nullptr;
+    } else {
+      node = nullptr;
+    }
+    if (!node) break;
+  }
+  return node;
 }
 
 // Applies one section's changes of one event to its state, as the merge made them. Objects a
@@ -263,13 +290,7 @@ class Replayer {
     }
   }
 
-  json::value* resolve(const std::vector<std::string>& tokens) {
-    json::value* node = &root_;
-    for (const std::string& token : tokens) {
-      if (!(node = child(*node, token, false))) break;
-    }
-    return node;
-  }
+  json::value* resolve(const std::vector<std::string>& tokens) { return const_cast<json::value*>(lookup(root_, tokens)); }
 
   bool is_kept(std::string_view path) const { return std::find(kept_.begin(), kept_.end(), path) != kept_.end(); }
 
@@ -389,7 +410,7 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
       changed_after = true;
     }
   }
-  if (!changed_after) {  // nothing changed it since: as it is now, unless a write came after the read
+  if (!j.base && !changed_after) {  // nothing changed it since: as it is now, unless a write came after the read
     if (!last_at_or_before) return j.known_from_start(s) ? SectionRecord{} : j.current.section(s);
     if (j.current_matches(s)) return j.current.section(s);
   }
@@ -397,7 +418,7 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
   // the write that created it.
   std::optional<std::size_t> start;
   SectionRecord r;
-  for (std::size_t i = t + 1; i-- > 0;) {
+  for (std::size_t i = t + 1; i-- > (j.base ? 1 : 0);) {
     const PastEvent::Part& p = ev[i].part(s);
     if (p.present && ev[i].is_delete) {
       start = i + 1;
@@ -406,19 +427,21 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
       r.timestamp_ns = ev[i].timestamp_ns;
       break;
     }
-    const bool first_write = j.shared ? std::any_of(ev[i].parts.begin(), ev[i].parts.end(),
-                                                    [](const PastEvent::Part& q) { return q.present && q.version == 1; })
-                                      : p.present && p.version == 1;
-    if (first_write) {
+    if (j.creates(i, s)) {
       start = i;
       break;
     }
+  }
+  json::value state = json::object();
+  if (!start && j.base) {  // the image is the nearest known state
+    start = 1;
+    r = j.base->section(s);
+    if (r.exists()) state = parse_json(r.state_json, 512);
   }
   if (!start) {
     if (!last_at_or_before && j.known_from_start(s)) return {};
     j.expired(std::string("the state of ") + std::string(to_string(s)) + " then");
   }
-  json::value state = json::object();
   for (std::size_t i = *start; i <= t; ++i) {
     const PastEvent::Part& p = ev[i].part(s);
     if (!p.present) continue;
@@ -473,6 +496,7 @@ std::uint64_t version_at(const Journal& j, std::size_t t, Section s) {
   for (std::size_t i = t + 1; i-- > 0;) {
     if (j.events[i].part(s).present) return j.events[i].part(s).version;
   }
+  if (j.base) return j.base->section(s).version;
   for (std::size_t i = t + 1; i < j.events.size(); ++i) {
     if (j.events[i].part(s).present) return j.events[i].part(s).version - 1;
   }
@@ -578,7 +602,130 @@ void diff_members(const json::object* from, const json::object* to, Section s, c
   }
 }
 
+ShadowRecord decode_image(std::string_view text) {
+  const json::value v = parse_json(text, 512);
+  ShadowRecord record;
+  for (Section s : {Section::reported, Section::desired}) {
+    const json::object& o = v.at(to_string(s)).as_object();
+    SectionRecord& r = record.section(s);
+    r.version = o.at("version").to_number<std::uint64_t>();
+    r.deleted = o.at("deleted").as_bool();
+    r.timestamp_ns = o.at("timestamp").to_number<std::int64_t>();
+    r.client_token = o.at("clientToken").as_string();
+    r.tz = o.at("tz").as_string();
+    r.state_json = to_json(o.at("state"));
+    r.times_json = o.at("times").as_string();
+  }
+  return record;
+}
+
+// The event a time or an event id names, read alone; nothing when finding it, or telling why
+// there is none, needs the whole history (a version; no event at or before the time).
+std::optional<HistoryEvent> locate(Store& store, const ShadowKey& key, const Moment& m, std::int64_t now_ns) {
+  HistoryQuery q;
+  if (m.kind == Moment::Kind::time && m.time_ns <= now_ns) {
+    q.limit = 1;
+    q.until_ns = m.time_ns;
+  } else if (m.kind == Moment::Kind::event && is_event_id(m.event_id)) {
+    q.limit = 1000;
+    q.since_ns = q.until_ns = std::stoll(m.event_id.substr(0, 20));
+  } else {
+    return std::nullopt;
+  }
+  for (HistoryEvent& e : store.history(key, q)) {
+    if (m.kind == Moment::Kind::time || e.id == m.event_id) return std::move(e);
+  }
+  return std::nullopt;
+}
+
+// The history from the newest image at or before `target` to `target`, with the image as its
+// base; nothing when there is no image or its event is no longer kept.
+std::optional<Journal> read_window(Store& store, const ShadowKey& key, const HistoryEvent& target) {
+  std::optional<StateImage> image = store.image_before(key, target.id);
+  if (!image || !is_event_id(image->event_id)) return std::nullopt;
+  Journal j;
+  j.shared = store.shares_versions();
+  HistoryQuery q;
+  q.limit = 1000;
+  q.descending = false;
+  q.since_ns = std::stoll(image->event_id.substr(0, 20));
+  q.until_ns = target.timestamp_ns;
+  for (;;) {
+    std::vector<HistoryEvent> page = store.history(key, q);
+    for (const HistoryEvent& e : page) {
+      if (e.id >= image->event_id && e.id <= target.id) j.events.push_back(parse_event(e));
+    }
+    if (page.size() < q.limit) break;
+    q.after_id = page.back().id;
+  }
+  if (j.events.empty() || j.events.front().id != image->event_id || j.events.back().id != target.id) return std::nullopt;
+  j.base = decode_image(image->json);
+  return j;
+}
+
+// The shadow right after the event a moment names, that event, and how many events it took:
+// from the nearest image when there is one, else from the whole history kept.
+struct PastRecord {
+  ShadowRecord record;
+  EventMark event;
+  std::size_t events_read = 0;
+};
+
+PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& moment) {
+  if (!engine.options().history) throw Error::invalid_request("history is off on this server: no past states are kept");
+  validate_thing(key.thing);
+  const std::int64_t now = engine.options().clock();
+  if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment, now)) {
+    if (std::optional<Journal> j = read_window(engine.store(), key, *target)) {
+      const std::size_t t = j->events.size() - 1;
+      return {record_at(*j, t), mark(*j, t), j->events.size()};
+    }
+  }
+  const Journal j = read_journal(engine, key);
+  const std::size_t t = find_moment(j, moment, now);
+  return {record_at(j, t), mark(j, t), j.events.size()};
+}
+
+// The tokens of a series path: a JSON Pointer below the root; invalid_request otherwise.
+std::vector<std::string> series_path_tokens(std::string_view path, std::size_t max_depth) {
+  bool valid = !path.empty() && path[0] == '/';
+  for (std::size_t i = 0; valid && i < path.size(); ++i) {
+    if (path[i] == '~') valid = i + 1 < path.size() && (path[i + 1] == '0' || path[i + 1] == '1');
+  }
+  if (!valid) throw Error::invalid_request("path must be a JSON Pointer into the state, like /temp (~0 for ~, ~1 for /)", "path");
+  std::vector<std::string> tokens = pointer_tokens(path);
+  if (tokens.size() > max_depth) throw Error::invalid_request("path is deeper than a state may be", "path");
+  return tokens;
+}
+
+// Whether `change` is at or below `path`.
+bool at_or_below(std::string_view change, std::string_view path) {
+  return change.starts_with(path) && (change.size() == path.size() || change[path.size()] == '/');
+}
+
 }  // namespace
+
+std::string encode_image(const ShadowRecord& record) {
+  std::string out = "{";
+  for (Section s : {Section::reported, Section::desired}) {
+    const SectionRecord& r = record.section(s);
+    out += s == Section::reported ? "\"reported\":{\"version\":" : ",\"desired\":{\"version\":";
+    out += std::to_string(r.version);
+    out += r.deleted ? ",\"deleted\":true" : ",\"deleted\":false";
+    out += ",\"timestamp\":" + std::to_string(r.timestamp_ns);
+    out += ",\"clientToken\":";
+    append_json_string(out, r.client_token);
+    out += ",\"tz\":";
+    append_json_string(out, r.tz);
+    out += ",\"state\":";
+    out += r.exists() ? r.state_json : "{}";
+    out += ",\"times\":";
+    append_json_string(out, r.exists() ? r.times_json : "");
+    out += '}';
+  }
+  out += '}';
+  return out;
+}
 
 Moment parse_moment(std::string_view text, const char* field) {
   Moment m;
@@ -594,10 +741,9 @@ Moment parse_moment(std::string_view text, const char* field) {
 }
 
 PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& moment) {
-  const Journal j = read_journal(engine, key);
-  const std::size_t t = find_moment(j, moment, engine.options().clock());
+  PastRecord at = past_record(engine, key, moment);
   const DocumentOptions& doc = engine.options().document;
-  PastShadow past{{key, record_at(j, t), {}}, mark(j, t)};
+  PastShadow past{{key, std::move(at.record), {}}, std::move(at.event), at.events_read};
   if (!past.view.record.exists()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " did not exist at that moment");
   past.view.delta = compute_delta(state_of(past.view.record.desired, doc), state_of(past.view.record.reported, doc),
                                   doc.timestamp_keys);
@@ -610,15 +756,13 @@ HistoryBounds history_bounds(Engine& engine, const ShadowKey& key) {
 }
 
 ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from, const std::optional<Moment>& to) {
-  const Journal j = read_journal(engine, key);
-  const std::int64_t now = engine.options().clock();
-  const std::size_t a = find_moment(j, from, now);
-  const std::size_t b = to ? find_moment(j, *to, now) : j.events.size() - 1;
+  Moment now;
+  now.time_ns = engine.options().clock();
+  const PastRecord before = past_record(engine, key, from), after = past_record(engine, key, to ? *to : now);
   const DocumentOptions& doc = engine.options().document;
-  const ShadowRecord before = record_at(j, a), after = record_at(j, b);
-  ShadowDiff diff{mark(j, a), mark(j, b), {}};
+  ShadowDiff diff{before.event, after.event, {}};
   for (Section s : {Section::reported, Section::desired}) {
-    const json::object x = state_of(before.section(s), doc), y = state_of(after.section(s), doc);
+    const json::object x = state_of(before.record.section(s), doc), y = state_of(after.record.section(s), doc);
     std::string path;
     std::vector<Change> changes;
     diff_members(&x, &y, s, doc.timestamp_keys, path, changes);
@@ -626,6 +770,81 @@ ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from,
     for (Change& c : changes) diff.changes.push_back(std::move(c));
   }
   return diff;
+}
+
+// Replays the section forward from the first point its state is known (the start of a complete
+// history, a delete, the write that created it), taking the value at the path after each event
+// that changed it, something below it or a leaf holding it. Before such a point an event whose
+// only such changes are of the path itself or of leaves holding it still tells the value (its
+// last change's new value; no array index on the way, where the merge names stored indices
+// first); anything else there is history_expired.
+Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& request) {
+  const EngineOptions& options = engine.options();
+  const std::vector<std::string> tokens = series_path_tokens(request.path, options.document.limits.max_depth);
+  if (request.limit < 1 || request.limit > kMaxPageLimit) {
+    throw Error::invalid_request("limit must be between 1 and " + std::to_string(kMaxPageLimit), "limit");
+  }
+  const std::string after = request.cursor.empty() ? "" : decode_cursor(request.cursor);
+  if (!request.cursor.empty() && !is_event_id(after)) throw Error::invalid_request("malformed cursor", "cursor");
+  const Journal j = read_journal(engine, key, true);
+  const Section s = request.section;
+  const bool through_index = std::any_of(tokens.begin(), tokens.end(), [](const std::string& t) { return array_index(t).has_value(); });
+  json::value state = json::object();
+  bool known = j.known_from_start(s);
+  Series series;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < j.events.size(); ++i) {
+    const PastEvent& e = j.events[i];
+    const PastEvent::Part& p = e.part(s);
+    if (!p.present) continue;
+    if (request.until_ns && e.timestamp_ns > *request.until_ns) break;
+    if (e.is_delete || j.creates(i, s)) {
+      state = json::object();
+      known = true;
+    }
+    if (known && !e.is_delete) Replayer(state, p.changes).run();
+    // The changes at or below the path, and those of a leaf holding it (a node whose kind
+    // changed, a whole array, a timestamped value) with something at the path before or after.
+    const Change* last = nullptr;
+    const json::value* last_value = nullptr;  // the value at the path the last one leaves
+    bool below = false;
+    for (const Change& c : p.changes) {
+      if (at_or_below(c.path, request.path)) {
+        below = below || c.path.size() != request.path.size();
+        last_value = c.new_value ? &*c.new_value : nullptr;
+      } else if (at_or_below(request.path, c.path)) {
+        const std::vector<std::string> rest(tokens.begin() + static_cast<std::ptrdiff_t>(pointer_tokens(c.path).size()), tokens.end());
+        const json::value* before = c.old_value ? lookup(*c.old_value, rest) : nullptr;
+        last_value = c.new_value ? lookup(*c.new_value, rest) : nullptr;
+        if (!before && !last_value) continue;
+      } else {
+        continue;
+      }
+      last = &c;
+    }
+    if (!last || e.id <= after || (request.since_ns && e.timestamp_ns < *request.since_ns)) continue;
+    if (series.points.size() == request.limit || bytes > options.max_page_bytes) {
+      series.cursor = encode_cursor(series.points.back().event_id);
+      break;
+    }
+    SeriesPoint point{e.id, e.timestamp_ns, p.version, std::nullopt, std::nullopt};
+    if (j.shared) {
+      for (const PastEvent::Part& q : e.parts) point.version = std::max(point.version, q.version);
+    }
+    if (known) {
+      if (const json::value* v = lookup(state, tokens)) point.value = *v;
+    } else if (!below && !through_index) {
+      if (last_value) point.value = *last_value;
+    } else {
+      j.expired("the value of " + request.path + " after event " + e.id);
+    }
+    if (const json::object* o = point.value ? point.value->if_object() : nullptr) {
+      if (const json::value* ts = options.document.timestamp_keys.find(*o)) point.ts = parse_timestamp(*ts);
+    }
+    bytes += 96 + (point.value ? to_json(*point.value).size() : 0);
+    series.points.push_back(std::move(point));
+  }
+  return series;
 }
 
 }  // namespace deviceshadow

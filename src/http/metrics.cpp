@@ -115,6 +115,9 @@ std::vector<ShadowHistoryEvent> MeteredStore::history_since(std::int64_t since_n
 void MeteredStore::append_history(std::span<const ShadowHistoryEvent> events) {
   timed("append_history", [&] { inner_.append_history(events); });
 }
+std::optional<StateImage> MeteredStore::image_before(const ShadowKey& key, std::string_view event_id) {
+  return timed("image_before", [&] { return inner_.image_before(key, event_id); });
+}
 std::size_t MeteredStore::purge(std::int64_t now_ns) {
   return timed("purge", [&] { return inner_.purge(now_ns); });
 }

@@ -62,6 +62,7 @@ class MeteredStore final : public StoreBackend {
   std::vector<ShadowHistoryEvent> history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
                                                 std::size_t limit) override;
   void append_history(std::span<const ShadowHistoryEvent> events) override;
+  std::optional<StateImage> image_before(const ShadowKey& key, std::string_view event_id) override;
   std::size_t purge(std::int64_t now_ns) override;
   std::optional<std::string> unready() override { return inner_.unready(); }
   bool shares_versions() const override { return inner_.shares_versions(); }

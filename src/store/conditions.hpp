@@ -4,6 +4,10 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/store.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
 namespace deviceshadow {
 
 // Throws version_conflict if a section of `current` does not have the version `write` expects.
@@ -21,6 +25,19 @@ inline void check_conditions(const ShadowRecord& current, const ShadowWrite& wri
 inline ShadowSummary summarize(std::string name, const ShadowRecord& r) {
   return {std::move(name), r.reported.version, r.desired.version,
           std::max(r.reported.timestamp_ns, r.desired.timestamp_ns)};
+}
+
+// A time as the start of a history event id: 20 digits of ns (0 for times before 1970).
+inline std::string ts20(std::int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(std::max<std::int64_t>(ns, 0)));
+  return buf;
+}
+
+// The range of ids a history query's since and until allow, inclusive: an id starts with its
+// time, so a store ordered by id walks only that range.
+inline std::pair<std::string, std::string> history_id_range(const HistoryQuery& query) {
+  return {ts20(query.since_ns), query.until_ns == INT64_MAX ? std::string("99999999999999999999~") : ts20(query.until_ns) + "~"};
 }
 
 }  // namespace deviceshadow

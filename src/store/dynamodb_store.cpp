@@ -111,6 +111,8 @@ constexpr std::string_view kShadowPkPrefix = "DS#";
 constexpr std::string_view kHistoryPkPrefix = "DH#";
 std::string shadow_pk(std::string_view thing) { return std::string(kShadowPkPrefix) + std::string(thing); }
 std::string history_pk(const ShadowKey& key) { return std::string(kHistoryPkPrefix) + key.thing + "#" + key.name; }
+constexpr std::string_view kImagePkPrefix = "DI#";
+std::string image_pk(const ShadowKey& key) { return std::string(kImagePkPrefix) + key.thing + "#" + key.name; }
 std::string section_prefix(Section s) { return s == Section::reported ? "DSR#" : "DSD#"; }
 constexpr std::string_view kCombinedPrefix = "DSC#";
 constexpr std::string_view kThingIndexSk = "T#";
@@ -126,12 +128,6 @@ int shard_of(std::string_view thing) {
   std::uint32_t h = 2166136261u;
   for (unsigned char c : thing) h = (h ^ c) * 16777619u;
   return static_cast<int>(h % kShards);
-}
-
-std::string ts20(std::int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(std::max<std::int64_t>(ns, 0)));
-  return buf;
 }
 
 // Section metadata as attributes: of a separate-layout item, or of the "{section}Meta" map
@@ -385,8 +381,7 @@ std::vector<ShadowHistoryEvent> DynamoDbStore::history_since(std::int64_t, const
 }
 
 std::vector<HistoryEvent> DynamoDbStore::history(const ShadowKey& key, const HistoryQuery& query) {
-  std::string lo = ts20(query.since_ns);
-  std::string hi = query.until_ns == INT64_MAX ? std::string("99999999999999999999~") : ts20(query.until_ns) + "~";
+  auto [lo, hi] = history_id_range(query);
   if (!query.after_id.empty()) {
     if (query.descending) {
       hi = std::min(hi, query.after_id);  // inclusive: the cursor item itself is dropped below
@@ -422,10 +417,24 @@ std::vector<HistoryEvent> DynamoDbStore::history(const ShadowKey& key, const His
   return out;
 }
 
+std::optional<StateImage> DynamoDbStore::image_before(const ShadowKey& key, std::string_view event_id) {
+  json::object q = base_query(image_pk(key));
+  q["KeyConditionExpression"] = "PK = :pk AND SK <= :id";
+  q["ExpressionAttributeValues"].as_object()[":id"] = S(event_id);
+  q["ScanIndexForward"] = false;
+  q["Limit"] = 1;
+  json::value page = call("Query", q, true);
+  const json::array& items = page.at("Items").as_array();
+  if (items.empty()) return std::nullopt;
+  const json::object& item = items.front().as_object();
+  return StateImage{get_s(item, "SK"), get_n(item, "expires"), get_s(item, "image")};
+}
+
 // DynamoDB's TTL drops expired items on its own; purge does the same eagerly (a Scan),
-// for tests and for tables without TTL: the shadows' partitions (tombstones) and history's.
+// for tests and for tables without TTL: the shadows' partitions (tombstones), history's and
+// images'.
 std::size_t DynamoDbStore::purge(std::int64_t now_ns) {
-  return purge_expired(now_ns, {kShadowPkPrefix, kHistoryPkPrefix});
+  return purge_expired(now_ns, {kShadowPkPrefix, kHistoryPkPrefix, kImagePkPrefix});
 }
 
 std::size_t DynamoDbStore::purge_expired(std::int64_t now_ns, std::initializer_list<std::string_view> pk_prefixes) {
@@ -679,6 +688,18 @@ std::vector<DynamoDbStore::Operation> DynamoDbStore::build_operations(const Shad
     ops.push_back({"Put", conditional(std::move(op), expected)});
   }
   if (w.event) ops.push_back({"Put", history_put(w.key, *w.event)});
+  if (w.image) {  // a short cut only: an image too large for an item is left out
+    std::string op = begin_body();
+    open(op, "Item", '{');
+    const std::size_t item_start = op.size() - 1;
+    member_s(op, "PK", image_pk(w.key));
+    member_s(op, "SK", w.image->event_id);
+    member_n(op, "expires", w.image->expires_ns);
+    member_n(op, "ttl", ttl_seconds(w.image->expires_ns));
+    member_s(op, "image", w.image->json);
+    close(op, '}');
+    if (op.size() - 1 - item_start <= kDynamoDbMaxItemBytes) ops.push_back({"Put", finish(std::move(op))});
+  }
   if (live_delta != 0) {
     std::string op = begin_body();
     member_key(op, pk, kThingIndexSk);

@@ -30,6 +30,7 @@ void MemoryStore::write(const ShadowWrite& write) {
     ShadowRecord& stored = shadows_[write.key];
     for (const SectionPut& put : write.sections) stored.section(put.section) = put.record;
     if (write.event) history_[write.key][write.event->id] = *write.event;
+    if (write.image) images_[write.key][write.image->event_id] = *write.image;
     if (write.feed) feed_.push_back({++last_seq_, write.key, *write.feed});
   }
   if (write.feed) feed_listener_.call();
@@ -38,6 +39,15 @@ void MemoryStore::write(const ShadowWrite& write) {
 void MemoryStore::append_history(std::span<const ShadowHistoryEvent> events) {
   std::unique_lock lock(mutex_);
   for (const ShadowHistoryEvent& e : events) history_[e.key].try_emplace(e.event.id, e.event);
+}
+
+std::optional<StateImage> MemoryStore::image_before(const ShadowKey& key, std::string_view event_id) {
+  std::shared_lock lock(mutex_);
+  auto images = images_.find(key);
+  if (images == images_.end()) return std::nullopt;
+  auto it = images->second.upper_bound(event_id);
+  if (it == images->second.begin()) return std::nullopt;
+  return std::prev(it)->second;
 }
 
 std::vector<ShadowSummary> MemoryStore::list_shadows(std::string_view thing, std::string_view after_name,
@@ -79,12 +89,14 @@ std::vector<HistoryEvent> MemoryStore::history(const ShadowKey& key, const Histo
   };
   auto more = [&] { return out.size() < query.limit && bytes <= query.max_bytes; };
   const auto& events = h->second;
+  const auto [low, high] = history_id_range(query);
   if (query.descending) {
-    auto end = query.after_id.empty() ? events.end() : events.lower_bound(query.after_id);
-    for (auto it = std::make_reverse_iterator(end); it != events.rend() && more(); ++it) accept(it->second);
+    const std::string& before = query.after_id.empty() || query.after_id > high ? high : query.after_id;
+    auto end = query.after_id.empty() || query.after_id > high ? events.upper_bound(before) : events.lower_bound(before);
+    for (auto it = std::make_reverse_iterator(end); it != events.rend() && it->first >= low && more(); ++it) accept(it->second);
   } else {
-    auto begin = query.after_id.empty() ? events.begin() : events.upper_bound(query.after_id);
-    for (auto it = begin; it != events.end() && more(); ++it) accept(it->second);
+    auto begin = query.after_id.empty() || query.after_id < low ? events.lower_bound(low) : events.upper_bound(query.after_id);
+    for (auto it = begin; it != events.end() && it->first <= high && more(); ++it) accept(it->second);
   }
   return out;
 }
@@ -126,6 +138,9 @@ std::size_t MemoryStore::purge(std::int64_t now_ns) {
   }
   for (auto& [key, events] : history_) {
     purged += std::erase_if(events, [&](const auto& e) { return e.second.expires_ns <= now_ns; });
+  }
+  for (auto& [key, images] : images_) {
+    purged += std::erase_if(images, [&](const auto& i) { return i.second.expires_ns <= now_ns; });
   }
   return purged;
 }

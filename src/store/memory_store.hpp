@@ -17,6 +17,7 @@ class MemoryStore final : public StoreBackend {
   std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override;
   void write(const ShadowWrite& write) override;
   void append_history(std::span<const ShadowHistoryEvent> events) override;
+  std::optional<StateImage> image_before(const ShadowKey& key, std::string_view event_id) override;
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
                                           std::size_t limit) override;
   std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
@@ -49,6 +50,7 @@ class MemoryStore final : public StoreBackend {
   std::shared_mutex mutex_;
   std::map<ShadowKey, ShadowRecord> shadows_;
   std::map<ShadowKey, std::map<std::string, HistoryEvent>> history_;
+  std::map<ShadowKey, std::map<std::string, StateImage, std::less<>>> images_;
   std::map<std::string, RegistrationRecord> registrations_;
   std::map<std::string, std::uint64_t> checkpoints_;
   std::map<std::string, std::map<std::string, DeadLetter>> dead_letters_;  // registration -> event id ->

@@ -154,6 +154,7 @@ class SqliteStore final : public StoreBackend {
                                                 std::size_t limit) override;
   std::size_t purge(std::int64_t now_ns) override;
   void append_history(std::span<const ShadowHistoryEvent> events) override;
+  std::optional<StateImage> image_before(const ShadowKey& key, std::string_view event_id) override;
   std::optional<std::string> unready() override;
 
   // DeliveryStore

@@ -80,6 +80,17 @@ CREATE INDEX IF NOT EXISTS history_time ON history(timestamp, thing, name, id);
 PRAGMA user_version = 6;
 )sql";
 
+// Version 7: images of shadows' states taken with history events every so many events, which
+// time travel starts its replay from (StateImage). IF NOT EXISTS: a database whose
+// user_version was set back (as the migration tests do) still migrates.
+constexpr const char* kSchemaV7 = R"sql(
+CREATE TABLE IF NOT EXISTS images(
+  thing TEXT NOT NULL, name TEXT NOT NULL, id TEXT NOT NULL, expires INTEGER NOT NULL, image TEXT NOT NULL,
+  PRIMARY KEY (thing, name, id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS images_expiry ON images(expires);
+PRAGMA user_version = 7;
+)sql";
+
 constexpr const char* kSelectSections =
     "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires, times "
     "FROM sections WHERE thing = ?1 AND name = ?2";
@@ -99,17 +110,23 @@ constexpr const char* kListThings =
 constexpr const char* kListThingsBounded =
     "SELECT thing FROM sections WHERE thing >= ?1 AND thing > ?2 AND thing < ?4 AND deleted = 0 GROUP BY thing "
     "ORDER BY thing LIMIT ?3";
+// ?7 and ?8 bound the ids by since and until (an id starts with its time), so that a query
+// walks only that range of the key.
 constexpr const char* kHistoryAsc =
     "SELECT id, timestamp, expires, event FROM history WHERE thing = ?1 AND name = ?2 AND id > ?3 "
-    "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id ASC LIMIT ?6";
+    "AND id BETWEEN ?7 AND ?8 AND timestamp BETWEEN ?4 AND ?5 ORDER BY id ASC LIMIT ?6";
 constexpr const char* kHistoryDesc =
     "SELECT id, timestamp, expires, event FROM history WHERE thing = ?1 AND name = ?2 AND id < ?3 "
-    "AND timestamp BETWEEN ?4 AND ?5 ORDER BY id DESC LIMIT ?6";
+    "AND id BETWEEN ?7 AND ?8 AND timestamp BETWEEN ?4 AND ?5 ORDER BY id DESC LIMIT ?6";
 constexpr const char* kHistorySince =
     "SELECT thing, name, id, timestamp, expires, event FROM history WHERE timestamp >= ?1 "
     "AND (timestamp, thing, name, id) > (?2, ?3, ?4, ?5) ORDER BY timestamp, thing, name, id LIMIT ?6";
 constexpr const char* kPurgeTombstones = "DELETE FROM sections WHERE deleted = 1 AND expires <= ?1";
 constexpr const char* kPurgeHistory = "DELETE FROM history WHERE expires <= ?1";
+constexpr const char* kInsertImage = "INSERT OR REPLACE INTO images(thing, name, id, expires, image) VALUES (?1, ?2, ?3, ?4, ?5)";
+constexpr const char* kImageBefore =
+    "SELECT id, expires, image FROM images WHERE thing = ?1 AND name = ?2 AND id <= ?3 ORDER BY id DESC LIMIT 1";
+constexpr const char* kPurgeImages = "DELETE FROM images WHERE expires <= ?1";
 // The seq is kFeedEnd's + 1 (the same subquery; kFeedEnd is in sqlite_delivery.cpp). VALUES,
 // not INSERT ... SELECT: a SELECT that reads the table it inserts into is first copied to a
 // temporary table.
@@ -154,6 +171,10 @@ void apply_write(Connection& c, const ShadowWrite& write) {
     q.run();
   }
   if (write.event) insert_history(c, write.key, *write.event);
+  if (const std::optional<StateImage>& i = write.image) {
+    Query(c.statement(kInsertImage)).bind(1, write.key.thing).bind(2, write.key.name).bind(3, i->event_id)
+        .bind(4, i->expires_ns).bind(5, i->json).run();
+  }
   if (write.feed) Query(c.statement(kAppendFeed)).bind(1, write.key.thing).bind(2, write.key.name).bind(3, *write.feed).run();
 }
 
@@ -260,6 +281,8 @@ std::vector<HistoryEvent> SqliteStore::history(const ShadowKey& key, const Histo
     std::string after = query.after_id.empty() && query.descending ? std::string("\x7f") : query.after_id;
     q.bind(1, key.thing).bind(2, key.name).bind(3, after).bind(4, query.since_ns).bind(5, query.until_ns);
     q.bind(6, static_cast<std::int64_t>(query.limit));
+    const auto [low, high] = history_id_range(query);
+    q.bind(7, low).bind(8, high);
     std::vector<HistoryEvent> out;
     for (std::size_t bytes = 0; bytes <= query.max_bytes && q.step();) {
       out.push_back({q.text(0), q.integer(1), q.integer(2), q.text(3)});
@@ -283,10 +306,19 @@ std::vector<ShadowHistoryEvent> SqliteStore::history_since(std::int64_t since_ns
   });
 }
 
+std::optional<StateImage> SqliteStore::image_before(const ShadowKey& key, std::string_view event_id) {
+  return with_reader([&](Connection& c) -> std::optional<StateImage> {
+    Query q(c.statement(kImageBefore));
+    q.bind(1, key.thing).bind(2, key.name).bind(3, event_id);
+    if (!q.step()) return std::nullopt;
+    return StateImage{q.text(0), q.integer(1), q.text(2)};
+  });
+}
+
 std::size_t SqliteStore::purge(std::int64_t now_ns) {
   std::size_t purged = 0;
   run_on_writer([&](Connection& c) {
-    for (const char* sql : {kPurgeTombstones, kPurgeHistory}) {
+    for (const char* sql : {kPurgeTombstones, kPurgeHistory, kPurgeImages}) {
       Query(c.statement(sql)).bind(1, now_ns).run();
       purged += static_cast<std::size_t>(sqlite3_changes(c.db()));
     }
@@ -330,7 +362,7 @@ void SqliteStore::migrate(Connection& c) {
   // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
   for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
                            std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5},
-                           std::pair{5, kSchemaV6}}) {
+                           std::pair{5, kSchemaV6}, std::pair{6, kSchemaV7}}) {
     if (version > from) continue;
     c.exec("BEGIN IMMEDIATE");
     c.exec(sql);

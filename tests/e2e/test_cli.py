@@ -41,6 +41,47 @@ class Cli(ServerTestCase):
         self.assertEqual(d.returncode, 0)
         self.assertIn("deleted reported", d.stdout)
 
+    def test_time_travel_get_as_of_bounds_diff_series(self):
+        self.ctl("report", "cli-tt", '{"temp":{"value":20,"ts":"2026-01-01T00:00:00Z"},"mode":"eco"}')
+        first = json.loads(self.ctl("--json", "history", "cli-tt", "--limit", "1").stdout)["events"][0]
+        self.ctl("report", "cli-tt", '{"temp":{"value":21,"ts":"2026-01-01T00:01:00Z"},"mode":null}')
+        for moment in (first["id"], first["timestamp"]):
+            with self.subTest(moment=moment):
+                r = self.ctl("--json", "get", "cli-tt", "--as-of", moment)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(json.loads(r.stdout)["reported"]["state"]["mode"], "eco")
+        r = self.ctl("get", "cli-tt", "main", "--as-of", first["id"])
+        self.assertIn(f"as of {first['timestamp']}  event {first['id']}", r.stdout)
+
+        r = self.ctl("history", "cli-tt", "--bounds")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"oldest  {first['timestamp']}  {first['id']}  reported v1  desired v0", r.stdout)
+        self.assertIn("complete", r.stdout)
+        self.assertNotEqual(self.ctl("history", "cli-tt", "--bounds", "--order", "asc").returncode, 0)
+
+        for args in ((first["id"],), ("main", first["id"]), (first["timestamp"], first["id"])):
+            with self.subTest(args=args):
+                r = self.ctl("diff", "cli-tt", *args)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                if len(args) == 2 and args[0] != "main":
+                    self.assertNotIn("remove", r.stdout)
+                else:
+                    self.assertIn("remove reported /mode", r.stdout)
+                    self.assertIn("update reported /temp", r.stdout)
+
+        r = self.ctl("series", "cli-tt", "/temp")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertIn('v2  {"value":21,"ts":"2026-01-01T00:01:00Z"}  ts 2026-01-01T00:01:00.000000000Z', lines[1])
+        self.assertIn("(removed)", self.ctl("series", "cli-tt", "main", "/mode").stdout.splitlines()[1])
+        page = json.loads(self.ctl("--json", "series", "cli-tt", "/temp", "--limit", "1").stdout)
+        self.assertEqual(len(page["series"]), 1)
+        self.assertIn("cursor", page)
+        r = self.ctl("series", "cli-tt", "temp")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("invalid_request", r.stderr)
+
     def test_readable_output_escapes_what_a_device_could_use_to_drive_a_terminal(self):
         # A device token writes the client token and state keys; an operator reads them.
         evil = "\x1b]0;pwned\x07\x1b[2J\u009b31m"

@@ -1,5 +1,5 @@
-"""Time travel over HTTP (docs/semantics.md, "Time travel"): as-of reads, history bounds and diff,
-their errors and token rules, on SQLite and on DynamoDB Local."""
+"""Time travel over HTTP (docs/semantics.md, "Time travel"): as-of reads, history bounds, diff and
+series, their errors and token rules, on SQLite and on DynamoDB Local."""
 import hashlib
 import os
 import tempfile
@@ -111,6 +111,47 @@ class TimeTravel:
         # to defaults to now; a value changed and changed back is no entry
         r = self.get(shadow_path(self.thing, "main", "diff") + f"?from={quote(self.seen[-1]['event'])}")
         self.assertEqual(r.json()["changes"], [])
+
+    def series(self, query, token="admin"):
+        return self.get(shadow_path(self.thing, "main", "history") + "?format=series&" + query, token=token)
+
+    def test_series_of_a_leaf_and_of_an_object(self):
+        r = self.series("path=/temp")
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json(), {"series": [
+            {"timestamp": self.seen[0]["timestamp"], "version": 1, "value": 21.5},
+            {"timestamp": self.seen[2]["timestamp"], "version": 2, "value": 20},
+            {"timestamp": self.seen[4]["timestamp"], "version": 4},
+            {"timestamp": self.seen[5]["timestamp"], "version": 5, "value": 19}]})
+        nest = [point.get("value") for point in self.series("path=/nest").json()["series"]]
+        self.assertEqual(nest, [{"x": 1}, {}, {"y": {"value": 3, "ts": "2026-01-01T00:00:00Z"}}, None])
+        y = self.series("path=/nest/y").json()["series"][0]
+        self.assertEqual(y["ts"], "2026-01-01T00:00:00.000000000Z")
+        self.assertEqual(self.series("path=/temp&section=desired").json()["series"][0]["value"], 20)
+
+    def test_series_pages(self):
+        values, cursor = [], None
+        while True:
+            r = self.series("path=/temp&limit=1" + (f"&cursor={quote(cursor)}" if cursor else ""))
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual(len(r.json()["series"]), 1)
+            values.append(r.json()["series"][0].get("value"))
+            cursor = r.json().get("cursor")
+            if not cursor:
+                break
+        self.assertEqual(values, [21.5, 20, None, 19])
+        since = self.series("path=/temp&since=" + self.seen[2]["timestamp"] + "&until=" + self.seen[4]["timestamp"])
+        self.assertEqual([p["version"] for p in since.json()["series"]], [2, 4])
+
+    def test_series_errors(self):
+        for query in ("", "path=temp", "path=/a~2", "path=/temp&section=both", "path=/temp&order=desc",
+                      "path=/temp&limit=0", "path=/temp&cursor=!!", "path=/temp&since=soon"):
+            with self.subTest(query=query):
+                self.assertError(self.series(query), 400, "invalid_request")
+        self.assertError(self.get(shadow_path(self.thing, "main", "history") + "?format=table"), 400, "invalid_request")
+        self.assertError(self.get(shadow_path(self.thing, "main", "history") + "?path=/temp"), 400, "invalid_request")
+        self.assertError(self.series("path=/temp", token="device"), 403, "forbidden")
+        self.assertEqual(self.series("path=/temp", token="app").status_code, 200)
 
     def test_errors(self):
         p = shadow_path(self.thing)

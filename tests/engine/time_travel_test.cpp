@@ -47,6 +47,85 @@ class TimeTravelTest : public EngineTest {
     m.time_ns = ns;
     return m;
   }
+
+  // Random writes, each followed by a GET; then every as-of read must give what its GET gave,
+  // reading at most `max_events_read` events when not 0 (past the first few writes).
+  void check_random_sequence(std::size_t max_events_read = 0);
+
+  struct Seen {
+    std::string id;
+    std::int64_t time;
+    std::string body, with_metadata;
+    std::uint64_t reported_version, desired_version;
+  };
+
+  // Every page of a series, `limit` points a page.
+  std::vector<ds::SeriesPoint> whole_series(const std::string& path, ds::Section section, std::size_t limit) {
+    ds::SeriesRequest q;
+    q.path = path;
+    q.section = section;
+    q.limit = limit;
+    std::vector<ds::SeriesPoint> all;
+    for (;;) {
+      ds::Series page = ds::shadow_series(engine(), key, q);
+      EXPECT_LE(page.points.size(), limit);
+      for (ds::SeriesPoint& p : page.points) all.push_back(std::move(p));
+      if (page.cursor.empty()) return all;
+      q.cursor = page.cursor;
+    }
+  }
+
+  // The value at `path` of a section in a GET body, as JSON text ("" when absent).
+  static std::string value_in(const std::string& body, ds::Section section, const std::string& path) {
+    if (body == "absent") return "";
+    const ds::json::value v = ds::parse_json(body);
+    const ds::json::value* node = &v.at(ds::to_string(section)).at("state");
+    for (std::size_t i = 1, end; node && i <= path.size(); i = end + 1) {
+      end = std::min(path.find('/', i), path.size());
+      const std::string token = path.substr(i, end - i);
+      if (const ds::json::object* o = node->if_object()) {
+        node = o->if_contains(token);
+      } else if (const ds::json::array* a = node->if_array()) {
+        const std::size_t k = std::stoul(token);
+        node = k < a->size() ? &(*a)[k] : nullptr;
+      } else {
+        node = nullptr;
+      }
+    }
+    return node ? ds::to_json(*node) : "";
+  }
+
+  // Each point shows the value a GET showed right after its event, and every event that
+  // changed the value has its point (an event may also change something at the path and leave
+  // the value as it was, as when an array drops one of two equal elements).
+  void check_series(const std::vector<Seen>& seen) {
+    std::size_t points = 0;
+    for (const ds::Section section : {ds::Section::reported, ds::Section::desired}) {
+      for (const std::string path : {"/a", "/nest", "/nest/y/z", "/list", "/list/0/v", "/temp", "/plain/2", "/mode"}) {
+        SCOPED_TRACE(std::string(ds::to_string(section)) + " " + path);
+        const std::vector<ds::SeriesPoint> series = whole_series(path, section, 7);
+        std::size_t next = 0;
+        std::string before;
+        for (const Seen& s : seen) {
+          const std::string now = value_in(s.body, section, path);
+          const bool has_point = next < series.size() && series[next].event_id == s.id;
+          if (now != before) EXPECT_TRUE(has_point) << "no point for event " << s.id << ": " << now;
+          if (has_point) {
+            const ds::SeriesPoint& p = series[next++];
+            const std::string value = p.value ? ds::to_json(*p.value) : "";
+            EXPECT_TRUE(value == now || (!now.empty() && !value.empty() && ds::parse_json(value) == ds::parse_json(now)))
+                << "event " << s.id << ": " << value << " for " << now;
+            EXPECT_EQ(p.timestamp_ns, std::stoll(s.id.substr(0, 20)));
+            EXPECT_EQ(p.ts.has_value(), path == "/temp" && p.value.has_value());
+          }
+          before = now;
+        }
+        EXPECT_EQ(next, series.size()) << "points for events that stored nothing";
+        points += series.size();
+      }
+    }
+    EXPECT_GT(points, seen.size());
+  }
 };
 
 // A random state: a few top-level members, nested objects (with nulls and empty objects that
@@ -99,14 +178,19 @@ std::string random_state(std::mt19937& rng, std::int64_t now_s) {
   return out + "}";
 }
 
-TEST_P(TimeTravelTest, AsOfReadsGiveWhatAGetGaveAfterEachWrite) {
+TEST_P(TimeTravelTest, AsOfReadsGiveWhatAGetGaveAfterEachWrite) { check_random_sequence(); }
+
+// With an image every 3 events, as-of reads start from one, read a handful of events, and give
+// the same answers.
+TEST_P(TimeTravelTest, AsOfReadsFromImagesGiveWhatAGetGave) {
+  ds::EngineOptions o;
+  o.history_image_every = 3;
+  make_engine(o);
+  check_random_sequence(4);
+}
+
+void TimeTravelTest::check_random_sequence(std::size_t max_events_read) {
   std::mt19937 rng(20261127);
-  struct Seen {
-    std::string id;
-    std::int64_t time;
-    std::string body, with_metadata;
-    std::uint64_t reported_version, desired_version;
-  };
   std::vector<Seen> seen;
   for (int step = 0; step < 160; ++step) {
     clock_ += 1'000'000'000;
@@ -149,6 +233,7 @@ TEST_P(TimeTravelTest, AsOfReadsGiveWhatAGetGaveAfterEachWrite) {
   }
   ASSERT_GT(seen.size(), 100u);
   clock_ += 1'000'000'000;
+  check_series(seen);
   // DynamoDB keeps states as maps, which do not keep member order: its GET lists members in
   // the order DynamoDB returns them, so there the bodies are compared as JSON values.
   auto same = [&](const std::string& a, const std::string& b) {
@@ -157,6 +242,9 @@ TEST_P(TimeTravelTest, AsOfReadsGiveWhatAGetGaveAfterEachWrite) {
   for (std::size_t i = 0; i < seen.size(); ++i) {
     SCOPED_TRACE("after event " + seen[i].id + ": " + seen[i].body);
     EXPECT_PRED2(same, body_as_of(event_moment(seen[i].id), false), seen[i].body);
+    if (max_events_read && i > max_events_read && seen[i].body != "absent") {
+      EXPECT_LE(ds::shadow_as_of(engine(), key, event_moment(seen[i].id)).events_read, max_events_read);
+    }
     EXPECT_PRED2(same, body_as_of(event_moment(seen[i].id), true), seen[i].with_metadata);
     EXPECT_PRED2(same, body_as_of(time_moment(seen[i].time + 500'000'000), false), seen[i].body);
     if (seen[i].body != "absent" && !GetParam().shared_version) {
@@ -241,12 +329,91 @@ TEST_P(TimeTravelTest, MomentsBeforeRetentionAreExpired) {
   EXPECT_EQ(body_as_of(time_moment(clock_.load()), false), body_now(false));
 }
 
+TEST_P(TimeTravelTest, SeriesOfOnePath) {
+  report(key.thing, R"({"temp":{"value":20,"ts":"2026-01-01T00:00:00Z"},"pos":{"lat":1,"lon":2}})");
+  clock_ += 1000;
+  report(key.thing, R"({"temp":{"value":21,"ts":"2026-01-01T00:01:00Z"},"other":1})");
+  clock_ += 1000;
+  report(key.thing, R"({"pos":{"lat":3}})");
+  clock_ += 1000;
+  desire(key.thing, R"({"pos":{"lat":5}})");
+  clock_ += 1000;
+  report(key.thing, R"({"pos":null})");
+  clock_ += 1000;
+  report(key.thing, R"({"pos":7})");
+
+  ds::SeriesRequest q;
+  q.path = "/pos";
+  auto render = [](const ds::Series& s) {
+    std::string out;
+    for (const ds::SeriesPoint& p : s.points) out += (p.value ? ds::to_json(*p.value) : "-") + " ";
+    return out;
+  };
+  EXPECT_EQ(render(ds::shadow_series(engine(), key, q)), R"({"lat":1,"lon":2} {"lat":3,"lon":2} - 7 )");
+  q.path = "/pos/lat";  // a leaf the kind change of /pos removes, then one that holds none
+  EXPECT_EQ(render(ds::shadow_series(engine(), key, q)), "1 3 - ");
+  q.section = ds::Section::desired;
+  EXPECT_EQ(render(ds::shadow_series(engine(), key, q)), "5 ");
+  q.section = ds::Section::reported;
+  q.path = "/temp";
+  const ds::Series temp = ds::shadow_series(engine(), key, q);
+  ASSERT_EQ(temp.points.size(), 2u);
+  EXPECT_EQ(ds::format_rfc3339(*temp.points[1].ts), "2026-01-01T00:01:00.000000000Z");
+  if (!GetParam().shared_version) EXPECT_EQ(temp.points[1].version, 2u);
+  q.since_ns = temp.points[1].timestamp_ns;
+  EXPECT_EQ(ds::shadow_series(engine(), key, q).points.size(), 1u);
+  q.since_ns.reset();
+  q.until_ns = temp.points[0].timestamp_ns;
+  EXPECT_EQ(ds::shadow_series(engine(), key, q).points.size(), 1u);
+  q.until_ns.reset();
+  q.path = "/missing";
+  EXPECT_TRUE(ds::shadow_series(engine(), key, q).points.empty());
+
+  // Bad input: a malformed pointer, the root, a limit out of range, a malformed cursor.
+  for (const char* bad : {"temp", "", "/a~2", "/a~"}) {
+    q.path = bad;
+    EXPECT_EQ(error_of([&] { ds::shadow_series(engine(), key, q); }), "invalid_request") << bad;
+  }
+  q.path = "/temp";
+  q.limit = 0;
+  EXPECT_EQ(error_of([&] { ds::shadow_series(engine(), key, q); }), "invalid_request");
+  q.limit = 1;
+  q.cursor = "!!";
+  EXPECT_EQ(error_of([&] { ds::shadow_series(engine(), key, q); }), "invalid_request");
+  q.cursor = ds::encode_cursor("not an event");
+  EXPECT_EQ(error_of([&] { ds::shadow_series(engine(), key, q); }), "invalid_request");
+  q.cursor.clear();
+  EXPECT_FALSE(ds::shadow_series(engine(), key, q).cursor.empty());
+  EXPECT_TRUE(ds::shadow_series(engine(), {"nobody", "main"}, q).points.empty());  // as its history page
+}
+
+TEST_P(TimeTravelTest, SeriesBeforeTheHistoryKept) {
+  ds::EngineOptions o;
+  o.history_retention = std::chrono::seconds(10);
+  make_engine(o);
+  report(key.thing, R"({"temp":1,"pos":{"lat":1,"lon":1}})");
+  clock_ += 20'000'000'000;
+  report(key.thing, R"({"temp":2,"pos":{"lat":2}})");
+  engine().purge();
+  ds::SeriesRequest q;
+  q.path = "/temp";  // a leaf: its changes tell its values
+  ASSERT_EQ(ds::shadow_series(engine(), key, q).points.size(), 1u);
+  EXPECT_EQ(ds::to_json(*ds::shadow_series(engine(), key, q).points[0].value), "2");
+  q.path = "/pos/lat";
+  EXPECT_EQ(ds::to_json(*ds::shadow_series(engine(), key, q).points[0].value), "2");
+  q.path = "/pos";  // needs the members no kept event names
+  EXPECT_EQ(error_of([&] { ds::shadow_series(engine(), key, q); }), "history_expired");
+}
+
 TEST_P(TimeTravelTest, HistoryOffRefusesAsOfReads) {
   ds::EngineOptions o;
   o.history = false;
   make_engine(o);
   report(key.thing, R"({"a":1})");
   EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, time_moment(clock_.load())); }), "invalid_request");
+  ds::SeriesRequest q;
+  q.path = "/a";
+  EXPECT_EQ(error_of([&] { ds::shadow_series(engine(), key, q); }), "invalid_request");
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, TimeTravelTest, ::testing::ValuesIn(all_store_kinds()), store_kind_name);

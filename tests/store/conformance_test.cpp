@@ -283,6 +283,32 @@ TEST_P(Conformance, AppendedHistoryJoinsWrittenHistoryOnceAndExpiresAlike) {
   EXPECT_EQ(store().history({"many", "main"}, all).size(), 60u);
 }
 
+// Images are stored with their write's event, found at or before an event id, and expire like
+// events.
+TEST_P(Conformance, ImagesAreFoundAtOrBeforeAnEventAndExpireLikeEvents) {
+  std::vector<std::string> ids;
+  for (int i = 1; i <= 3; ++i) {
+    ds::ShadowWrite w = put({"t", "main"}, ds::Section::reported, static_cast<std::uint64_t>(i - 1),
+                            record(static_cast<std::uint64_t>(i), "{}"));
+    w.event = event(i * 10, static_cast<std::uint64_t>(i), 100 * i);
+    if (i != 2) w.image = ds::StateImage{w.event->id, 100 * i, R"({"n":)" + std::to_string(i) + "}"};
+    ids.push_back(w.event->id);
+    store().write(w);
+  }
+  auto image_json = [&](const std::string& id) {
+    std::optional<ds::StateImage> image = store().image_before({"t", "main"}, id);
+    return image ? image->event_id + " " + image->json : "none";
+  };
+  EXPECT_EQ(image_json("00000000000000000001#R1"), "none");
+  EXPECT_EQ(image_json(ids[0]), ids[0] + R"( {"n":1})");
+  EXPECT_EQ(image_json(ids[1]), ids[0] + R"( {"n":1})");
+  EXPECT_EQ(image_json(ids[2]), ids[2] + R"( {"n":3})");
+  EXPECT_FALSE(store().image_before({"t", "other"}, ids[2]).has_value());
+  EXPECT_EQ(store().purge(150), 2u);  // the first event and its image
+  EXPECT_EQ(image_json(ids[1]), "none");
+  EXPECT_EQ(store().image_before({"t", "main"}, ids[2])->expires_ns, 300);
+}
+
 TEST_P(Conformance, ConcurrentConditionalWritesAdmitExactlyOneWinnerPerVersion) {
   constexpr int kThreads = 8, kRounds = 50;
   std::atomic<int> wins{0};

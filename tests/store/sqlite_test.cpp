@@ -159,6 +159,36 @@ TEST(Sqlite, MigratesAVersion2DatabaseWithoutLeafTimes) {
             R"({"a":)" + std::to_string(first_ns) + R"(,"b":)" + std::to_string(second_ns) + "}");
 }
 
+// A version 6 database (before images) gains the table of images; its history stays, and
+// images are stored and found from then on.
+TEST(Sqlite, MigratesVersion6ToKeepImages) {
+  TempDir dir;
+  auto db = dir.path() / "nested" / "dir" / "shadows.db";
+  ds::ShadowWrite w;
+  w.key = {"t", "main"};
+  ds::SectionRecord r;
+  r.version = 1;
+  r.write_id = "w1";
+  w.sections.push_back({ds::Section::reported, 0, r, false});
+  w.event = ds::HistoryEvent{"00000000000000000010#R1", 10, INT64_MAX, "{}"};
+  {
+    auto store = ds::open_sqlite_store(options_in(dir));
+    store->write(w);
+  }
+  scalar(db, "DROP TABLE images");
+  scalar(db, "PRAGMA user_version = 6");
+  auto store = ds::open_sqlite_store(options_in(dir));
+  EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+  EXPECT_EQ(store->history(w.key, {}).size(), 1u);
+  w.sections[0] = {ds::Section::reported, 1, r, true};
+  w.sections[0].record.version = 2;
+  w.event = ds::HistoryEvent{"00000000000000000020#R2", 20, INT64_MAX, "{}"};
+  w.image = ds::StateImage{w.event->id, INT64_MAX, "{}"};
+  store->write(w);
+  EXPECT_EQ(store->image_before(w.key, "00000000000000000030#R3")->event_id, w.event->id);
+  EXPECT_FALSE(store->image_before(w.key, "00000000000000000010#R1").has_value());
+}
+
 // Dead letters stored before version 5 had no expiry: they expire 14 days (the default
 // retention) after they failed, and purge_dead_letters drops them then.
 TEST(Sqlite, MigratesVersion4DeadLettersToExpireAfterTheDefaultRetention) {

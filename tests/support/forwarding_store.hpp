@@ -29,6 +29,10 @@ class ForwardingStore : public deviceshadow::Store {
     return inner_.history_since(since_ns, after, limit);
   }
   void append_history(std::span<const deviceshadow::ShadowHistoryEvent> events) override { inner_.append_history(events); }
+  std::optional<deviceshadow::StateImage> image_before(const deviceshadow::ShadowKey& key,
+                                                       std::string_view event_id) override {
+    return inner_.image_before(key, event_id);
+  }
   std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
   std::optional<std::string> unready() override { return inner_.unready(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
