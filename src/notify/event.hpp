@@ -78,7 +78,8 @@ class FeedEntryText {
 
 // True when `registration` gets an event for the write: it is enabled, selects a section the
 // write stored, matches "{thing}#{name}", and (with paths) a change of a selected section lies
-// at, below or above one of its paths.
+// at, below or above one of its paths. (Its `filter`, which needs the shadow as the write left
+// it, record_after, is the dispatcher's to check.)
 bool wants(const Registration& registration, const FeedWrite& write);
 
 // The CloudEvent type of a write: "deviceshadow.shadow.updated" or "…deleted".
