@@ -24,7 +24,7 @@ ALLOWED = {
     "live": {"http", "notify", "include"},           # live change streams (SSE): hub, replay
     "awsiot": {"http", "notify", "aws", "include"},  # AWS IoT facade and MQTT bridge
     "cli": {"http", "aws", "include"},               # shadowctl
-    "notify": {"store", "aws", "include"},           # dispatcher, targets, stream consumer
+    "notify": {"store", "query", "aws", "include"},  # dispatcher, targets, stream consumer
     "http": {"aws", "include"},                      # transport, auth, metrics, logging
     "store": {"aws", "include"},                     # memory, SQLite, DynamoDB
     "query": {"include"},                            # fleet queries: filters, search, count

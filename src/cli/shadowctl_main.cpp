@@ -223,6 +223,44 @@ void print_dead_letters(const json::object& r) {
   if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
 }
 
+// The "metrics" of an aggregation from --metric LABEL=EXPR or EXPR (labelled by itself): the
+// label ends at an '=' before the expression's '('. None: {"count":"count()"}.
+json::object metrics_request(const std::vector<std::string>& metrics) {
+  json::object out;
+  for (const std::string& m : metrics) {
+    const std::size_t eq = m.find('=');
+    if (eq != std::string::npos && eq < m.find('(')) {
+      out[m.substr(0, eq)] = m.substr(eq + 1);
+    } else {
+      out[m] = m;
+    }
+  }
+  if (metrics.empty()) out["count"] = "count()";
+  return out;
+}
+
+// One line per group: its key as property=value, then each metric as label=value in the order
+// asked for; the groups summed up past --max-groups as "other (N groups)".
+void print_aggregate(const json::object& r, const json::object& metrics) {
+  auto line = [&](const json::object& group, std::string head) {
+    for (const auto& m : metrics) {
+      const json::value* v = group.if_contains(m.key());
+      head += (head.empty() ? "" : "  ") + ds::escape_controls(m.key()) + "=" + ds::escape_controls(v ? ds::to_json(*v) : "null");
+    }
+    std::cout << head << "\n";
+  };
+  for (const auto& g : r.at("groups").as_array()) {
+    std::string key;
+    for (const auto& k : g.at("key").as_object()) {
+      key += (key.empty() ? "" : "  ") + ds::escape_controls(k.key()) + "=" + ds::escape_controls(ds::to_json(k.value()));
+    }
+    line(g.as_object(), key);
+  }
+  if (const json::value* other = r.if_contains("other"); other && other->is_object()) {
+    line(other->get_object(), "other (" + field(other->get_object(), "groups") + " groups)");
+  }
+}
+
 // An event id ("{20 digits}#{letter}{version}") rather than a time.
 bool looks_like_event_id(std::string_view s) {
   return s.size() >= 23 && s[20] == '#' && std::all_of(s.begin(), s.begin() + 20, [](char c) { return c >= '0' && c <= '9'; });
@@ -359,8 +397,21 @@ int main(int argc, char** argv) {
   find->add_option("filter", filter, "the filter, e.g. 'lt(reported/temp@ts,time:now-PT15M)'")->required();
   find->add_option("--fields", fields, "show these properties instead of whole shadows, e.g. reported/temp,_pending");
   find->add_flag("--count", count_only, "print how many shadows match");
-  find->add_flag("--allow-scan", allow_scan, "DynamoDB: consent to read every thing of the table");
-  find->add_flag("--json", as_json, "print the server's JSON instead of readable text");
+  std::vector<std::string> group_by, metrics;
+  std::optional<std::size_t> max_groups;
+  CLI::App* aggregate = app.add_subcommand("aggregate", "count and measure shadows across the fleet, in groups (docs/queries.md)");
+  aggregate->add_option("filter", filter, "only the shadows this filter matches (default: every one)");
+  aggregate->add_option("--group-by", group_by, "a group per distinct value of this property, e.g. reported/fw (repeatable)")
+      ->allow_extra_args(false);
+  aggregate->add_option("--metric", metrics,
+                        "LABEL=EXPR or EXPR (labelled by itself): count(), min|max|sum|avg(PROP), percentiles(PROP,50,95,...) "
+                        "(repeatable; default count=count())")
+      ->allow_extra_args(false);
+  aggregate->add_option("--max-groups", max_groups, "groups shown (1-1000, default 100); the rest are summed up as other");
+  for (CLI::App* c : {find, aggregate}) {
+    c->add_flag("--allow-scan", allow_scan, "DynamoDB: consent to read every thing of the table");
+    c->add_flag("--json", as_json, "print the server's JSON instead of readable text");
+  }
   for (CLI::App* c : {history, series}) {
     for (auto [opt, var] : {std::pair{"--since", &since}, std::pair{"--until", &until}}) {
       CLI::Option* o = c->add_option(opt, *var, "RFC 3339 time or epoch");
@@ -564,6 +615,17 @@ int main(int argc, char** argv) {
         }
         if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
       };
+    } else if (*aggregate) {
+      json::object request;
+      if (!filter.empty()) request["filter"] = filter;
+      if (!group_by.empty()) request["groupBy"] = json::array(group_by.begin(), group_by.end());
+      const json::object asked = metrics_request(metrics);
+      request["metrics"] = asked;
+      if (max_groups) request["maxGroups"] = *max_groups;
+      if (allow_scan) request["allowScan"] = true;
+      const std::string text = ds::to_json(request);
+      reply = call(client, "POST", "/v1/shadows/aggregate", &text);
+      print = [asked](const json::object& r) { print_aggregate(r, asked); };
     } else if (*history) {
       param("order", order);
       param("since", since);

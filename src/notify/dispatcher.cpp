@@ -141,6 +141,21 @@ std::unique_ptr<Target> make_target(const Registration& r) {
 struct Dispatcher::FeedItem {
   std::uint64_t seq = 0;
   std::optional<FeedEntryText> entry;  // nullopt: unreadable, passed over
+
+  // The shadow as the write left it (FeedEntryText::record_after), for registrations' filters:
+  // read from the store once, by the first one that needs it. Throws what the store throws.
+  const ShadowRecord& after(Store& store) const {
+    std::lock_guard lock(mutex_);
+    if (!after_) {
+      const FeedWrite& w = entry->write();
+      after_ = entry->record_after(store.read(ShadowKey{std::string(w.thing), std::string(w.name)}));
+    }
+    return *after_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::optional<ShadowRecord> after_;
 };
 
 // One enabled registration's delivery: it takes the entries it wants from the reader's pages
@@ -231,32 +246,27 @@ class Dispatcher::Worker {
   }
 
   // Takes the entries of `page` (in seq order) after its position that it wants, until its
-  // window is full, and moves its position past what it took or passed over.
-  void take(const std::vector<std::shared_ptr<const FeedItem>>& page) {
+  // window is full, and moves its position past what it took or passed over. With a filter, a
+  // write is wanted when the shadow as it left it passes the filter (read from `engine`'s
+  // store); returns false when that read failed (the entry is offered again with a later page).
+  bool take(const std::vector<std::shared_ptr<const FeedItem>>& page, Engine& engine) {
     std::unique_lock lock(mutex_);
-    if (stopping_) return;
+    if (stopping_) return true;
     for (const auto& item : page) {
       if (item->seq <= read_pos_) continue;
       if (open_.size() >= options_.window || held_bytes_ >= options_.window_bytes) break;
       if (item->entry && wants(registration_, item->entry->write())) {
-        const FeedWrite& w = item->entry->write();
-        Pending p;
-        p.seq = item->seq;
-        p.owner = item;
-        p.entry = &*item->entry;
-        p.id = w.id;
-        p.type = event_type(w);
-        p.thing = w.thing;
-        p.name = w.name;
-        p.written_ns = w.timestamp_ns;
-        p.bytes = item->entry->size();
-        held_bytes_ += p.bytes;
-        open_.add(p.seq, p.written_ns);
-        enqueue(std::move(p));
+        const std::optional<bool> passes = passes_filter(*item, engine);
+        if (!passes) {
+          store_checkpoint_locked(lock, false);
+          return false;
+        }
+        if (*passes) hold(item);
       }
       read_pos_ = item->seq;
     }
     store_checkpoint_locked(lock, false);
+    return true;
   }
 
   // Stores the checkpoint reached if it moved (at most every checkpoint_interval).
@@ -391,6 +401,38 @@ class Dispatcher::Worker {
   }
 
  private:
+  // Whether the write of `item` passes the registration's filter (true without one); nullopt
+  // when the shadow could not be read (logged).
+  std::optional<bool> passes_filter(const FeedItem& item, Engine& engine) {
+    if (registration_.filter.empty()) return true;
+    const FeedWrite& w = item.entry->write();
+    try {
+      return registration_.matches_filter(ShadowKey{std::string(w.thing), std::string(w.name)}, item.after(engine.store()),
+                                          w.timestamp_ns, engine.options().document.timestamp_keys);
+    } catch (const std::exception& e) {
+      log_(true, "checking a registration's filter failed (reading the shadow)", {{"registration", registration_.id}, {"error", e.what()}});
+      return std::nullopt;
+    }
+  }
+
+  // Holds the write of `item` for delivery (mutex_ held).
+  void hold(const std::shared_ptr<const FeedItem>& item) {
+    const FeedWrite& w = item->entry->write();
+    Pending p;
+    p.seq = item->seq;
+    p.owner = item;
+    p.entry = &*item->entry;
+    p.id = w.id;
+    p.type = event_type(w);
+    p.thing = w.thing;
+    p.name = w.name;
+    p.written_ns = w.timestamp_ns;
+    p.bytes = item->entry->size();
+    held_bytes_ += p.bytes;
+    open_.add(p.seq, p.written_ns);
+    enqueue(std::move(p));
+  }
+
   struct RedrivenNames {
     std::string id, type, thing, name;
   };
@@ -819,6 +861,7 @@ class Dispatcher::Reader {
         if (auto position = worker->wants_entries_after()) hungry.emplace_back(worker.get(), *position);
       }
       bool progressed = false;
+      bool read_failed = false;  // a shadow a filter needed could not be read
       while (!hungry.empty() && !stopping_) {
         const std::uint64_t after = std::min_element(hungry.begin(), hungry.end(), [](auto& a, auto& b) {
                                       return a.second < b.second;
@@ -835,13 +878,13 @@ class Dispatcher::Reader {
         progressed = true;
         std::erase_if(hungry, [&](const auto& h) {
           if (h.second >= page.back()->seq) return false;
-          h.first->take(page);
+          if (!h.first->take(page, d_.engine_)) read_failed = true;
           return true;
         });
       }
       for (const auto& worker : workers) worker->store_checkpoint();
       workers.clear();  // a worker stopped meanwhile is released here
-      if (!progressed) d_.signal_->wait(seen, d_.options_.poll);
+      if (!progressed || read_failed) d_.signal_->wait(seen, d_.options_.poll);
     }
   }
 

@@ -4,6 +4,7 @@
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/timestamp.hpp"
 
+#include <charconv>
 #include <cstring>
 #include <stdexcept>
 
@@ -208,6 +209,25 @@ FeedEntryText::FeedEntryText(std::string text) : text_(std::move(text)) {
   write_.deleted = (*this)[op_] == R"("delete")";
   write_.reported = static_cast<bool>(sections_[0].version);
   write_.desired = static_cast<bool>(sections_[1].version);
+}
+
+ShadowRecord FeedEntryText::record_after(ShadowRecord stored) const {
+  for (Section s : kSections) {
+    const SectionParts& part = sections_[s == Section::reported ? 0 : 1];
+    if (!part.version) continue;
+    const std::string_view text = (*this)[part.version];
+    std::uint64_t version = 0;
+    if (std::from_chars(text.data(), text.data() + text.size(), version).ec != std::errc()) Scanner::fail("a version is not a number");
+    SectionRecord& record = stored.section(s);
+    if (record.version == version) continue;
+    if (!part.new_state) Scanner::fail("a section's states are missing");
+    record = SectionRecord{};
+    record.version = version;
+    record.deleted = write_.deleted;
+    record.timestamp_ns = write_.timestamp_ns;
+    if (!write_.deleted) record.state_json = (*this)[part.new_state];
+  }
+  return stored;
 }
 
 bool wants(const Registration& r, const FeedWrite& w) {

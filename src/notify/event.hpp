@@ -49,6 +49,12 @@ class FeedEntryText {
   FeedEntryText& operator=(const FeedEntryText&) = delete;
 
   const FeedWrite& write() const { return write_; }
+  // The shadow as the write left it, for registrations' filters: `stored` (the shadow as the
+  // store holds it when read, after the write) with each section the write stored put back as
+  // the write left it, unless the store still holds it at the write's version (then whole, its
+  // leaf times included; else with its new state, its version, the write's time and every
+  // leaf time the write's). A section the write did not store is `stored`'s.
+  ShadowRecord record_after(ShadowRecord stored) const;
   // The bytes it holds (what a worker's window counts).
   std::size_t size() const noexcept { return text_.size() + decoded_[0].size() + decoded_[1].size() + decoded_[2].size(); }
 
@@ -72,7 +78,8 @@ class FeedEntryText {
 
 // True when `registration` gets an event for the write: it is enabled, selects a section the
 // write stored, matches "{thing}#{name}", and (with paths) a change of a selected section lies
-// at, below or above one of its paths.
+// at, below or above one of its paths. (Its `filter`, which needs the shadow as the write left
+// it, record_after, is the dispatcher's to check.)
 bool wants(const Registration& registration, const FeedWrite& write);
 
 // The CloudEvent type of a write: "deviceshadow.shadow.updated" or "…deleted".

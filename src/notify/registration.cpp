@@ -4,6 +4,7 @@
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/uri.hpp"
 #include "notify/mqtt_session.hpp"
+#include "query/filter.hpp"
 
 #include <re2/re2.h>
 
@@ -226,6 +227,7 @@ std::string render(const Registration& r, bool hide_secrets) {
     for (const std::string& p : r.paths) paths.emplace_back(p);
     o["paths"] = std::move(paths);
   }
+  if (!r.filter.empty()) o["filter"] = r.filter;
   o["target"] = render_target(r.target, hide_secrets);
   o["enabled"] = r.enabled;
   o["maxAttempts"] = r.max_attempts;
@@ -263,6 +265,13 @@ bool Registration::matches_paths(std::span<const std::string> changed_paths) con
     }
   }
   return false;
+}
+
+bool Registration::matches_filter(const ShadowKey& key, const ShadowRecord& after, std::int64_t write_ns,
+                                  const TimestampKeys& keys) const {
+  if (filter.empty()) return true;
+  const query::Subject subject(key, after, keys);
+  return parsed_filter ? parsed_filter->matches(subject) : query::Filter::parse(filter, write_ns).matches(subject);
 }
 
 namespace {
@@ -329,12 +338,20 @@ Registration parse_registration(std::string_view id, std::string_view text) {
   json::value doc = parse_json(text, 16);
   if (!doc.is_object()) throw Error::invalid_request("a registration must be a JSON object");
   const json::object& o = doc.get_object();
-  allow_only(o, {"id", "sections", "match", "include", "paths", "target", "enabled", "maxAttempts", "maxAgeSeconds"}, "");
+  allow_only(o, {"id", "sections", "match", "include", "paths", "filter", "target", "enabled", "maxAttempts",
+                 "maxAgeSeconds"},
+             "");
   Registration r;
   r.id = string_member(o, "id", "id", std::string(id));
   if (r.id != id) throw Error::invalid_request("id '" + r.id + "' differs from the id in the URL", "id");
 
   read_selection(o, r);
+
+  r.filter = string_member(o, "filter", "filter");
+  if (!r.filter.empty()) {
+    auto parsed = std::make_shared<const query::Filter>(query::Filter::parse(r.filter, now().unix_nanos()));
+    if (r.filter.find("time:now") == std::string::npos) r.parsed_filter = std::move(parsed);
+  }
 
   const json::value* target = o.if_contains("target");
   if (!target) throw Error::invalid_request("target is required", "target");

@@ -2,14 +2,15 @@
 //
 // A registration is a JSON document (stored whole by the Store, see RegistrationRecord):
 //   {"id", "sections": "reported"|"desired"|"both", "match": RE2 over "{thing}#{name}",
-//    "include": ["old","new","diff"], "paths": [JSON Pointer…], "target": {"type", …},
-//    "enabled", "maxAttempts", "maxAgeSeconds"}
+//    "include": ["old","new","diff"], "paths": [JSON Pointer…], "filter": <a fleet-query filter>,
+//    "target": {"type", …}, "enabled", "maxAttempts", "maxAgeSeconds"}
 // parse_registration validates one completely (every fault is invalid_request naming its
-// field, e.g. "target.url") and fills in the defaults; render_registration writes it back in
+// field, e.g. "target.url"; a filter that does not parse is invalid_filter) and fills in the defaults; render_registration writes it back in
 // that complete form, which is what the store keeps and the API shows.
 #pragma once
 
 #include "deviceshadow/document.hpp"
+#include "deviceshadow/store.hpp"
 
 #include <chrono>
 #include <memory>
@@ -22,6 +23,9 @@
 
 namespace re2 {
 class RE2;
+}
+namespace deviceshadow::query {
+class Filter;
 }
 
 namespace deviceshadow::notify {
@@ -72,6 +76,9 @@ struct Registration {
   bool include_new = true;
   bool include_diff = true;
   std::vector<std::string> paths;  // empty: every path
+  // A filter of the fleet-query language (docs/queries.md) the shadow must pass as the write
+  // left it; empty: every write.
+  std::string filter;
   TargetConfig target;
   bool enabled = true;
   int max_attempts = kDefaultMaxAttempts;
@@ -84,12 +91,18 @@ struct Registration {
   // True when `paths` is empty or one of the changed paths is at, below or above one of them
   // (a change of an ancestor replaces the value at the path).
   bool matches_paths(std::span<const std::string> changed_paths) const;
-  // True when the registration selects a section this write changed.
+  // True when `filter` is empty or `after` (the shadow as the write left it) passes it;
+  // time:now in the filter is the write's time, `write_ns`.
+  bool matches_filter(const ShadowKey& key, const ShadowRecord& after, std::int64_t write_ns,
+                      const TimestampKeys& keys) const;
+  // The registration selects a section this write changed.
   bool selects(Section section) const {
     return sections == SectionFilter::both || (sections == SectionFilter::reported) == (section == Section::reported);
   }
 
   std::shared_ptr<const re2::RE2> matcher;  // `match`, compiled once
+  // `filter`, parsed once; null when it is empty or names time:now (then parsed per write).
+  std::shared_ptr<const query::Filter> parsed_filter;
 };
 
 // Validates a registration document for `id` (the id of the URL; the document may repeat it).

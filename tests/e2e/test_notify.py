@@ -118,6 +118,28 @@ def webhook(url, **extra):
     return {"target": target, **extra}
 
 
+def check_filtered_delivery(test, server, hot, every, timeout=10):
+    """Registers `hot` with a filter and `every` without on `server`, writes, and checks that
+    `hot` gets only the writes that leave the shadow passing the filter."""
+    for rid, body in (("hot", webhook(hot.url, filter="gt(reported/temp,30)")), ("every", webhook(every.url))):
+        r = server.request("PUT", f"/v1/registrations/{rid}", json=body)
+        test.assertEqual(r.status_code, 200, r.text)
+    test.assertEqual(server.get("/v1/registrations/hot").json()["filter"], "gt(reported/temp,30)")
+    writes = [("boiler", "reported", {"temp": t}) for t in (20, 35, 25, 40)]
+    # A write of desired alone: reported, which it leaves alone, is 40 and passes.
+    writes += [("boiler", "desired", {"fan": True}), ("other", "reported", {"temp": 10})]
+    for thing, section, state in writes:
+        r = server.post(shadow_path(thing, "main", section), {"state": state})
+        test.assertEqual(r.status_code, 200, r.text)
+    test.assertTrue(eventually(lambda: len(every.events()) == 6, timeout=timeout), every.requests)
+    status = lambda: server.get("/v1/registrations/hot").json()["status"]
+    test.assertTrue(eventually(lambda: status()["delivered"] == 3 and status()["pending"] == 0, timeout=timeout), status())
+    events = hot.events()
+    test.assertEqual([e["data"]["reported"]["new"]["temp"] for e in events[:2]], [35, 40])
+    test.assertEqual(events[2]["data"]["desired"]["new"], {"fan": True})
+    test.assertNotIn("reported", events[2]["data"])
+
+
 class RegistrationApiTest(ServerTestCase):
     def put(self, rid, body):
         return self.server.request("PUT", f"/v1/registrations/{rid}", json=body)
@@ -160,6 +182,10 @@ class RegistrationApiTest(ServerTestCase):
                 err = self.assertError(r, 400, "invalid_request")
                 self.assertEqual(err.get("field"), field, err)
         self.assertError(self.server.request("PUT", "/v1/registrations/r1", data="{not json"), 400, "invalid_json")
+        err = self.assertError(self.put("r1", webhook("http://h/", filter="gt(reported/temp)")), 400, "invalid_filter")
+        self.assertEqual(err["offset"], 16, err)
+        self.assertTrue(err["expected"], err)
+        self.assertError(self.put("r1", webhook("http://h/", filter=7)), 400, "invalid_request")
         self.assertError(self.server.get("/v1/registrations/r1"), 404, "not_found")
         self.assertError(self.server.request("PATCH", "/v1/registrations/r1"), 405, "method_not_allowed")
         self.assertError(self.server.get("/v1/registrations/r1/whatever"), 404, "not_found")
@@ -243,6 +269,9 @@ class DeliveryTest(ApiTestCase):
         metrics = self.server.get("/metrics").text
         self.assertIn('shadowd_notify_delivered_total{registration="w"} 3', metrics)
         self.assertIn('shadowd_notify_delivery_latency_seconds_count{registration="w"} 3', metrics)
+
+    def test_a_filter_delivers_only_the_writes_that_leave_the_shadow_passing_it(self):
+        check_filtered_delivery(self, self.server, self.receiver(), self.receiver())
 
     def test_a_receiver_down_then_up_gets_every_event_in_order(self):
         rec = self.receiver(answer=lambda n: 503 if n <= 6 else 200)

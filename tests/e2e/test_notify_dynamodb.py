@@ -13,7 +13,7 @@ import requests
 
 from harness import SHADOWD, ApiTestCase, Server, checked_session, eventually, kill_9_under_load, shadow_path
 from test_dynamodb import ENDPOINT, ddb, dynamo_server, new_table
-from test_notify import RawReceiver, Receiver, webhook
+from test_notify import RawReceiver, Receiver, check_filtered_delivery, webhook
 
 LEASE_TIMEOUT = "2s"  # shadowd's default is 10s; the failover test waits for it
 
@@ -121,6 +121,21 @@ class StreamDeliveryTest(ApiTestCase):
         self.assertEqual(len({e["id"] for e in events}), 4)
         self.assertTrue(eventually(lambda: server.get("/v1/registrations/w").json()["status"]["delivered"] == 4))
         self.assertEqual(stream_shards(server), 1)
+
+    def test_a_filter_delivers_only_the_writes_that_leave_the_shadow_passing_it(self):
+        """In both layouts (in the separate one a write of one section is one item's record)."""
+        for layout in ("separate", "combined"):
+            with self.subTest(layout=layout):
+                table = self.table if layout == "separate" else stream_table()
+                hot, every = Receiver(), Receiver()
+                try:
+                    with dynamo_server(table, "--stream-lease-timeout", LEASE_TIMEOUT, "--layout", layout) as server:
+                        check_filtered_delivery(self, server, hot, every, timeout=30)
+                finally:
+                    hot.close()
+                    every.close()
+                    if table != self.table:
+                        ddb().delete_table(TableName=table)
 
     def test_kill_9_of_the_reader_loses_no_acknowledged_write(self):
         self.receiver.delay = 0.05  # slower than the writers: a backlog builds

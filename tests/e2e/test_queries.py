@@ -1,6 +1,7 @@
 """Fleet queries through shadowd (docs/queries.md): search, count, fields, cursors (tampered,
 another filter, another token), token patterns, bad filters with their offsets, the query budget,
 byte-bounded pages, cursors across a restart; on SQLite and on DynamoDB Local (allowScan)."""
+import functools
 import hashlib
 import json
 import os
@@ -170,10 +171,12 @@ class SqliteQueries(Queries, ApiTestCase):
     def tearDownClass(cls):
         cls.server.close()
 
+    def shadowctl(self, command, *args):
+        r = subprocess.run([SHADOWCTL, "--server", self.server.url, command, *args], capture_output=True, text=True, timeout=30)
+        return r.returncode, r.stdout, r.stderr
+
     def test_shadowctl_find(self):
-        def ctl(*args):
-            r = subprocess.run([SHADOWCTL, "--server", self.server.url, "find", *args], capture_output=True, text=True, timeout=30)
-            return r.returncode, r.stdout, r.stderr
+        ctl = functools.partial(self.shadowctl, "find")
         self.assertEqual(ctl('like(thing,"plant-7/*")', "--count")[1], "4\n")
         code, out, _ = ctl('like(thing,"plant-7/*")', "--fields", "reported/fw,_pending", "--limit", "3")
         self.assertEqual(code, 0)
@@ -190,6 +193,24 @@ class SqliteQueries(Queries, ApiTestCase):
         code, _, err = ctl("eq(thing")
         self.assertEqual(code, 1)
         self.assertIn("invalid filter at offset 8", err)
+
+    def test_shadowctl_aggregate(self):
+        ctl = functools.partial(self.shadowctl, "aggregate")
+        code, out, _ = ctl('like(thing,"plant-7/*")', "--group-by", "reported/fw", "--metric", "n=count()",
+                           "--metric", "avg(reported/temp)", "--metric", "p=percentiles(reported/temp,50,100)")
+        self.assertEqual(code, 0)
+        self.assertEqual(out.splitlines(), [
+            'reported/fw="1.2.0"  n=2  avg(reported/temp)=20.25  p={"50":19.5,"100":21}',
+            'reported/fw="1.3.0"  n=1  avg(reported/temp)=23.5  p={"50":23.5,"100":23.5}',
+            'reported/fw=null  n=1  avg(reported/temp)=null  p=null'])
+        self.assertEqual(ctl()[1], f"count={len(ALL)}\n")
+        code, out, _ = ctl("--group-by", "reported/fw", "--max-groups", "1", 'like(thing,"plant-7/*")')
+        self.assertEqual(out, 'reported/fw="1.2.0"  count=2\nother (2 groups)  count=2\n')
+        code, out, _ = ctl('eq(thing,"office")', "--metric", "max(_reportedVersion)", "--json")
+        self.assertEqual(json.loads(out), {"groups": [{"key": {}, "max(_reportedVersion)": 1}]})
+        code, _, err = ctl("--metric", "m=median(reported/temp)")
+        self.assertEqual(code, 1)
+        self.assertIn("invalid_request: metrics.m", err)
 
     def test_cursors_survive_a_restart(self):
         server = Server()

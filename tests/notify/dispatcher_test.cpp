@@ -386,6 +386,30 @@ TEST_P(DispatcherTest, ANewRegistrationStartsAtTheFeedsEndAndADisabledOneSkipsWr
   EXPECT_FALSE(store->checkpoint("r"));
 }
 
+TEST_P(DispatcherTest, AFilterLetsThroughOnlyTheWritesThatLeaveTheShadowPassingIt) {
+  dispatcher->put("hot", hook(R"x(,"filter":"gt(reported/v,10)")x"));
+  dispatcher->put("all", hook());
+  for (int i = 0; i < 20; ++i) report(*engine, "a", "main", i);  // version i + 1
+  // A write of desired alone: the filter sees reported as stored when the write is read from
+  // the feed (v 19: passes).
+  ds::UpdateRequest desire;
+  desire.key = {"a", "main"};
+  desire.section = ds::Section::desired;
+  desire.state = ds::parse_json(R"({"x":1})").as_object();
+  engine->update(desire);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("all").size() == 21; }));
+  report(*engine, "a", "main", 3);  // no longer passes
+  ASSERT_TRUE(eventually([&] { return targets.delivered("all").size() == 22 && targets.delivered("hot").size() == 10; }));
+  const std::vector<ds::json::value> hot = targets.delivered("hot");
+  std::vector<std::int64_t> expected;
+  for (std::int64_t v = 12; v <= 20; ++v) expected.push_back(v);
+  EXPECT_EQ(versions_of({hot.begin(), hot.end() - 1}, "a"), expected);
+  EXPECT_TRUE(hot.back().at("data").as_object().contains("desired"));
+  EXPECT_FALSE(hot.back().at("data").as_object().contains("reported"));
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("hot")->pending == 0; }));
+  EXPECT_EQ(targets.delivered("hot").size(), 10u);
+}
+
 TEST_P(DispatcherTest, ARestartResumesFromTheCheckpoint) {
   targets.set_script([](auto&, auto&, int) { return Outcome::retry; });  // the target is down
   dispatcher->put("r", hook(R"(,"maxAttempts":1000)"));

@@ -198,6 +198,43 @@ std::string replaced(std::string text, std::string_view what, std::string_view w
   return text.replace(at, what.size(), with);
 }
 
+TEST_F(Events, TheRecordAfterAWriteIsTheStoredOneWhileTheShadowHasNotMovedOn) {
+  const ds::ShadowKey key{"plant", "main"};
+  write("plant", ds::Section::reported, R"({"temp":35,"fw":"1"})");
+  write("plant", ds::Section::desired, R"({"fw":"2"})");
+  write("plant", ds::Section::reported, R"({"temp":20})");
+  const std::vector<std::string> all = entries();
+  ASSERT_EQ(all.size(), 3u);
+  const ds::ShadowRecord stored = store_->read(key);
+
+  // The last write: the store holds its record whole (leaf times included).
+  const ds::ShadowRecord last = notify::FeedEntryText(all[2]).record_after(stored);
+  EXPECT_EQ(last.reported.state_json, stored.reported.state_json);
+  EXPECT_EQ(last.reported.times_json, stored.reported.times_json);
+  EXPECT_EQ(last.desired.state_json, R"({"fw":"2"})");
+
+  // The first: its reported section as it left it (the shadow moved on since), with the write's
+  // version and time; desired, which it did not store, as stored.
+  const ds::ShadowRecord first = notify::FeedEntryText(all[0]).record_after(stored);
+  EXPECT_EQ(ds::parse_json(first.reported.state_json), ds::parse_json(R"({"temp":35,"fw":"1"})"));
+  EXPECT_EQ(first.reported.version, 1u);
+  EXPECT_EQ(first.reported.timestamp_ns, 1'700'000'000'000'000'000);
+  EXPECT_TRUE(first.reported.times_json.empty());
+  EXPECT_EQ(first.desired.state_json, stored.desired.state_json);
+}
+
+TEST_F(Events, TheRecordAfterADeleteHasNoLiveSection) {
+  write("plant", ds::Section::reported, R"({"temp":35})");
+  engine_->remove(ds::ShadowKey{"plant", "main"});
+  const std::vector<std::string> all = entries();
+  ASSERT_EQ(all.size(), 2u);
+  ds::ShadowRecord before_delete;  // as if the store were read before the delete was stored
+  before_delete.reported.version = 1;
+  before_delete.reported.state_json = R"({"temp":35})";
+  EXPECT_FALSE(notify::FeedEntryText(all[1]).record_after(before_delete).exists());
+  EXPECT_FALSE(notify::FeedEntryText(all[1]).record_after(store_->read(ds::ShadowKey{"plant", "main"})).exists());
+}
+
 TEST(FeedEntryText, RefusesTextThatIsNotAFeedEntry) {
   const std::string good =
       R"({"event":{"id":"1","thing":"t","name":"main","op":"report","timestamp":"2026-01-01T00:00:00Z",)"

@@ -163,3 +163,58 @@ TEST(Registration, SelectsSections) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Registration, ReadsAFilterAndRefusesOneThatDoesNotParse) {
+  const std::string doc =
+      R"x({"filter":"and(gt(reported/temp,30),like(thing,\"plant-*\"))","target":{"type":"webhook","url":"http://h/"}})x";
+  const notify::Registration r = notify::parse_registration("hot", doc);
+  EXPECT_EQ(r.filter, R"x(and(gt(reported/temp,30),like(thing,"plant-*")))x");
+  const std::string rendered = notify::render_registration(r);
+  EXPECT_NE(rendered.find(R"x("filter":"and(gt(reported/temp,30),like(thing,\"plant-*\"))")x"), std::string::npos);
+  EXPECT_EQ(notify::render_registration(notify::parse_registration("hot", rendered)), rendered);
+  // Without one, none is rendered.
+  EXPECT_EQ(notify::render_registration(notify::parse_registration("x", kWebhook)).find("filter"), std::string::npos);
+
+  try {
+    notify::parse_registration("bad", R"x({"filter":"gt(reported/temp)","target":{"type":"webhook","url":"http://h/"}})x");
+    ADD_FAILURE() << "accepted";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::invalid_filter);
+    EXPECT_EQ(e.details().offset, 16u);
+    EXPECT_FALSE(e.details().expected.empty());
+  }
+  EXPECT_EQ(rejected_field("bad", R"({"filter":7,"target":{"type":"webhook","url":"http://h/"}})"), "filter");
+}
+
+ds::ShadowRecord shadow_with(const std::string& reported, std::int64_t ts_ns) {
+  ds::ShadowRecord record;
+  record.reported.version = 3;
+  record.reported.timestamp_ns = ts_ns;
+  record.reported.state_json = reported;
+  return record;
+}
+
+TEST(Registration, AFilterDecidesOnTheShadowAfterTheWriteWithTimeNowTheWritesTime) {
+  auto with = [](const std::string& filter) {
+    return notify::parse_registration("r", R"({"filter":")" + filter + R"(","target":{"type":"webhook","url":"http://h/"}})");
+  };
+  const ds::ShadowKey key{"plant-7", "main"};
+  const ds::TimestampKeys keys;
+  constexpr std::int64_t kHour = 3600'000'000'000;
+  constexpr std::int64_t kWrite = 1'700'000'000'000'000'000;
+  const ds::ShadowRecord hot = shadow_with(R"({"temp":35})", kWrite);
+  const ds::ShadowRecord cool = shadow_with(R"({"temp":20})", kWrite);
+  EXPECT_TRUE(with("").matches_filter(key, cool, kWrite, keys));
+  EXPECT_TRUE(with("gt(reported/temp,30)").matches_filter(key, hot, kWrite, keys));
+  EXPECT_FALSE(with("gt(reported/temp,30)").matches_filter(key, cool, kWrite, keys));
+  EXPECT_FALSE(with("exists(desired/fw)").matches_filter(key, hot, kWrite, keys));
+  EXPECT_TRUE(with("eq(_reportedVersion,3)").matches_filter(key, hot, kWrite, keys));
+  // time:now is when the write was stored, not when the filter was parsed or evaluated.
+  const notify::Registration recent = with("ge(_modified,time:now-PT1H)");
+  EXPECT_TRUE(recent.matches_filter(key, hot, kWrite + kHour, keys));
+  EXPECT_FALSE(recent.matches_filter(key, hot, kWrite + 2 * kHour, keys));
+}
+
+}  // namespace
