@@ -71,10 +71,10 @@ HttpResponse Api::events(Context& ctx) {
     throw Error::invalid_request(
         "live change streams are not available on the DynamoDB store yet: they need the SQLite or memory store");
   }
-  std::shared_ptr<live::Hub::Admission> admission = hub->admit();
+  std::shared_ptr<live::Hub::Admission> admission = hub->admit(request.after.has_value());
   if (!admission) {
     HttpResponse busy{503, "application/json",
-                      render_error(Error(ErrorCode::unavailable, "too many open streams; retry in a moment")),
+                      render_error(Error(ErrorCode::unavailable, "too many open or replaying streams; retry in a moment")),
                       {{"Retry-After", "1"}}};
     return busy;
   }

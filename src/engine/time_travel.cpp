@@ -507,9 +507,11 @@ EventMark mark(const Journal& j, std::size_t t) {
   return {j.events[t].id, j.events[t].timestamp_ns, version_at(j, t, Section::reported), version_at(j, t, Section::desired)};
 }
 
+// An event id whose time (its first 20 digits) is an int64 of Unix ns, so that std::stoll reads it.
 bool is_event_id(std::string_view id) {
   return id.size() >= 23 && id.size() <= 64 && id[20] == '#' &&
          std::all_of(id.begin(), id.begin() + 20, [](char c) { return c >= '0' && c <= '9'; }) &&
+         id.substr(0, 20) <= "09223372036854775807" &&
          std::string_view("RDCX").find(id[21]) != std::string_view::npos &&
          std::all_of(id.begin() + 22, id.end(), [](char c) { return c >= '0' && c <= '9'; });
 }

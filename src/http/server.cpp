@@ -103,6 +103,7 @@ class StreamState final : public ResponseStream {
     if (ended_ || finishing_) return;
     finishing_ = true;
     queued_ += last;
+    room_.notify_all();  // a producer in wait_below() learns at once that the stream ends
     schedule(lock);
   }
 

@@ -70,7 +70,15 @@ struct Hub::Core {
   std::atomic<std::size_t> count{0};  // subs.size(), read without the lock
 };
 
-Hub::Admission::~Admission() { --core_->stats.open_streams; }
+Hub::Admission::~Admission() {
+  end_replay();
+  --core_->stats.open_streams;
+}
+
+void Hub::Admission::end_replay() noexcept {
+  if (replay_) --core_->stats.replaying;
+  replay_ = false;
+}
 
 struct Hub::Subscription {
   struct Held {
@@ -189,10 +197,18 @@ Hub::~Hub() {
 
 const HubStats& Hub::stats() const noexcept { return core_->stats; }
 
-std::shared_ptr<Hub::Admission> Hub::admit() {
+std::shared_ptr<Hub::Admission> Hub::admit(bool replay) {
   HubStats& stats = core_->stats;
-  for (std::uint64_t open = stats.open_streams.load(); open < options_.max_streams;) {
-    if (stats.open_streams.compare_exchange_weak(open, open + 1)) return std::make_shared<Admission>(core_);
+  // Takes one of `limit` places counted by `count`.
+  auto take = [](std::atomic<std::uint64_t>& count, std::size_t limit) {
+    for (std::uint64_t n = count.load(); n < limit;) {
+      if (count.compare_exchange_weak(n, n + 1)) return true;
+    }
+    return false;
+  };
+  if (!replay || take(stats.replaying, options_.max_replays)) {
+    if (take(stats.open_streams, options_.max_streams)) return std::make_shared<Admission>(core_, replay);
+    if (replay) --stats.replaying;
   }
   ++stats.refused_streams;
   return nullptr;
@@ -227,6 +243,7 @@ void Hub::serve(std::shared_ptr<http::ResponseStream> stream, StreamRequest requ
       std::fprintf(stderr, "shadowd: a stream's replay failed: %s\n", e.what());
       stream->finish({});
     }
+    sub->admission->end_replay();
     sub->go_live();
   }
 }
@@ -255,7 +272,7 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
     if (!sub.follows(w)) return true;
     if (gap && !announce_gap(e.id)) return false;
     sub.replayed[key] = e.id;
-    return sub.send_paced(message(w, notify::build_event(sub.request.selection, entry)));
+    return sub.send_paced(message(w, notify::build_event(sub.request.selection, entry, options_.stream_buffer / 2)));
   };
   Store& store = engine_.store();
   if (sub.request.shadow) {
@@ -314,7 +331,9 @@ void Hub::on_write(const WriteNotice& notice) noexcept {
       const notify::Registration& r = sub->request.selection;
       std::string& m = rendered[static_cast<std::size_t>(r.sections) * 8 + (r.include_old ? 4 : 0) + (r.include_new ? 2 : 0) +
                                 (r.include_diff ? 1 : 0)];
-      if (m.empty()) m = message(w, notify::build_event(r, entry));
+      // An event past half the buffer goes without old and new ("truncated"), as notifications
+      // do past a target's limit, so that one large write cannot overflow every stream for good.
+      if (m.empty()) m = message(w, notify::build_event(r, entry, options_.stream_buffer / 2));
       sub->deliver(w, m);
     }
   } catch (const std::exception& e) {  // a malformed entry: the engine's mistake; nothing to send
@@ -339,7 +358,7 @@ void Hub::render_metrics(std::string& out) const {
     prometheus::append_metric(out, type, name, help, value);
   };
   sample("shadowd_streams_open", "gauge", "Live change streams (SSE) open.", s.open_streams.load());
-  sample("shadowd_streams_refused_total", "counter", "Streams refused with 503: --max-streams were open.", s.refused_streams.load());
+  sample("shadowd_streams_refused_total", "counter", "Streams refused with 503: --max-streams were open, or (resuming ones) a quarter of --workers were replaying.", s.refused_streams.load());
   sample("shadowd_stream_messages_total", "counter", "Events sent on live streams, replayed ones included.", s.messages.load());
   sample("shadowd_stream_overflows_total", "counter", "Streams closed with event: overflow for a slow reader.", s.overflows.load());
   sample("shadowd_stream_replays_total", "counter", "Streams that resumed from an event id or a time.", s.replays.load());

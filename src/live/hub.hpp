@@ -32,6 +32,9 @@ struct HubOptions {
   std::chrono::milliseconds heartbeat{15000};           // a ": keep-alive" comment this often
   std::size_t stream_buffer = std::size_t{1} << 20;     // bytes that may wait for a client
   std::size_t max_streams = 1000;                       // open at once
+  // Resuming streams replaying at once: a replay holds an HTTP worker thread at its client's
+  // pace, so slow resuming clients must not take every worker from the API.
+  std::size_t max_replays = 16;
   // How far before a resume time a replay across shadows starts: a write takes its timestamp
   // before it commits, so one that committed after an event a client saw may carry an earlier
   // time (docs/streams.md). The hub widens it to twice the longest timestamp-to-commit time it
@@ -42,7 +45,8 @@ struct HubOptions {
 // Counters since the hub started (relaxed).
 struct HubStats {
   std::atomic<std::uint64_t> open_streams{0};
-  std::atomic<std::uint64_t> refused_streams{0};  // over max_streams
+  std::atomic<std::uint64_t> refused_streams{0};  // over max_streams or max_replays
+  std::atomic<std::uint64_t> replaying{0};        // streams replaying now
   std::atomic<std::uint64_t> messages{0};         // events sent, replayed ones included
   std::atomic<std::uint64_t> overflows{0};        // streams closed for a slow reader
   std::atomic<std::uint64_t> replays{0};          // streams that resumed from a point
@@ -68,16 +72,19 @@ struct StreamRequest {
 class Hub final : private WriteListener {
  public:
   struct Core;  // what streams share with the hub (they may outlive it): stats, subscriptions
-  // A place among the open streams, held while one is open.
+  // A place among the open streams, held while one is open, and for a resuming stream a place
+  // among the replays until its replay ends.
   class Admission {
    public:
-    explicit Admission(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+    Admission(std::shared_ptr<Core> core, bool replay) : core_(std::move(core)), replay_(replay) {}
     ~Admission();
     Admission(const Admission&) = delete;
     Admission& operator=(const Admission&) = delete;
+    void end_replay() noexcept;
 
    private:
     std::shared_ptr<Core> core_;
+    bool replay_;
   };
 
   // Listens to `engine`'s writes from now on; destroy the hub after writes end.
@@ -86,8 +93,9 @@ class Hub final : private WriteListener {
   Hub(const Hub&) = delete;
   Hub& operator=(const Hub&) = delete;
 
-  // A place for a new stream, or nullptr when max_streams are open.
-  std::shared_ptr<Admission> admit();
+  // A place for a new stream (a resuming one: `replay`), or nullptr when max_streams are open
+  // or, for a resuming one, max_replays are replaying.
+  std::shared_ptr<Admission> admit(bool replay);
   // Serves `request` on `stream` until the stream ends: replays (blocking the caller, a worker,
   // at the client's pace), then leaves the stream to the live events and returns.
   void serve(std::shared_ptr<http::ResponseStream> stream, StreamRequest request, std::shared_ptr<Admission> admission);

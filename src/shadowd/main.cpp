@@ -226,7 +226,8 @@ int serve(const Settings& s) {
   if (!on_dynamodb) {
     hub = std::make_unique<ds::live::Hub>(
         engine, ds::live::HubOptions{.heartbeat = parse_duration(s.stream_heartbeat), .stream_buffer = s.stream_buffer,
-                                     .max_streams = s.max_streams});
+                                     .max_streams = s.max_streams,
+                                     .max_replays = std::max<std::size_t>(1, s.workers / 4)});
     metrics.add_section([h = hub.get()](std::string& out) { h->render_metrics(out); });
   }
   ds::api::ApiOptions api_options{.private_readyz = s.private_readyz};

@@ -341,11 +341,11 @@ class Limits(ApiTestCase):
     def test_a_slow_reader_is_sent_overflow_and_closed(self):
         with Server("--store", "memory", "--stream-buffer", "65536", "--read-timeout-ms", "30000") as server:
             s = SSE(server, "/v1/events")  # and it reads nothing for now: the kernel's buffers fill, then the stream's
-            big = {f"k{i}": "x" * 1000 for i in range(30)}  # events of ~60 KiB (old and new)
+            # Every write changes 30 values of ~1 KB: events of ~90 KiB, sent without old and new
+            # (past half the buffer) but with their ~30 KiB diff.
             i = 0
             while metric(server, "shadowd_stream_overflows_total") == 0 and i < 2000:
-                big["k0"] = str(i)
-                report(server, "big-1", big)
+                report(server, "big-1", {f"k{k}": f"{i}-" + "x" * 990 for k in range(30)})
                 i += 1
             self.assertEqual(metric(server, "shadowd_stream_overflows_total"), 1)
             last = None
@@ -354,6 +354,17 @@ class Limits(ApiTestCase):
             s.close()
             self.assertEqual(last, {"event": "overflow", "data": "{}"})
             self.assertTrue(eventually(lambda: metric(server, "shadowd_streams_open") == 0))
+
+    def test_an_event_past_half_the_buffer_comes_without_old_and_new(self):
+        with Server("--store", "memory", "--stream-buffer", "65536") as server:
+            s = SSE(server, "/v1/events")
+            report(server, "big-2", {"v": "x" * 40000})
+            [m] = s.events(1)
+            s.close()
+            data = m["data"]["data"]
+            self.assertTrue(data["truncated"])
+            self.assertNotIn("new", data["reported"])
+            self.assertEqual(data["reported"]["diff"][0]["path"], "/v")
 
     def test_shutdown_ends_streams_cleanly(self):
         server = Server("--store", "memory")

@@ -299,6 +299,9 @@ TEST_P(TimeTravelTest, BoundsDiffAndErrors) {
   EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, time_moment(clock_.load() + 1'000'000'000)); }), "invalid_request");
   EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, event_moment("00000000000000000001#R1")); }), "not_found");
   EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, event_moment("junk")); }), "invalid_request");
+  // An id whose 20-digit time is past int64 is refused, not read as a time.
+  EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, event_moment("99999999999999999999#R1")); }), "invalid_request");
+  EXPECT_EQ(error_of([] { ds::parse_moment("99999999999999999999#R1", "from"); }), "invalid_request");
   Moment huge;
   huge.kind = Moment::Kind::desired_version;
   huge.version = UINT64_MAX;

@@ -86,7 +86,7 @@ class HubTest : public ::testing::Test {
  protected:
   std::unique_ptr<ds::Store> store = ds::make_memory_store();
   ds::Engine engine{*store};
-  live::Hub hub{engine, {.heartbeat = std::chrono::hours(1), .stream_buffer = 1 << 20, .max_streams = 3}};
+  live::Hub hub{engine, {.heartbeat = std::chrono::hours(1), .stream_buffer = 1 << 20, .max_streams = 3, .max_replays = 2}};
 
   std::string report(const std::string& thing, const std::string& state, const std::string& name = "main") {
     ds::UpdateRequest r;
@@ -99,7 +99,7 @@ class HubTest : public ::testing::Test {
 
   std::shared_ptr<FakeStream> open(live::StreamRequest request, std::size_t room = SIZE_MAX) {
     auto stream = std::make_shared<FakeStream>(room);
-    auto admission = hub.admit();
+    auto admission = hub.admit(request.after.has_value());
     EXPECT_TRUE(admission);
     hub.serve(stream, std::move(request), std::move(admission));
     return stream;
@@ -214,13 +214,30 @@ TEST_F(HubTest, ASlowReaderIsSentOverflowAndDropped) {
 }
 
 TEST_F(HubTest, StreamsAreLimited) {
-  auto a = hub.admit(), b = hub.admit(), c = hub.admit();
+  auto a = hub.admit(false), b = hub.admit(false), c = hub.admit(false);
   EXPECT_TRUE(a && b && c);
-  EXPECT_FALSE(hub.admit());
+  EXPECT_FALSE(hub.admit(false));
   EXPECT_EQ(hub.stats().refused_streams, 1u);
   b.reset();
-  EXPECT_TRUE(hub.admit());
+  EXPECT_TRUE(hub.admit(false));
   EXPECT_EQ(hub.stats().open_streams, 2u);
+}
+
+// A replay holds a worker thread: only max_replays resuming streams replay at once; a place
+// among them is given back when the replay ends, before the stream does.
+TEST_F(HubTest, ReplaysAreLimitedApartFromOpenStreams) {
+  auto a = hub.admit(true), b = hub.admit(true);
+  EXPECT_TRUE(a && b);
+  EXPECT_FALSE(hub.admit(true));
+  EXPECT_EQ(hub.stats().refused_streams, 1u);
+  EXPECT_TRUE(hub.admit(false));  // a live stream needs no replay place
+  a->end_replay();
+  EXPECT_EQ(hub.stats().replaying, 1u);
+  auto c = hub.admit(true);
+  EXPECT_TRUE(c);
+  b.reset();
+  c.reset();
+  EXPECT_EQ(hub.stats().replaying, 0u);
 }
 
 TEST(HistorySince, EveryShadowInTimeOrderOnMemoryAndSqlite) {
