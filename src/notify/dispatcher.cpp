@@ -402,16 +402,27 @@ class Dispatcher::Worker {
 
  private:
   // Whether the write of `item` passes the registration's filter (true without one); nullopt
-  // when the shadow could not be read (logged).
+  // when the store could not be read for now (logged; the entry is offered again). A failure
+  // that would repeat (an entry the filter cannot be judged on) passes, logged: a filter must
+  // never hold a registration up for good, and an event too many beats one lost.
   std::optional<bool> passes_filter(const FeedItem& item, Engine& engine) {
     if (registration_.filter.empty()) return true;
     const FeedWrite& w = item.entry->write();
     try {
       return registration_.matches_filter(ShadowKey{std::string(w.thing), std::string(w.name)}, item.after(engine.store()),
                                           w.timestamp_ns, engine.options().document.timestamp_keys);
-    } catch (const std::exception& e) {
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::unavailable && e.code() != ErrorCode::throttled) {
+        log_(true, "a registration's filter could not be judged; the event is delivered",
+             {{"registration", registration_.id}, {"error", e.what()}});
+        return true;
+      }
       log_(true, "checking a registration's filter failed (reading the shadow)", {{"registration", registration_.id}, {"error", e.what()}});
       return std::nullopt;
+    } catch (const std::exception& e) {
+      log_(true, "a registration's filter could not be judged; the event is delivered",
+           {{"registration", registration_.id}, {"error", e.what()}});
+      return true;
     }
   }
 

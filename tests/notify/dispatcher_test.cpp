@@ -397,7 +397,9 @@ TEST_P(DispatcherTest, AFilterLetsThroughOnlyTheWritesThatLeaveTheShadowPassingI
   desire.section = ds::Section::desired;
   desire.state = ds::parse_json(R"({"x":1})").as_object();
   engine->update(desire);
-  ASSERT_TRUE(eventually([&] { return targets.delivered("all").size() == 21; }));
+  // Both registrations have judged the desired write before reported changes again: "hot" reads
+  // the reported section as stored when it judges the write (docs/notifications.md, "Filters").
+  ASSERT_TRUE(eventually([&] { return targets.delivered("all").size() == 21 && targets.delivered("hot").size() == 10; }));
   report(*engine, "a", "main", 3);  // no longer passes
   ASSERT_TRUE(eventually([&] { return targets.delivered("all").size() == 22 && targets.delivered("hot").size() == 10; }));
   const std::vector<ds::json::value> hot = targets.delivered("hot");
@@ -663,6 +665,41 @@ TEST_P(DispatcherTest, AWorkerThatCannotStartIsUndone) {
   EXPECT_FALSE(d.status("a")->last_error) << "and runs";
   report(*engine, "t", "main", 1);
   ASSERT_TRUE(eventually([&] { return targets.delivered("a").size() == 1; }));
+}
+
+// A filter judged on a shadow the store cannot read: a passing failure (unavailable) holds the
+// event until the store answers; one that would repeat lets the event through, logged, so that
+// the registration is never held up for good.
+TEST_P(DispatcherTest, AFilterThatCannotBeJudgedWaitsForTheStoreOrLetsTheEventThrough) {
+  // Fails the reads of every thread but the test's (which writes): the dispatcher's.
+  struct FailingReads final : ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::thread::id writer = std::this_thread::get_id();
+    std::atomic<int> failing{0};  // 0: reads work; 1: unavailable; 2: internal
+    std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
+      if (std::this_thread::get_id() != writer && failing == 1) throw ds::Error(ds::ErrorCode::unavailable, "the store is away");
+      if (std::this_thread::get_id() != writer && failing == 2) throw ds::Error(ds::ErrorCode::internal, "the record is corrupt");
+      return ForwardingStore::read(keys);
+    }
+  } reads(*store);
+  dispatcher.reset();
+  ds::Engine judged(reads);
+  notify::Dispatcher d(judged, *store, fast_options(), targets.factory());
+  d.put("hot", hook(R"x(,"filter":"gt(reported/v,10)")x"));
+  reads.failing = 1;
+  report(judged, "a", "main", 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(targets.delivered("hot").empty()) << "held while the store is away";
+  reads.failing = 0;
+  ASSERT_TRUE(eventually([&] { return targets.delivered("hot").size() == 1; }));
+  reads.failing = 2;
+  report(judged, "a", "main", 1);  // would not pass, but cannot be judged: delivered
+  ASSERT_TRUE(eventually([&] { return targets.delivered("hot").size() == 2; }));
+  reads.failing = 0;
+  report(judged, "a", "main", 2);  // judged again: does not pass
+  report(judged, "a", "main", 30);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("hot").size() == 3; }));
+  EXPECT_EQ(versions_of(targets.delivered("hot"), "a"), (std::vector<std::int64_t>{1, 2, 4}));
 }
 
 TEST_P(DispatcherTest, CountersSurviveReplacingTheRegistration) {
