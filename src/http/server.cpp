@@ -251,9 +251,11 @@ class Session : public std::enable_shared_from_this<Session> {
       out = std::move(bytes);
     }
     auto data = std::make_shared<std::string>(std::move(out));
-    asio::async_write(stream_, asio::buffer(*data), [self = shared_from_this(), data, last](beast::error_code ec, std::size_t) {
+    // A copy: clang refuses to capture a structured binding.
+    asio::async_write(stream_, asio::buffer(*data),
+                      [self = shared_from_this(), data, ended = bool(last)](beast::error_code ec, std::size_t) {
       self->streamed_->written();
-      if (ec || last) return self->end_stream();
+      if (ec || ended) return self->end_stream();
       self->flush_stream();
     });
   }
