@@ -21,7 +21,7 @@ import sys
 ALLOWED = {
     "shadowd": {"api", "awsiot", "live", "notify", "http", "query", "aws", "include"},  # composition root
     "api": {"http", "live", "notify", "query", "include"},  # REST API v1
-    "live": {"http", "notify", "include"},           # live change streams (SSE): hub, replay
+    "live": {"http", "notify", "query", "include"},           # live change streams (SSE): hub, replay
     "awsiot": {"http", "notify", "aws", "include"},  # AWS IoT facade and MQTT bridge
     "cli": {"http", "aws", "include"},               # shadowctl
     "notify": {"store", "query", "aws", "include"},  # dispatcher, targets, stream consumer

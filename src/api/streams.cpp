@@ -33,7 +33,7 @@ json::array comma_list(std::string_view text) {
 HttpResponse Api::events(Context& ctx) {
   const bool one_shadow = ctx.segments.size() == 6;
   if (one_shadow) {
-    allow_only(ctx.query, {"sections", "paths", "include", "after"});
+    allow_only(ctx.query, {"sections", "paths", "include", "filter", "after"});
   } else {
     allow_only(ctx.query, {"match", "sections", "paths", "include", "filter", "after"});
   }
@@ -47,10 +47,6 @@ HttpResponse Api::events(Context& ctx) {
     authorize(ctx, Action::read, "");
     if (ctx.token) request.scope = ctx.token->patterns;  // only the things the token covers
   }
-  if (ctx.query.contains("filter")) {
-    throw Error::invalid_request("filter is not supported yet (it comes with fleet queries); use match, sections and paths",
-                                 "filter");
-  }
   json::object selection;
   for (const char* name : {"match", "sections"}) {
     if (auto it = ctx.query.find(name); it != ctx.query.end()) selection[name] = it->second;
@@ -59,6 +55,8 @@ HttpResponse Api::events(Context& ctx) {
     if (auto it = ctx.query.find(name); it != ctx.query.end()) selection[name] = comma_list(it->second);
   }
   request.selection = notify::parse_selection(selection);
+  // One that does not parse is 400 invalid_filter here, before the stream starts.
+  if (auto it = ctx.query.find("filter"); it != ctx.query.end()) live::set_filter(request.selection, it->second);
   // A browser's reconnect sends the last id it saw with the URL it first opened: the header wins.
   if (const std::string* last = ctx.request.header("Last-Event-ID"); last && !last->empty()) {
     request.after = live::parse_resume_point(*last, "Last-Event-ID");

@@ -461,6 +461,8 @@ int main(int argc, char** argv) {
   watch_cmd->add_option("thing", watch_options.thing, "follow only this thing's shadow (default: every shadow)");
   watch_cmd->add_option("name", watch_options.name, "with THING: the shadow (default main)");
   watch_cmd->add_option("--match", watch_options.match, "without THING: only shadows whose {thing}#{name} matches this RE2");
+  watch_cmd->add_option("--filter", watch_options.filter,
+                        "only writes after which the shadow passes this filter (docs/queries.md), e.g. 'gt(reported/v,10)'");
 
   // A subcommand copies its parent's footer when it is created, so the footers are set last: the
   // top-level one only on the top-level help (in a command's help, "options above" are the

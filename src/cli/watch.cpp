@@ -32,6 +32,10 @@ class Watcher {
       url_ = options.server + "/v1/things/" + percent_encode(options.thing) + "/shadows/" +
              percent_encode(options.name.empty() ? "main" : options.name) + "/events";
     }
+    if (!options.filter.empty()) {
+      url_ += url_.find('?') == std::string::npos ? "?filter=" : "&filter=";
+      url_ += percent_encode(options.filter);
+    }
   }
 
   int run() {

@@ -14,6 +14,7 @@ struct WatchOptions {
   std::string thing;  // empty: every shadow (GET /v1/events)
   std::string name;   // with thing: one shadow (default main)
   std::string match;  // RE2 over {thing}#{name}, every shadow only
+  std::string filter; // a filter (docs/queries.md) the shadow must pass after the write
   bool json = false;
 };
 

@@ -4,6 +4,7 @@
 #include "deviceshadow/prometheus.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
+#include "query/filter.hpp"
 
 #include <algorithm>
 #include <array>
@@ -36,6 +37,20 @@ std::string message(const notify::FeedWrite& w, const std::string& cloud_event) 
   return m;
 }
 
+// Whether `subject` passes the stream's filter (true without one); time:now is `write_ns`, the
+// write's time. A filter that cannot be judged on the shadow lets the event through, logged, as a
+// registration's does (docs/notifications.md "Filters"): an event too many beats one lost.
+bool passes(const notify::Registration& selection, const query::Subject& subject, std::int64_t write_ns) {
+  if (selection.filter.empty()) return true;
+  try {
+    return selection.parsed_filter ? selection.parsed_filter->matches(subject)
+                                   : query::Filter::parse(selection.filter, write_ns).matches(subject);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shadowd: a stream's filter could not be judged; the event is sent: %s\n", e.what());
+    return true;
+  }
+}
+
 std::int64_t saturating_sub(std::int64_t a, std::int64_t b) {
   constexpr std::int64_t lo = std::numeric_limits<std::int64_t>::min();
   return a < lo + b ? lo : a - b;
@@ -61,6 +76,15 @@ ResumePoint parse_resume_point(std::string_view text, std::string_view field) {
   if (auto t = parse_rfc3339(text)) return {t->unix_nanos(), {}};
   throw Error::invalid_request(std::string(field) + " must be an event id (as sent in id:) or an RFC 3339 time",
                                std::string(field));
+}
+
+void set_filter(notify::Registration& selection, std::string_view text) {
+  selection.filter.clear();
+  selection.parsed_filter.reset();
+  if (text.empty()) return;
+  auto parsed = std::make_shared<const query::Filter>(query::Filter::parse(text, now().unix_nanos()));
+  selection.filter = std::string(text);
+  if (text.find("time:now") == std::string_view::npos) selection.parsed_filter = std::move(parsed);
 }
 
 struct Hub::Core {
@@ -265,11 +289,21 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
     m += "}\n\n";
     return sub.send_paced(m);
   };
+  // With a filter: each replayed shadow as it is now, read on its first event.
+  std::map<ShadowKey, ShadowRecord> current;
+  const TimestampKeys& keys = engine.document.timestamp_keys;
   // Sends one history event if the stream wants it; false when the stream ended.
   auto emit = [&](const ShadowKey& key, const HistoryEvent& e) {
     notify::FeedEntryText entry("{\"event\":" + e.json + "}");
     const notify::FeedWrite& w = entry.write();
     if (!sub.follows(w)) return true;
+    if (!sub.request.selection.filter.empty()) {
+      // History keeps no whole state: the filter judges the shadow as it is now, read once per
+      // shadow during the replay (docs/streams.md). A store that fails ends the stream (below).
+      auto it = current.find(key);
+      if (it == current.end()) it = current.emplace(key, engine_.store().read(key)).first;
+      if (!passes(sub.request.selection, query::Subject(it->first, it->second, keys), w.timestamp_ns)) return true;
+    }
     if (gap && !announce_gap(e.id)) return false;
     sub.replayed[key] = e.id;
     return sub.send_paced(message(w, notify::build_event(sub.request.selection, entry, options_.stream_buffer / 2)));
@@ -325,9 +359,15 @@ void Hub::on_write(const WriteNotice& notice) noexcept {
     }
     // Rendered once per kind of stream (sections × include) that wants the write.
     std::array<std::string, 3 * 8> rendered;
+    // The shadow after the write, for streams with a filter: built for the first one.
+    std::optional<query::Subject> subject;
     std::shared_lock lock(core_->mutex);
     for (const auto& sub : core_->subs) {
       if (!sub->follows(w)) continue;
+      if (!sub->request.selection.filter.empty()) {
+        if (!subject) subject.emplace(notice.key, notice.after, engine_.options().document.timestamp_keys);
+        if (!passes(sub->request.selection, *subject, w.timestamp_ns)) continue;
+      }
       const notify::Registration& r = sub->request.selection;
       std::string& m = rendered[static_cast<std::size_t>(r.sections) * 8 + (r.include_old ? 4 : 0) + (r.include_new ? 2 : 0) +
                                 (r.include_diff ? 1 : 0)];

@@ -9,6 +9,9 @@
 // those the replay already sent (per shadow, an id at or below the last one replayed). Replayed
 // events come from history, which keeps each write's change event but not the sections' whole
 // states: they carry "diff" and "truncated": true instead of "old" and "new" (docs/streams.md).
+// A stream with a filter gets a live write when the shadow as the write left it (the hook's
+// `after`) passes; a replayed one when the shadow as it is now (read once per shadow during the
+// replay) passes, since history keeps no whole state.
 #pragma once
 
 #include "deviceshadow/engine.hpp"
@@ -61,10 +64,15 @@ struct ResumePoint {
 // Parses `after` or Last-Event-ID; throws Error::invalid_request naming `field`.
 ResumePoint parse_resume_point(std::string_view text, std::string_view field);
 
+// Sets the filter (docs/queries.md) a stream's shadow must pass after each write it gets; empty:
+// none. Throws Error::invalid_filter (offset, expected) when it does not parse. time:now is each
+// write's time: a filter naming it is parsed again per write.
+void set_filter(notify::Registration& selection, std::string_view text);
+
 // What one stream follows.
 struct StreamRequest {
   std::optional<ShadowKey> shadow;    // nullopt: every shadow the scope covers
-  notify::Registration selection;     // sections, match, paths, include (notify::parse_selection)
+  notify::Registration selection;     // sections, match, paths, include (notify::parse_selection), filter
   std::vector<ThingPattern> scope;    // the things the caller may read; empty: every thing
   std::optional<ResumePoint> after;   // replay what came after it first
 };

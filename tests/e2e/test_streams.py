@@ -146,6 +146,21 @@ class Streams(ApiTestCase):
         self.assertNotIn("diff", desired)
         self.assertNotIn("reported", m["data"]["data"])
 
+    def test_a_filter_passes_only_writes_after_which_the_shadow_passes(self):
+        s = SSE(self.server, "/v1/events?match=" + quote("^flt-.*") + "&filter=" + quote("gt(reported/v,10)"))
+        one = SSE(self.server, shadow_path("flt-1", "main", "events") + "?filter=" + quote("gt(reported/v,10)"))
+        self.assertEqual((s.status, one.status), (200, 200))
+        report(self.server, "flt-1", {"v": 5})
+        report(self.server, "flt-1", {"v": 11})
+        report(self.server, "flt-1", {"w": 1})  # v is still 11 after it
+        report(self.server, "flt-1", {"v": 3})
+        report(self.server, "flt-2", {"v": 1})
+        report(self.server, "flt-1", {"v": 12})
+        for stream in (s, one):
+            got = [m["data"]["data"]["reported"]["version"] for m in stream.events(3)]
+            stream.close()
+            self.assertEqual(got, [2, 3, 5])
+
     def test_resume_with_last_event_id_replays_then_goes_live(self):
         s = SSE(self.server, shadow_path("resume-1", "main", "events"))
         for i in range(3):
@@ -198,11 +213,16 @@ class Streams(ApiTestCase):
         s.close()
 
     def test_bad_requests_are_refused_before_the_stream_starts(self):
-        for query, field in [("?nope=1", "nope"), ("?after=yesterday", "after"), ("?filter=x", "filter"),
+        for query, field in [("?nope=1", "nope"), ("?after=yesterday", "after"),
                              ("?match=(", "match"), ("?sections=all", "sections"), ("?include=everything", "include"),
                              ("?paths=nope", "paths")]:
             r = self.server.get("/v1/events" + query)
             self.assertEqual(self.assertError(r, 400, "invalid_request")["field"], field, query)
+        for path in ("/v1/events", shadow_path("t", "main", "events")):
+            r = self.server.get(path + "?filter=" + quote("gt(reported/v,10"))
+            error = self.assertError(r, 400, "invalid_filter")
+            self.assertEqual(error["offset"], 16, path)
+            self.assertTrue(error["expected"], path)
         r = self.server.get(shadow_path("t", "main", "events") + "?match=.*")
         self.assertEqual(self.assertError(r, 400, "invalid_request")["field"], "match")
         s = SSE(self.server, "/v1/events", headers={"Last-Event-ID": "12#R1"})
@@ -446,6 +466,14 @@ class Watch(ApiTestCase):
             self.assertTrue(lines.empty())
         finally:
             server.close()
+
+    def test_watch_with_a_filter(self):
+        with Server("--store", "memory") as server:
+            lines = self.start(server, "--json", "watch", "--filter", "gt(reported/v,10)")
+            self.assertTrue(eventually(lambda: metric(server, "shadowd_streams_open") == 1))
+            report(server, "wf-1", {"v": 5})
+            report(server, "wf-1", {"v": 11})
+            self.assertEqual(json.loads(lines.get(timeout=30))["data"]["reported"]["version"], 2)
 
     def test_watch_prints_readable_lines_for_every_shadow(self):
         with Server("--store", "memory") as server:

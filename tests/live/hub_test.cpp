@@ -166,6 +166,59 @@ TEST_F(HubTest, SelectionAndScopeDecideWhatAStreamOfEveryShadowGets) {
   EXPECT_NE(m.find(R"("reported":{"version":2,"new":{"hum":1,"temp":2}})"), std::string::npos) << m;
 }
 
+TEST_F(HubTest, AFilteredStreamGetsOnlyWritesAfterWhichTheShadowPasses) {
+  live::StreamRequest request = every();
+  live::set_filter(request.selection, "gt(reported/v,10)");
+  auto stream = open(std::move(request));
+  live::StreamRequest per_write = one("t1");  // time:now, parsed per write: the write's time
+  live::set_filter(per_write.selection, "and(gt(reported/v,10),gt(_modified,time:now-PT1H))");
+  auto per_write_stream = open(std::move(per_write));
+  report("t1", R"({"v":5})");
+  const std::string over = report("t1", R"({"v":11})");
+  const std::string other = report("t1", R"({"w":1})");  // v is still 11 after it
+  report("t1", R"({"v":3})");
+  const std::string t2 = report("t2", R"({"v":20})");
+  report("t3", R"({"v":"text"})");
+  engine.remove({"t2", "main"});  // no section left: nothing to compare
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{over, other, t2}));
+  EXPECT_EQ(per_write_stream->ids(), (std::vector<std::string>{over, other}));
+}
+
+TEST_F(HubTest, ABadFilterIsRefusedWithItsOffset) {
+  ds::notify::Registration selection;
+  try {
+    live::set_filter(selection, "gt(reported/v,10");
+    ADD_FAILURE() << "no error";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::invalid_filter);
+    EXPECT_EQ(e.details().offset, 16u);
+  }
+  EXPECT_TRUE(selection.filter.empty());
+  live::set_filter(selection, "");
+  EXPECT_TRUE(selection.filter.empty());
+}
+
+TEST_F(HubTest, AFilteredResumeJudgesReplayedEventsOnTheShadowAsItIsNow) {
+  const std::string a1 = report("a", R"({"v":20})");
+  const std::string a2 = report("a", R"({"v":1})");
+  report("a", R"({"v":30})");
+  report("b", R"({"v":20})");
+  report("b", R"({"v":1})");
+  live::StreamRequest request = every();
+  live::set_filter(request.selection, "gt(reported/v,10)");
+  request.after = live::parse_resume_point("2000-01-01T00:00:00Z", "after");
+  auto stream = open(std::move(request));
+  std::vector<std::string> ids = stream->ids();
+  ASSERT_EQ(ids.size(), 4u);  // the gap, then a's three writes (a passes now, b does not)
+  EXPECT_EQ(ids[0], "");
+  EXPECT_EQ(ids[1], a1);
+  EXPECT_EQ(ids[2], a2);
+  const std::string live_b = report("b", R"({"v":40})");  // live: judged on the write's result
+  report("a", R"({"v":2})");
+  EXPECT_EQ(stream->ids().back(), live_b);
+  EXPECT_EQ(stream->ids().size(), 5u);
+}
+
 TEST_F(HubTest, ResumeReplaysHistoryThenGoesLiveWithoutDuplicates) {
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(report("t1", R"({"n":)" + std::to_string(i) + "}"));
