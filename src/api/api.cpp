@@ -131,9 +131,19 @@ void append_item_error(std::string& out, const std::string& thing, const std::st
 std::size_t parse_limit(const std::map<std::string, std::string>& query) {
   auto it = query.find("limit");
   if (it == query.end()) return kDefaultPageLimit;
-  std::uint64_t v = parse_uint(it->second, "limit");
-  if (v < 1 || v > kMaxPageLimit) throw Error::invalid_request("limit must be between 1 and 1000", "limit");
-  return static_cast<std::size_t>(v);
+  return checked_limit(parse_uint(it->second, "limit"));
+}
+
+std::size_t checked_limit(std::uint64_t limit) {
+  if (limit < 1 || limit > kMaxPageLimit) {
+    throw Error::invalid_request("limit must be between 1 and " + std::to_string(kMaxPageLimit), "limit");
+  }
+  return static_cast<std::size_t>(limit);
+}
+
+bool parse_flag(const std::string& text, const char* field) {
+  if (text != "true" && text != "false") throw Error::invalid_request(std::string(field) + " must be true or false", field);
+  return text == "true";
 }
 
 // since/until: RFC 3339 or an epoch number (same magnitude rules as timestamped values).
@@ -322,10 +332,7 @@ HttpResponse Api::get_shadow(Context& ctx) {
   }
   allow_only(ctx.query, {"metadata"});
   bool metadata = false;
-  if (auto it = ctx.query.find("metadata"); it != ctx.query.end()) {
-    if (it->second != "true" && it->second != "false") throw Error::invalid_request("metadata must be true or false", "metadata");
-    metadata = it->second == "true";
-  }
+  if (auto it = ctx.query.find("metadata"); it != ctx.query.end()) metadata = parse_flag(it->second, "metadata");
   ShadowKey key{ctx.segments[2], ctx.segments[4]};
   validate_thing(key.thing);
   authorize(ctx, Action::read, key.thing);

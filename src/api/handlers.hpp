@@ -24,6 +24,10 @@ struct Api::Context {
 HttpResponse json_response(int status, std::string body);
 // limit: 1 to kMaxPageLimit, default kDefaultPageLimit; invalid_request otherwise.
 std::size_t parse_limit(const std::map<std::string, std::string>& query);
+// A page limit given some other way (a JSON member): 1 to kMaxPageLimit; invalid_request otherwise.
+std::size_t checked_limit(std::uint64_t limit);
+// "true" or "false"; invalid_request naming `field` otherwise.
+bool parse_flag(const std::string& text, const char* field);
 // since/until and the like: RFC 3339 or an epoch number (same magnitude rules as timestamped
 // values), in Unix ns; invalid_request naming `field` otherwise.
 std::int64_t parse_time(const std::string& text, const char* field);

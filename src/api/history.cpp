@@ -113,10 +113,7 @@ HttpResponse Api::history(Context& ctx) {
 HttpResponse Api::get_shadow_as_of(Context& ctx) {
   allow_only(ctx.query, {"metadata", "asOf", "asOfEvent", "reportedVersion", "desiredVersion"});
   bool metadata = false;
-  if (auto it = ctx.query.find("metadata"); it != ctx.query.end()) {
-    if (it->second != "true" && it->second != "false") throw Error::invalid_request("metadata must be true or false", "metadata");
-    metadata = it->second == "true";
-  }
+  if (auto it = ctx.query.find("metadata"); it != ctx.query.end()) metadata = parse_flag(it->second, "metadata");
   Moment moment;
   int given = 0;
   for (const auto& [name, value] : ctx.query) {

@@ -25,18 +25,6 @@ struct SearchRequest {
   bool allow_scan = false;
 };
 
-std::size_t checked_limit(std::uint64_t limit) {
-  if (limit < 1 || limit > kMaxPageLimit) {
-    throw Error::invalid_request("limit must be between 1 and " + std::to_string(kMaxPageLimit), "limit");
-  }
-  return static_cast<std::size_t>(limit);
-}
-
-bool parse_flag(const std::string& text, const char* field) {
-  if (text != "true" && text != "false") throw Error::invalid_request(std::string(field) + " must be true or false", field);
-  return text == "true";
-}
-
 std::vector<std::string> split_fields(std::string_view text) {
   std::vector<std::string> out;
   while (!text.empty()) {
