@@ -30,7 +30,10 @@ struct EngineOptions {
   int max_attempts = 8;                                  // unpinned read-merge-write attempts
   std::chrono::microseconds backoff_base{2000};          // the first retry waits between half of it and it (backoff.hpp)
   std::chrono::microseconds backoff_max{200000};
-  bool history = true;
+  bool history = true;  // each write stores its history event (and images) in its own transaction
+  // History is kept but written by someone else, after the write (DynamoDB: from the table's
+  // stream, `--history stream`): the engine writes none, time travel reads it.
+  bool history_from_stream = false;
   std::chrono::seconds history_retention{30 * 24 * 3600};
   // A full image of a shadow's state is stored with about every this many of its history
   // events, so that an as-of read replays at most about this many (StateImage). 0: none.
@@ -44,6 +47,8 @@ struct EngineOptions {
   // the cached copy and writes conditionally on the cached versions of both sections. A decision
   // not to write (no change, stale) is only taken on a fresh read. 0 turns the cache off.
   std::size_t cache_entries = 10000;
+  bool keeps_history() const { return history || history_from_stream; }
+
   // The server clock; replaceable in tests. Returns Unix nanoseconds.
   std::function<std::int64_t()> clock;
 };

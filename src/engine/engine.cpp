@@ -92,13 +92,18 @@ std::string feed_entry(const HistoryEvent& event, const ShadowWrite& write, cons
   return entry;
 }
 
+// Images are also taken when the history events written since the last one outweigh the state
+// and this many bytes: an image's row is cheap next to replaying that much.
+constexpr std::size_t kImageFloorBytes = 32 << 10;
+
 // Adds a write's change event to it: as its history event when history is on (with an image of
-// the shadow after it when the write is the shadow's history_image_every-th), inside its feed
-// entry while the change feed is on. Returns the feed entry when the feed or a write listener
-// (`told`) wants it. `before` is the shadow as the write read it; `shared`: the store's sections
-// share one version.
+// the shadow after it about every history_image_every events, and when the events since the
+// last image outweigh the state), inside its feed entry while the change feed is on. Returns the
+// feed entry when the feed or a write listener (`told`) wants it. `before` is the shadow as the
+// write read it; `shared`: the store's sections share one version; `unimaged_bytes`: the bytes of
+// events since the shadow's last image as far as this process knows, updated.
 std::string attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, const EngineOptions& options,
-                         bool shared, bool feed, bool told) {
+                         bool shared, bool feed, bool told, std::size_t& unimaged_bytes) {
   std::string entry = feed || told ? feed_entry(event, write, before) : std::string();
   if (feed) write.feed = told ? entry : std::move(entry);
   if (options.history) {
@@ -110,10 +115,17 @@ std::string attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRec
     std::uint64_t versions_after[2] = {versions_before[0], versions_before[1]};
     for (const SectionPut& put : write.sections) versions_after[put.section == Section::reported ? 0 : 1] = put.record.version;
     auto count = [&](const std::uint64_t (&v)[2]) { return shared ? std::max(v[0], v[1]) : v[0] + v[1]; };
-    if (k > 0 && (count(versions_before) == 0 || count(versions_after) / k != count(versions_before) / k)) {
+    std::size_t state_bytes = before.reported.state_json.size() + before.desired.state_json.size();
+    for (const SectionPut& put : write.sections) {
+      state_bytes = state_bytes - before.section(put.section).state_json.size() + put.record.state_json.size();
+    }
+    unimaged_bytes += event.json.size();
+    if (k > 0 && (count(versions_before) == 0 || count(versions_after) / k != count(versions_before) / k ||
+                  (unimaged_bytes > state_bytes && unimaged_bytes > kImageFloorBytes))) {
       ShadowRecord after = before;
       for (const SectionPut& put : write.sections) after.section(put.section) = put.record;
       write.image = StateImage{event.id, event.expires_ns, encode_image(after)};
+      unimaged_bytes = 0;
     }
     write.event = std::move(event);
   }
@@ -187,20 +199,29 @@ class RecordCache {
     auto it = index_.find(key);
     if (it == index_.end()) return std::nullopt;
     entries_.splice(entries_.begin(), entries_, it->second);
-    return it->second->second;
+    return it->second->record;
   }
-  void put(const ShadowKey& key, const ShadowRecord& record) {
+  // Bytes of history events this process wrote for the shadow since its last image (0 when
+  // not cached: the count then starts again).
+  std::size_t unimaged_bytes(const ShadowKey& key) {
+    std::lock_guard lock(mutex_);
+    auto it = index_.find(key);
+    return it == index_.end() ? 0 : it->second->unimaged_bytes;
+  }
+  // `unimaged_bytes`: nullopt keeps the count.
+  void put(const ShadowKey& key, const ShadowRecord& record, std::optional<std::size_t> unimaged_bytes = std::nullopt) {
     if (capacity_ == 0) return;
     std::lock_guard lock(mutex_);
     if (auto it = index_.find(key); it != index_.end()) {
-      it->second->second = record;
+      it->second->record = record;
+      if (unimaged_bytes) it->second->unimaged_bytes = *unimaged_bytes;
       entries_.splice(entries_.begin(), entries_, it->second);
       return;
     }
-    entries_.emplace_front(key, record);
+    entries_.push_front({key, record, unimaged_bytes.value_or(0)});
     index_[key] = entries_.begin();
     if (entries_.size() > capacity_) {
-      index_.erase(entries_.back().first);
+      index_.erase(entries_.back().key);
       entries_.pop_back();
     }
   }
@@ -213,10 +234,15 @@ class RecordCache {
   }
 
  private:
+  struct Entry {
+    ShadowKey key;
+    ShadowRecord record;
+    std::size_t unimaged_bytes = 0;
+  };
   std::size_t capacity_;
   std::mutex mutex_;
-  std::list<std::pair<ShadowKey, ShadowRecord>> entries_;  // most recently used first
-  std::unordered_map<ShadowKey, std::list<std::pair<ShadowKey, ShadowRecord>>::iterator, ShadowKeyHash> index_;
+  std::list<Entry> entries_;  // most recently used first
+  std::unordered_map<ShadowKey, std::list<Entry>::iterator, ShadowKeyHash> index_;
 };
 
 class Engine::Impl {
@@ -365,6 +391,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
   // One read-merge-write on `record`; nullopt when a cached record cannot decide (a pinned
   // version differs, or nothing would be written) and a fresh read must.
   auto attempt_on = [&](ShadowRecord record, bool fresh) -> std::optional<UpdateResult> {
+    std::size_t unimaged_bytes = impl_->cache.unimaged_bytes(plan.key);
     const std::uint64_t pinned_now = plan.section_pin ? record.section(plan.parts[0].section).version
                                                       : shadow_version(record, shared);
     if (const auto& pin = plan.section_pin ? plan.section_pin : plan.shadow_pin; pin && *pin != pinned_now) {
@@ -452,7 +479,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         parts.acknowledged = &outcome.acknowledged;
         event.json = render_change_event(parts);
         change = attach_event(write, std::move(event), record, options_, store_.shares_versions(), feed,
-                              !write_listeners_.empty());
+                              !write_listeners_.empty(), unimaged_bytes);
       }
       write.unchanged = unchanged_section(write, record);
       store_.write(write);
@@ -475,7 +502,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
     } else if (plan.keep_previous) {
       result.previous = record;
     }
-    impl_->cache.put(plan.key, record);
+    impl_->cache.put(plan.key, record, unimaged_bytes);
     ++(result.changed ? stats_.stored_writes : stats_.unchanged_writes);
     stats_.stale_values += outcome.stale.size();
     stats_.acknowledgements += outcome.acknowledged.size();
@@ -513,6 +540,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
   std::lock_guard guard(impl_->lock_for(key));
   return impl_->with_retries(version.has_value(), [&] {
     const bool feed = change_feed();
+    std::size_t unimaged_bytes = impl_->cache.unimaged_bytes(key);
     ShadowRecord record = store_.read(key);
     if (version && *version != record.section(*section).version) {
       throw Error::version_conflict(record.section(*section).version);
@@ -554,7 +582,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       event.expires_ns = expiry(ts, options_.history_retention);
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], {}, {}, &changes, nullptr});
       change = attach_event(write, std::move(event), record, options_, store_.shares_versions(), feed,
-                              !write_listeners_.empty());
+                            !write_listeners_.empty(), unimaged_bytes);
     }
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);
@@ -567,7 +595,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       notice.change = change;
       for (WriteListener* listener : write_listeners_) listener->on_write(notice);
     }
-    impl_->cache.put(key, result.record);
+    impl_->cache.put(key, result.record, unimaged_bytes);
     ++stats_.stored_writes;
     return result;
   });

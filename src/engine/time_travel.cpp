@@ -117,11 +117,7 @@ struct Journal {
   }
   bool complete() const { return known_from_start(Section::reported) && known_from_start(Section::desired); }
   // Whether event i is the write that created section s (so the state before it was empty).
-  bool creates(std::size_t i, Section s) const {
-    if (!shared) return events[i].part(s).present && events[i].part(s).version == 1;
-    return std::any_of(events[i].parts.begin(), events[i].parts.end(),
-                       [](const PastEvent::Part& q) { return q.present && q.version == 1; });
-  }
+  bool creates(std::size_t i, Section s) const;
 
   [[noreturn]] void expired(const std::string& what) const {
     throw Error::history_expired(what + " needs history events that retention removed", events.front().id,
@@ -129,9 +125,68 @@ struct Journal {
   }
 };
 
+// Whether event e is the write that created section s (so the state before it was empty).
+bool creates(const PastEvent& e, Section s, bool shared) {
+  if (!shared) return e.part(s).present && e.part(s).version == 1;
+  return std::any_of(e.parts.begin(), e.parts.end(), [](const PastEvent::Part& q) { return q.present && q.version == 1; });
+}
+
+// A shadow's history kept, oldest first, read a page at a time as it is consumed.
+class EventReader {
+ public:
+  // From the start, or from the first event after `after_id` (at or after since_ns).
+  EventReader(Store& store, const ShadowKey& key, std::string after_id = {}, std::int64_t since_ns = INT64_MIN)
+      : store_(store), key_(key) {
+    query_.limit = 1000;
+    query_.descending = false;
+    query_.since_ns = since_ns;
+    query_.after_id = std::move(after_id);
+  }
+  // The next event, or nullptr past the last.
+  const PastEvent* next() {
+    if (next_ == page_.size()) {
+      if (done_) return nullptr;
+      std::vector<HistoryEvent> stored = store_.history(key_, query_);
+      done_ = stored.size() < query_.limit;
+      if (!stored.empty()) query_.after_id = stored.back().id;
+      page_.clear();
+      next_ = 0;
+      for (const HistoryEvent& e : stored) page_.push_back(parse_event(e));
+      if (page_.empty()) return nullptr;
+    }
+    return &page_[next_++];
+  }
+
+ private:
+  Store& store_;
+  const ShadowKey& key_;
+  HistoryQuery query_;
+  std::vector<PastEvent> page_;
+  std::size_t next_ = 0;
+  bool done_ = false;
+};
+
+// The oldest and newest history events kept, with nothing between them read.
+std::optional<HistoryEvent> end_event(Store& store, const ShadowKey& key, bool newest) {
+  HistoryQuery q;
+  q.limit = 1;
+  q.descending = newest;
+  std::vector<HistoryEvent> page = store.history(key, q);
+  if (page.empty()) return std::nullopt;
+  return std::move(page.front());
+}
+
+[[noreturn]] void history_expired_at(Store& store, const ShadowKey& key, const std::string& what) {
+  std::optional<HistoryEvent> oldest = end_event(store, key, false);
+  if (!oldest) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " has no history");
+  throw Error::history_expired(what + " needs history events that retention removed", oldest->id, oldest->timestamp_ns);
+}
+
+bool Journal::creates(std::size_t i, Section s) const { return deviceshadow::creates(events[i], s, shared); }
+
 // not_found when the shadow has no history, unless `may_be_empty`.
 Journal read_journal(Engine& engine, const ShadowKey& key, bool may_be_empty = false) {
-  if (!engine.options().history) throw Error::invalid_request("history is off on this server: no past states are kept");
+  if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
   validate_thing(key.thing);
   Journal j;
   j.shared = engine.store().shares_versions();
@@ -674,7 +729,7 @@ struct PastRecord {
 };
 
 PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& moment) {
-  if (!engine.options().history) throw Error::invalid_request("history is off on this server: no past states are kept");
+  if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
   validate_thing(key.thing);
   const std::int64_t now = engine.options().clock();
   if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment, now)) {
@@ -703,6 +758,77 @@ std::vector<std::string> series_path_tokens(std::string_view path, std::size_t m
 // Whether `change` is at or below `path`.
 bool at_or_below(std::string_view change, std::string_view path) {
   return change.starts_with(path) && (change.size() == path.size() || change[path.size()] == '/');
+}
+
+// An id after every event of times up to time_ns and before every later one.
+std::string id_after_time(std::int64_t time_ns) {
+  std::string digits = std::to_string(time_ns);
+  return std::string(20 - std::min<std::size_t>(20, digits.size()), '0') + digits + "#~";
+}
+
+// The bounds from the record, the newest event and a window of the oldest events (with the
+// nearest image after them): nothing when those cannot tell a version (a write landed between
+// the reads, history lags the record, no image near the oldest event).
+std::optional<HistoryBounds> bounds_from_ends(Engine& engine, const ShadowKey& key) {
+  if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
+  validate_thing(key.thing);
+  Store& store = engine.store();
+  const bool shared = store.shares_versions();
+  const ShadowRecord current = store.read(key);
+  std::optional<HistoryEvent> newest_stored = end_event(store, key, true);
+  if (!newest_stored) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " has no history");
+  const PastEvent newest = parse_event(*newest_stored);
+  auto max_part = [](const PastEvent& e) {
+    return std::max(e.parts[0].present ? e.parts[0].version : 0, e.parts[1].present ? e.parts[1].version : 0);
+  };
+  for (Section s : {Section::reported, Section::desired}) {
+    const std::uint64_t now = shared ? std::max(current.reported.version, current.desired.version) : current.section(s).version;
+    const PastEvent::Part& p = newest.part(s);
+    if ((shared ? max_part(newest) : p.present ? p.version : now) != now) return std::nullopt;
+  }
+  HistoryBounds bounds;
+  auto section_version = [&](Section s) {
+    return shared ? std::max(current.reported.version, current.desired.version) : current.section(s).version;
+  };
+  bounds.newest = {newest.id, newest.timestamp_ns, section_version(Section::reported), section_version(Section::desired)};
+
+  constexpr std::size_t kWindow = 64;
+  HistoryQuery q;
+  q.limit = kWindow;
+  q.descending = false;
+  std::vector<PastEvent> window;
+  for (const HistoryEvent& e : store.history(key, q)) window.push_back(parse_event(e));
+  if (window.empty()) return std::nullopt;  // retention removed it all since
+  const PastEvent& oldest = window.front();
+  std::optional<StateImage> image;
+  std::uint64_t at_oldest[2], before_oldest[2];
+  for (Section s : {Section::reported, Section::desired}) {
+    const int i = s == Section::reported ? 0 : 1;
+    if (shared) {
+      at_oldest[i] = max_part(oldest);
+      before_oldest[i] = at_oldest[i] - 1;
+      continue;
+    }
+    if (oldest.part(s).present) {
+      at_oldest[i] = oldest.part(s).version;
+      before_oldest[i] = at_oldest[i] - 1;
+      continue;
+    }
+    auto touching = std::find_if(window.begin(), window.end(), [&](const PastEvent& e) { return e.part(s).present; });
+    if (touching != window.end()) {
+      at_oldest[i] = touching->part(s).version - 1;
+    } else if (window.size() < kWindow) {  // the whole history: nothing changed s since
+      at_oldest[i] = current.section(s).version;
+    } else {
+      if (!image) image = store.image_before(key, window.back().id);
+      if (!image || image->event_id < oldest.id) return std::nullopt;
+      at_oldest[i] = decode_image(image->json).section(s).version;
+    }
+    before_oldest[i] = at_oldest[i];
+  }
+  bounds.oldest = {oldest.id, oldest.timestamp_ns, at_oldest[0], at_oldest[1]};
+  bounds.complete = before_oldest[0] == 0 && before_oldest[1] == 0;
+  return bounds;
 }
 
 }  // namespace
@@ -753,6 +879,7 @@ PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& mome
 }
 
 HistoryBounds history_bounds(Engine& engine, const ShadowKey& key) {
+  if (std::optional<HistoryBounds> bounds = bounds_from_ends(engine, key)) return std::move(*bounds);
   const Journal j = read_journal(engine, key);
   return {mark(j, 0), mark(j, j.events.size() - 1), j.complete()};
 }
@@ -774,33 +901,54 @@ ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from,
   return diff;
 }
 
-// Replays the section forward from the first point its state is known (the start of a complete
-// history, a delete, the write that created it), taking the value at the path after each event
-// that changed it, something below it or a leaf holding it. Before such a point an event whose
-// only such changes are of the path itself or of leaves holding it still tells the value (its
-// last change's new value; no array index on the way, where the merge names stored indices
-// first); anything else there is history_expired.
+// Replays the section forward from the first point its state is known (the nearest image at or
+// before the page's start, the start of a complete history, a delete, the write that created
+// it), taking the value at the path after each event that changed it, something below it or a
+// leaf holding it; events are read a page at a time, up to the page's last point. Before such a
+// point an event whose only such changes are of the path itself or of leaves holding it still
+// tells the value (its last change's new value; no array index on the way, where the merge names
+// stored indices first); anything else there is history_expired.
 Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& request) {
   const EngineOptions& options = engine.options();
+  if (!options.keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
+  validate_thing(key.thing);
   const std::vector<std::string> tokens = series_path_tokens(request.path, options.document.limits.max_depth);
   if (request.limit < 1 || request.limit > kMaxPageLimit) {
     throw Error::invalid_request("limit must be between 1 and " + std::to_string(kMaxPageLimit), "limit");
   }
   const std::string after = request.cursor.empty() ? "" : decode_cursor(request.cursor);
   if (!request.cursor.empty() && !is_event_id(after)) throw Error::invalid_request("malformed cursor", "cursor");
-  const Journal j = read_journal(engine, key, true);
+  Store& store = engine.store();
+  const bool shared = store.shares_versions();
   const Section s = request.section;
   const bool through_index = std::any_of(tokens.begin(), tokens.end(), [](const std::string& t) { return array_index(t).has_value(); });
   json::value state = json::object();
-  bool known = j.known_from_start(s);
+  bool known = false;
+  // The page's first point comes after `after` and at or after since: start from the newest
+  // image before that, if any.
+  std::string start = after;
+  if (request.since_ns && *request.since_ns > INT64_MIN) start = std::max(start, id_after_time(*request.since_ns - 1));
+  std::optional<StateImage> image = start.empty() ? std::nullopt : store.image_before(key, start);
+  if (image && !is_event_id(image->event_id)) image.reset();
+  if (image) {
+    const SectionRecord base = decode_image(image->json).section(s);
+    if (base.exists()) state = parse_json(base.state_json, 512);
+    known = true;
+  }
+  EventReader events(store, key, image ? image->event_id : "", image ? std::stoll(image->event_id.substr(0, 20)) : INT64_MIN);
   Series series;
   std::size_t bytes = 0;
-  for (std::size_t i = 0; i < j.events.size(); ++i) {
-    const PastEvent& e = j.events[i];
+  bool first = true;
+  while (const PastEvent* next = events.next()) {
+    const PastEvent& e = *next;
+    // In the combined layout a history starting with a version 1 starts with the shadow's first
+    // write: every section was empty before it.
+    if (first && shared && !image && creates(e, s, true)) known = true;
+    first = false;
     const PastEvent::Part& p = e.part(s);
     if (!p.present) continue;
     if (request.until_ns && e.timestamp_ns > *request.until_ns) break;
-    if (e.is_delete || j.creates(i, s)) {
+    if (e.is_delete || creates(e, s, shared)) {
       state = json::object();
       known = true;
     }
@@ -830,7 +978,7 @@ Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& 
       break;
     }
     SeriesPoint point{e.id, e.timestamp_ns, p.version, std::nullopt, std::nullopt};
-    if (j.shared) {
+    if (shared) {
       for (const PastEvent::Part& q : e.parts) point.version = std::max(point.version, q.version);
     }
     if (known) {
@@ -838,7 +986,7 @@ Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& 
     } else if (!below && !through_index) {
       if (last_value) point.value = *last_value;
     } else {
-      j.expired("the value of " + request.path + " after event " + e.id);
+      history_expired_at(store, key, "the value of " + request.path + " after event " + e.id);
     }
     if (const json::object* o = point.value ? point.value->if_object() : nullptr) {
       if (const json::value* ts = options.document.timestamp_keys.find(*o)) point.ts = parse_timestamp(*ts);

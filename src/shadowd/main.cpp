@@ -140,7 +140,9 @@ int serve(const Settings& s) {
   options.document.timestamp_keys = ds::TimestampKeys(s.timestamp_keys);
   options.history = s.history == "true";
   const bool history_from_stream = s.history == "stream";
+  options.history_from_stream = history_from_stream;
   options.history_retention = parse_duration(s.history_retention);
+  options.history_image_every = s.history_image_every;
   options.tombstone_retention = parse_duration(s.tombstone_retention);
   options.max_attempts = s.max_attempts;
   options.cache_entries = s.cache_entries;

@@ -218,6 +218,11 @@ Command parse_command_line(int argc, const char* const* argv) {
       ->envname(env("HISTORY"))->check(CLI::IsMember({"true", "false", "stream"}))->capture_default_str();
   app.add_option("--history-retention", s.history_retention, "how long history events are kept")
       ->envname(env("HISTORY_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(0)))->capture_default_str();
+  app.add_option("--history-image-every", s.history_image_every,
+                 "store a full image of a shadow's state with about every this many of its history events (and when "
+                 "the changes since its last image outweigh its state), so an as-of read replays at most about this "
+                 "many events; 0 stores none")
+      ->envname(env("HISTORY_IMAGE_EVERY"))->check(whole(0, 1000000))->capture_default_str();
   app.add_option("--tombstone-retention", s.tombstone_retention, "how long deleted sections keep their version")
       ->envname(env("TOMBSTONE_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(0)))->capture_default_str();
   app.add_option("--purge-interval", s.purge_interval, "how often expired tombstones, history and dead letters are dropped")

@@ -65,6 +65,7 @@ struct Options {
   std::vector<std::string> timestamp_keys = {"ts", "timestamp"};
   std::string history = "true";
   std::string history_retention = "30d";
+  std::size_t history_image_every = 64;
   std::string tombstone_retention = "48h";
   std::string purge_interval = "10m";
   int max_attempts = 8;

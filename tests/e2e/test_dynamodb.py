@@ -26,7 +26,7 @@ def ddb():
                         aws_access_key_id="local", aws_secret_access_key="local")
 
 
-def new_table(stream=False):
+def new_table():
     """A table in shadowd's layout, made with boto3 (streams off: DynamoDB Local decays with them)."""
     name = "e2e-" + uuid.uuid4().hex[:12]
     kw = dict(TableName=name, BillingMode="PAY_PER_REQUEST",

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from harness import ApiTestCase, Server, eventually, shadow_path
 from test_dynamodb import ENDPOINT, dynamo_server, new_table
+from test_notify_dynamodb import stream_table
 
 TOKENS = {"admin": "tt-admin", "app": "tt-app", "device": "tt-device"}
 
@@ -30,14 +31,26 @@ class TimeTravel:
     """The scenario, on the store of the subclass's server (cls.server, admin token)."""
 
     thing = "tt-plant"
+    shared = False  # the sections share one version (DynamoDB's combined layout)
+
+    @classmethod
+    def version(cls, write, section="reported"):
+        """The version the scenario's write number `write` gave the section."""
+        return cls.seen[write]["versions"][section]
 
     @classmethod
     def write(cls, method, path, body=None):
         r = cls.server.request(method, path, token=TOKENS["admin"], **({"json": body} if body is not None else {}))
         assert r.status_code == 200, r.text
-        newest = cls.get(shadow_path(cls.thing, "main", "history") + "?limit=1").json()["events"][0]
+
+        def newest_event():  # with --history stream the event appears once the stream is read
+            events = cls.get(shadow_path(cls.thing, "main", "history") + "?limit=1").json()["events"]
+            return events and (not cls.seen or events[0]["id"] != cls.seen[-1]["event"]) and events[0]
+        newest = eventually(newest_event)
+        assert newest, "the write's history event never appeared"
         get = cls.get(shadow_path(cls.thing))
         cls.seen.append({"event": newest["id"], "timestamp": newest["timestamp"],
+                         "versions": {s: newest[s]["version"] for s in ("reported", "desired") if s in newest},
                          "body": get.json() if get.status_code == 200 else None,
                          "metadata": cls.get(shadow_path(cls.thing) + "?metadata=true").json() if get.status_code == 200 else None})
         time.sleep(0.01)  # distinct server times
@@ -76,14 +89,14 @@ class TimeTravel:
     def test_an_emptied_object_is_kept_in_the_past(self):
         after = self.seen[2]["body"]
         self.assertEqual(after["reported"]["state"]["nest"], {})
-        r = self.get(shadow_path(self.thing) + "?reportedVersion=2")
+        r = self.get(shadow_path(self.thing) + f"?reportedVersion={self.version(2)}")
         self.assertEqual(r.json()["reported"]["state"]["nest"], {})
 
     def test_versions_name_the_write_that_gave_them(self):
-        r = self.get(shadow_path(self.thing) + "?desiredVersion=1")
+        r = self.get(shadow_path(self.thing) + f"?desiredVersion={self.version(1, 'desired')}")
         self.assertEqual(r.json()["event"], self.seen[1]["event"])
         self.assertEqual(r.json()["desired"]["clientToken"], "set-1")
-        r = self.get(shadow_path(self.thing) + "?reportedVersion=2")
+        r = self.get(shadow_path(self.thing) + f"?reportedVersion={self.version(2)}")
         self.assertEqual(r.json()["event"], self.seen[2]["event"])
 
     def test_bounds(self):
@@ -93,8 +106,9 @@ class TimeTravel:
         self.assertTrue(b["complete"])
         self.assertEqual(b["oldest"]["id"], self.seen[0]["event"])
         self.assertEqual(b["newest"]["id"], self.seen[-1]["event"])
-        self.assertEqual((b["oldest"]["reportedVersion"], b["oldest"]["desiredVersion"]), (1, 0))
-        self.assertEqual((b["newest"]["reportedVersion"], b["newest"]["desiredVersion"]), (5, 2))
+        # both sections show the one version in DynamoDB's combined layout
+        self.assertEqual((b["oldest"]["reportedVersion"], b["oldest"]["desiredVersion"]), (1, 1) if self.shared else (1, 0))
+        self.assertEqual((b["newest"]["reportedVersion"], b["newest"]["desiredVersion"]), (6, 6) if self.shared else (5, 2))
 
     def test_diff(self):
         r = self.get(shadow_path(self.thing, "main", "diff") + f"?from={quote(self.seen[0]['event'])}&to={self.seen[2]['timestamp']}")
@@ -119,10 +133,10 @@ class TimeTravel:
         r = self.series("path=/temp")
         self.assertEqual(r.status_code, 200, r.text)
         self.assertEqual(r.json(), {"series": [
-            {"timestamp": self.seen[0]["timestamp"], "version": 1, "value": 21.5},
-            {"timestamp": self.seen[2]["timestamp"], "version": 2, "value": 20},
-            {"timestamp": self.seen[4]["timestamp"], "version": 4},
-            {"timestamp": self.seen[5]["timestamp"], "version": 5, "value": 19}]})
+            {"timestamp": self.seen[0]["timestamp"], "version": self.version(0), "value": 21.5},
+            {"timestamp": self.seen[2]["timestamp"], "version": self.version(2), "value": 20},
+            {"timestamp": self.seen[4]["timestamp"], "version": self.version(4)},
+            {"timestamp": self.seen[5]["timestamp"], "version": self.version(5), "value": 19}]})
         nest = [point.get("value") for point in self.series("path=/nest").json()["series"]]
         self.assertEqual(nest, [{"x": 1}, {}, {"y": {"value": 3, "ts": "2026-01-01T00:00:00Z"}}, None])
         y = self.series("path=/nest/y").json()["series"][0]
@@ -141,7 +155,7 @@ class TimeTravel:
                 break
         self.assertEqual(values, [21.5, 20, None, 19])
         since = self.series("path=/temp&since=" + self.seen[2]["timestamp"] + "&until=" + self.seen[4]["timestamp"])
-        self.assertEqual([p["version"] for p in since.json()["series"]], [2, 4])
+        self.assertEqual([p["version"] for p in since.json()["series"]], [self.version(2), self.version(4)])
 
     def test_series_errors(self):
         for query in ("", "path=temp", "path=/a~2", "path=/temp&section=both", "path=/temp&order=desc",
@@ -204,6 +218,31 @@ class OnDynamoDB(TimeTravel, ApiTestCase):
     def tearDownClass(cls):
         cls.server.close()
         os.unlink(cls.tokens)
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class OnDynamoDBCombined(OnDynamoDB):
+    """Both sections in one item under one shared version."""
+
+    shared = True
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tokens = token_file()
+        cls.server = dynamo_server(new_table(), "--layout", "combined", "--tokens", cls.tokens)
+        cls.write_scenario()
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class OnDynamoDBHistoryFromStream(OnDynamoDB):
+    """History written from the table's stream (--history stream): the past is readable once the
+    stream has been read."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tokens = token_file()
+        cls.server = dynamo_server(stream_table(), "--history", "stream", "--tokens", cls.tokens)
+        cls.write_scenario()
 
 
 class HistoryOffAndExpired(ApiTestCase):

@@ -189,6 +189,23 @@ TEST_P(TimeTravelTest, AsOfReadsFromImagesGiveWhatAGetGave) {
   check_random_sequence(4);
 }
 
+// Writes whose events outweigh the state get images more often than every 64 events: each
+// write here replaces a 12 KB value (its event holds the old and new one), so an image comes
+// about every other write and an as-of read replays a few events, not up to 64.
+TEST_P(TimeTravelTest, LargeChangesGetImagesSooner) {
+  std::string last;
+  for (int i = 0; i < 40; ++i) {
+    clock_ += 1'000'000'000;
+    engine().update(request(key.thing, ds::Section::reported,
+                            "{\"blob\":\"" + std::string(12000, static_cast<char>('a' + i % 26)) + "\",\"n\":" +
+                                std::to_string(i) + "}"));
+    last = newest_event();
+  }
+  const ds::PastShadow past = ds::shadow_as_of(engine(), key, event_moment(last));
+  EXPECT_LE(past.events_read, 4u);
+  EXPECT_NE(ds::render_shadow(past.view, nullptr).find("\"n\":39"), std::string::npos);
+}
+
 void TimeTravelTest::check_random_sequence(std::size_t max_events_read) {
   std::mt19937 rng(20261127);
   std::vector<Seen> seen;
@@ -234,6 +251,16 @@ void TimeTravelTest::check_random_sequence(std::size_t max_events_read) {
   ASSERT_GT(seen.size(), 100u);
   clock_ += 1'000'000'000;
   check_series(seen);
+  const ds::HistoryBounds bounds = ds::history_bounds(engine(), key);
+  EXPECT_EQ(bounds.oldest.id, seen.front().id);
+  EXPECT_EQ(bounds.newest.id, seen.back().id);
+  EXPECT_TRUE(bounds.complete);
+  if (!GetParam().shared_version) {
+    EXPECT_EQ(bounds.oldest.reported_version, seen.front().reported_version);
+    EXPECT_EQ(bounds.oldest.desired_version, seen.front().desired_version);
+    EXPECT_EQ(bounds.newest.reported_version, seen.back().reported_version);
+    EXPECT_EQ(bounds.newest.desired_version, seen.back().desired_version);
+  }
   // DynamoDB keeps states as maps, which do not keep member order: its GET lists members in
   // the order DynamoDB returns them, so there the bodies are compared as JSON values.
   auto same = [&](const std::string& a, const std::string& b) {
@@ -308,6 +335,31 @@ TEST_P(TimeTravelTest, BoundsDiffAndErrors) {
   EXPECT_EQ(error_of([&] { ds::shadow_as_of(engine(), key, huge); }), "not_found");
   EXPECT_EQ(error_of([&] { ds::history_bounds(engine(), {"nobody", "main"}); }), "not_found");
   EXPECT_EQ(error_of([] { ds::parse_moment("yesterday", "from"); }), "invalid_request");
+}
+
+// Bounds of a long history read its ends only: a section the oldest events do not touch takes
+// its version from the image after them. Whether the history is complete depends on whether the
+// section existed before the oldest event kept.
+TEST_P(TimeTravelTest, BoundsOfALongHistory) {
+  ds::EngineOptions o;
+  o.history_retention = std::chrono::seconds(1000);
+  make_engine(o);
+  desire(key.thing, R"({"mode":"eco"})");
+  clock_ += 2'000'000'000'000;  // the desire expires; 200 reports later, one desire
+  for (int i = 0; i < 200; ++i) {
+    clock_ += 1'000'000'000;
+    report(key.thing, "{\"n\":" + std::to_string(i) + "}");
+    if (i == 0) engine().purge();
+  }
+  desire(key.thing, R"({"mode":"away"})");
+  const ds::HistoryBounds b = ds::history_bounds(engine(), key);
+  EXPECT_FALSE(b.complete);  // desired existed before the oldest event kept
+  if (!GetParam().shared_version) {
+    EXPECT_EQ(b.oldest.reported_version, 1u);
+    EXPECT_EQ(b.oldest.desired_version, 1u);
+    EXPECT_EQ(b.newest.reported_version, 200u);
+    EXPECT_EQ(b.newest.desired_version, 2u);
+  }
 }
 
 TEST_P(TimeTravelTest, MomentsBeforeRetentionAreExpired) {

@@ -74,6 +74,8 @@ TEST(Options, NumbersAreWholeAndInRange) {
   EXPECT_EQ(parse({"--notify-nice", "0"}).command.options.notify_nice, 0);
   expect_refused({"--max-dead-letters", "0"}, "--max-dead-letters: 0 is out of range (1-100000000)");
   expect_refused({"--max-registrations", "0"}, "--max-registrations: 0 is out of range (1-100000)");
+  expect_refused({"--history-image-every", "1000001"}, "--history-image-every: 1000001 is out of range (0-1000000)");
+  expect_refused({"--history-image-every", "-5"}, "--history-image-every: '-5' is not a whole number (0-1000000)");
   EXPECT_EQ(parse({}).command.options.max_registrations, 100u);
   EXPECT_EQ(parse({}).command.options.max_dead_letters, 100000u);
   expect_refused({"--cache-entries", "12abc"}, "--cache-entries: '12abc' is not a whole number (0-9223372036854775807)");
