@@ -4,9 +4,16 @@
 // as-of reads at moments spread over its history are timed, with and without images
 // (EngineOptions::history_image_every), and the events each read loaded are counted.
 //
-//   bench_time_travel [--reads N] [--dir DIR]
+// --goals measures the time-travel goals instead, each against its baseline in the same run:
+// as-of reads at random moments of a 100,000-event history against GETs of the same shadow
+// (SQLite and memory), the durable report rate with images and without (alternating rounds),
+// and the points a second of a series of one leaf over that history.
+//
+//   bench_time_travel [--reads N] [--dir DIR] [--goals [--events N] [--no-durable]]
 #include "deviceshadow/engine.hpp"
+#include "deviceshadow/memory_store.hpp"
 #include "deviceshadow/sqlite_store.hpp"
+#include "deviceshadow/store_backend.hpp"
 #include "deviceshadow/time_travel.hpp"
 
 #include <algorithm>
@@ -14,7 +21,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ds = deviceshadow;
@@ -69,14 +78,130 @@ Result run(const std::filesystem::path& dir, int events, std::size_t image_every
   return {static_cast<double>(total_events) / reads, max_events, sum / reads, us[us.size() * 99 / 100]};
 }
 
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(static_cast<double>(v.size() - 1) * p)];
+}
+
+std::unique_ptr<ds::StoreBackend> open_store(const std::filesystem::path& dir, bool sqlite, bool durable) {
+  if (!sqlite) return ds::make_memory_store();
+  std::filesystem::remove_all(dir);
+  ds::SqliteOptions options;
+  options.path = (dir / "shadows.db").string();
+  options.durable = durable;
+  return ds::open_sqlite_store(options);
+}
+
+std::string report_state(int i) {
+  return "{\"temp\":" + std::to_string(20 + i % 7) + ",\"humidity\":" + std::to_string(i % 50) + ",\"m" +
+         std::to_string(i % 40) + "\":" + std::to_string(i) + "}";
+}
+
+// As-of reads at random times of an `events`-long history against GETs, then the series of
+// /temp over it, page by page.
+void as_of_against_get(const std::filesystem::path& dir, bool sqlite, int events, int reads) {
+  auto store = open_store(dir, sqlite, false);
+  ds::Engine engine(*store);
+  const ds::ShadowKey key{"bench-thing", "main"};
+  std::int64_t first = 0;
+  for (int i = 0; i < events; ++i) {
+    ds::UpdateRequest r;
+    r.key = key;
+    r.state = ds::parse_json(report_state(i)).as_object();
+    engine.update(r);
+    if (i == 0) first = engine.options().clock();
+  }
+  const std::int64_t last = engine.options().clock();
+  std::mt19937_64 rng(42);
+  std::vector<double> as_of_us, get_us;
+  std::size_t events_read = 0;
+  for (int k = 0; k < reads; ++k) {  // interleaved, so both see the same machine
+    ds::Moment m;
+    m.time_ns = first + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(last - first));
+    auto start = Clock::now();
+    events_read = std::max(events_read, ds::shadow_as_of(engine, key, m, false).events_read);
+    as_of_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    start = Clock::now();
+    const ds::ShadowView now = engine.get(key);
+    get_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    if (now.record.reported.version == 0) std::abort();
+  }
+  std::printf("| %s | %d | as-of p50 %.0f µs, p99 %.0f µs (at most %zu events) | GET p50 %.0f µs, p99 %.0f µs | **%.2f** |\n",
+              sqlite ? "SQLite" : "memory", events, percentile(as_of_us, 0.5), percentile(as_of_us, 0.99), events_read,
+              percentile(get_us, 0.5), percentile(get_us, 0.99), percentile(as_of_us, 0.99) / percentile(get_us, 0.99));
+  ds::SeriesRequest q;
+  q.path = "/temp";
+  q.limit = ds::kMaxPageLimit;
+  std::size_t points = 0;
+  const auto start = Clock::now();
+  do {
+    ds::Series page = ds::shadow_series(engine, key, q);
+    points += page.points.size();
+    q.cursor = page.cursor;
+  } while (!q.cursor.empty());
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("| %s | %d | series of /temp: %zu points in %.2f s | | **%.0f points/s** |\n", sqlite ? "SQLite" : "memory",
+              events, points, seconds, static_cast<double>(points) / seconds);
+  std::fflush(stdout);
+}
+
+// Durable reports from 8 threads, each to its own shadows, for `writes` writes: writes/s.
+double durable_rate(const std::filesystem::path& dir, std::size_t image_every, int writes) {
+  auto store = open_store(dir, true, true);
+  ds::EngineOptions options;
+  options.history_image_every = image_every;
+  ds::Engine engine(*store, options);
+  constexpr int kThreads = 8;
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < writes / kThreads; ++i) {
+        ds::UpdateRequest r;
+        r.key = {"bench-" + std::to_string(t * 10 + i % 10), "main"};
+        r.state = ds::parse_json(report_state(i)).as_object();
+        engine.update(r);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return writes / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void goals(const std::filesystem::path& dir, int events, int reads, bool durable) {
+  std::printf("| store | events | as-of read at a random time | GET of the same shadow | p99 ratio / rate |\n|---|---:|---|---|---:|\n");
+  as_of_against_get(dir, true, events, reads);
+  as_of_against_get(dir, false, events, reads);
+  if (!durable) return;
+  std::vector<double> with, without;
+  for (int round = 0; round < 3; ++round) {
+    without.push_back(durable_rate(dir, 0, 20000));
+    with.push_back(durable_rate(dir, 64, 20000));
+  }
+  std::printf("\nDurable reports (SQLite synchronous=FULL, 8 writer threads, 80 shadows, 20,000 writes a round, 3 "
+              "alternating rounds): without images %.0f, %.0f, %.0f /s; with images every 64 events %.0f, %.0f, %.0f "
+              "/s; median ratio **%.3f**\n",
+              without[0], without[1], without[2], with[0], with[1], with[2], percentile(with, 0.5) / percentile(without, 0.5));
+}
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reads = 200;
+  int reads = 200, events = 100000;
+  bool measure_goals = false, durable = true;
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "bench_time_travel";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--goals")) measure_goals = true;
+    if (!std::strcmp(argv[i], "--no-durable")) durable = false;
+    if (i + 1 >= argc) continue;
     if (!std::strcmp(argv[i], "--reads")) reads = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--events")) events = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
+  }
+  if (measure_goals) {
+    goals(dir, events, std::max(reads, 1000), durable);
+    std::filesystem::remove_all(dir);
+    return 0;
   }
   std::printf("| events in history | images every | events read per as-of read (mean / max) | time per read (mean / p99) |\n");
   std::printf("|---:|---:|---:|---:|\n");

@@ -135,7 +135,7 @@ HttpResponse Api::get_shadow_as_of(Context& ctx) {
   validate_thing(key.thing);
   authorize(ctx, Action::read, key.thing);
   authorize(ctx, Action::history, key.thing);
-  const PastShadow past = shadow_as_of(engine_, key, moment);
+  const PastShadow past = shadow_as_of(engine_, key, moment, metadata);
   std::string out = render_shadow(past.view, metadata ? &engine_.options().document.timestamp_keys : nullptr);
   out.pop_back();
   out += ',';

@@ -82,6 +82,7 @@ struct Journal {
   // A window of the history from an image on: the shadow right after events.front(). Then
   // `events` ends at the moment read and `current` is not read.
   std::optional<ShadowRecord> base;
+  bool leaf_times = true;  // rebuild the leaf times of replayed sections (else they are "")
 
   // The event index that first stored section s, or nullopt.
   std::optional<std::size_t> first_of(Section s) const {
@@ -129,6 +130,12 @@ struct Journal {
 bool creates(const PastEvent& e, Section s, bool shared) {
   if (!shared) return e.part(s).present && e.part(s).version == 1;
   return std::any_of(e.parts.begin(), e.parts.end(), [](const PastEvent::Part& q) { return q.present && q.version == 1; });
+}
+
+// An id after every event of times up to time_ns and before every later one.
+std::string id_after_time(std::int64_t time_ns) {
+  std::string digits = std::to_string(time_ns);
+  return std::string(20 - std::min<std::size_t>(20, digits.size()), '0') + digits + "#~";
 }
 
 // A shadow's history kept, oldest first, read a page at a time as it is consumed.
@@ -510,8 +517,12 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
     }
     Replayer(state, p.changes).run();
     const bool existed = r.exists();
-    r.times_json = update_leaf_times(existed ? std::string_view(r.times_json) : "{}", r.timestamp_ns,
-                                     state.get_object(), p.changes, s, ev[i].timestamp_ns);
+    if (j.leaf_times) {
+      r.times_json = update_leaf_times(existed ? std::string_view(r.times_json) : "{}", r.timestamp_ns,
+                                       state.get_object(), p.changes, s, ev[i].timestamp_ns);
+    } else {
+      r.times_json.clear();
+    }
     r.tz = !p.tz.empty() ? p.tz : existed ? r.tz : "";
     r.version = p.version;
     r.deleted = false;
@@ -676,9 +687,46 @@ ShadowRecord decode_image(std::string_view text) {
   return record;
 }
 
-// The event a time or an event id names, read alone; nothing when finding it, or telling why
-// there is none, needs the whole history (a version; no event at or before the time).
+// The event that gave section s version `version`, found without reading the whole history:
+// the newest image whose version of s is lower is searched for by bisecting the history's time
+// span (one image lookup a step), and the events after it read up to the version. Nothing when
+// the version is not found so (a delete's, one never reached, one older than every image and
+// the events kept): the whole history then tells why.
+std::optional<HistoryEvent> locate_version(Store& store, const ShadowKey& key, Section s, std::uint64_t version) {
+  const std::optional<HistoryEvent> oldest = end_event(store, key, false), newest = end_event(store, key, true);
+  if (version == 0 || !oldest || !newest) return std::nullopt;
+  auto version_of = [&](const StateImage& image) { return decode_image(image.json).section(s).version; };
+  auto image_time = [](const StateImage& image) { return std::stoll(image.event_id.substr(0, 20)); };
+  std::optional<StateImage> below;  // the newest image found whose version of s is below `version`
+  std::int64_t lo = oldest->timestamp_ns, hi = newest->timestamp_ns;
+  for (int probes = 0; lo <= hi && probes < 64; ++probes) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    std::optional<StateImage> image = store.image_before(key, id_after_time(mid));
+    if (image && !is_event_id(image->event_id)) return std::nullopt;
+    if (image && version_of(*image) >= version) {
+      hi = image_time(*image) - 1;  // a lower image is older than this one
+    } else {
+      if (image && (!below || image->event_id > below->event_id)) below = std::move(image);
+      lo = mid + 1;  // no image between this one and mid
+    }
+  }
+  EventReader events(store, key, below ? below->event_id : "", below ? image_time(*below) : INT64_MIN);
+  while (const PastEvent* e = events.next()) {
+    const PastEvent::Part& p = e->part(s);
+    if (!p.present || p.version < version) continue;
+    if (p.version > version || e->is_delete) return std::nullopt;
+    return HistoryEvent{e->id, e->timestamp_ns, 0, {}};
+  }
+  return std::nullopt;
+}
+
+// The event a moment names, read alone; nothing when finding it, or telling why there is none,
+// needs the whole history (no event at or before the time, a version not found so).
 std::optional<HistoryEvent> locate(Store& store, const ShadowKey& key, const Moment& m, std::int64_t now_ns) {
+  if (m.kind == Moment::Kind::reported_version || m.kind == Moment::Kind::desired_version) {
+    return locate_version(store, key, m.kind == Moment::Kind::reported_version ? Section::reported : Section::desired,
+                          m.version);
+  }
   HistoryQuery q;
   if (m.kind == Moment::Kind::time && m.time_ns <= now_ns) {
     q.limit = 1;
@@ -728,17 +776,19 @@ struct PastRecord {
   std::size_t events_read = 0;
 };
 
-PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& moment) {
+PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& moment, bool leaf_times) {
   if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
   validate_thing(key.thing);
   const std::int64_t now = engine.options().clock();
   if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment, now)) {
     if (std::optional<Journal> j = read_window(engine.store(), key, *target)) {
+      j->leaf_times = leaf_times;
       const std::size_t t = j->events.size() - 1;
       return {record_at(*j, t), mark(*j, t), j->events.size()};
     }
   }
-  const Journal j = read_journal(engine, key);
+  Journal j = read_journal(engine, key);
+  j.leaf_times = leaf_times;
   const std::size_t t = find_moment(j, moment, now);
   return {record_at(j, t), mark(j, t), j.events.size()};
 }
@@ -758,12 +808,6 @@ std::vector<std::string> series_path_tokens(std::string_view path, std::size_t m
 // Whether `change` is at or below `path`.
 bool at_or_below(std::string_view change, std::string_view path) {
   return change.starts_with(path) && (change.size() == path.size() || change[path.size()] == '/');
-}
-
-// An id after every event of times up to time_ns and before every later one.
-std::string id_after_time(std::int64_t time_ns) {
-  std::string digits = std::to_string(time_ns);
-  return std::string(20 - std::min<std::size_t>(20, digits.size()), '0') + digits + "#~";
 }
 
 // The bounds from the record, the newest event and a window of the oldest events (with the
@@ -868,8 +912,8 @@ Moment parse_moment(std::string_view text, const char* field) {
   return m;
 }
 
-PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& moment) {
-  PastRecord at = past_record(engine, key, moment);
+PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& moment, bool leaf_times) {
+  PastRecord at = past_record(engine, key, moment, leaf_times);
   const DocumentOptions& doc = engine.options().document;
   PastShadow past{{key, std::move(at.record), {}}, std::move(at.event), at.events_read};
   if (!past.view.record.exists()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " did not exist at that moment");
@@ -887,7 +931,7 @@ HistoryBounds history_bounds(Engine& engine, const ShadowKey& key) {
 ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from, const std::optional<Moment>& to) {
   Moment now;
   now.time_ns = engine.options().clock();
-  const PastRecord before = past_record(engine, key, from), after = past_record(engine, key, to ? *to : now);
+  const PastRecord before = past_record(engine, key, from, false), after = past_record(engine, key, to ? *to : now, false);
   const DocumentOptions& doc = engine.options().document;
   ShadowDiff diff{before.event, after.event, {}};
   for (Section s : {Section::reported, Section::desired}) {
