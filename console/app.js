@@ -9,6 +9,7 @@ const view = document.getElementById('view');
 const signOut = document.getElementById('sign-out');
 let page = new AbortController(); // aborted when the screen changes: stops its live stream
 let fleetFilter = '';              // the fleet screen's current filter (for the Jobs screen)
+let lastShadow = null;             // the shadow last opened: {thing, name}
 
 // ---- API -------------------------------------------------------------------------------
 
@@ -86,10 +87,11 @@ function errorBox(error, doing) {
   return h('p', { class: 'error', role: 'alert' }, `${doing ? `${doing}: ` : ''}${error.message}${where}`);
 }
 
-// Runs `load` into `box`: a loading state first, then what it returns, or its error.
-async function fill(box, load, doing) {
+// Runs `load` into `box`: a loading state first (unless `quiet`: a refresh keeps what is
+// shown meanwhile), then what it returns, or its error.
+async function fill(box, load, doing, quiet = false) {
   box.setAttribute('aria-busy', 'true');
-  box.replaceChildren(loading());
+  if (!quiet) box.replaceChildren(loading());
   try {
     box.replaceChildren(...[await load()].flat());
   } catch (e) {
@@ -221,13 +223,27 @@ function tree(state, times, seen) {
       return h('li', {}, h('span', { class: 'key' }, key), tree(value, time, seen));
     }
     const changed = typeof time === 'string' ? new Date(time) : null;
-    const old = changed && Date.now() - changed.getTime() > OLD_AFTER_MS;
+    const measured = measuredAt(value);
+    const old = [changed, measured].some((t) => t && Date.now() - t.getTime() > OLD_AFTER_MS);
     const fresh = changed && seen && changed > seen;
     return h('li', { class: ['leaf', old && 'old', fresh && 'fresh'].filter(Boolean).join(' ') },
       h('span', { class: 'key' }, key), ' ', h('code', {}, json(value)),
+      old ? h('span', { class: 'badge' }, 'old') : null,
       changed ? h('time', { datetime: time, title: time }, ` changed ${when(time)}`) : null,
-      old ? h('span', { class: 'badge' }, 'old') : null);
+      measured ? h('time', { datetime: measured.toISOString() }, ` measured ${when(measured.toISOString())}`) : null);
   }));
+}
+
+// A timestamped value's own time (its `ts` or `timestamp` member, the server's default keys):
+// an RFC 3339 string, or epoch seconds, milliseconds, microseconds or nanoseconds by magnitude.
+function measuredAt(value) {
+  if (!isObject(value)) return null;
+  const ts = value.ts ?? value.timestamp;
+  if (typeof ts === 'string') return Number.isNaN(Date.parse(ts)) ? null : new Date(ts);
+  if (typeof ts !== 'number') return null;
+  const abs = Math.abs(ts);
+  const ms = Number.isInteger(ts) ? (abs < 1e11 ? ts * 1000 : abs < 1e14 ? ts : abs < 1e17 ? ts / 1e3 : ts / 1e6) : ts * 1000;
+  return new Date(ms);
 }
 
 function sectionMeta(section) {
@@ -258,6 +274,7 @@ function patch(from, to) {
 }
 
 function shadowPage(thing, name) {
+  lastShadow = { thing, name };
   const path = shadowPath(thing, name);
   const live = h('p', { class: 'live', role: 'status' }, 'Live updates: connecting…');
   const body = h('div', { class: 'sections' });
@@ -266,7 +283,7 @@ function shadowPage(thing, name) {
   let shadow = null;
   let seen = null;
 
-  const load = () => fill(body, async () => {
+  const load = (quiet) => fill(body, async () => {
     const next = await api('GET', `${path}?metadata=true`).catch((e) => {
       if (e.status === 404) return null;
       throw e;
@@ -275,14 +292,14 @@ function shadowPage(thing, name) {
     shadow = next;
     editButton.disabled = !shadow;
     return shadow ? shadowSections(shadow, seen) : h('p', { role: 'status' }, 'This shadow does not exist (or was deleted).');
-  }, 'Reading the shadow failed');
+  }, 'Reading the shadow failed', quiet);
 
   // A live event re-reads the shadow; events arriving during a read cause one more read.
   let reading = null;
   let again = false;
   const refresh = async () => {
     if (reading) { again = true; return; }
-    do { again = false; reading = load(); await reading; } while (again && !page.signal.aborted);
+    do { again = false; reading = load(true); await reading; } while (again && !page.signal.aborted);
     reading = null;
   };
 
@@ -314,7 +331,7 @@ function shadowPage(thing, name) {
         const now = e.body.current_version;
         message.replaceChildren(h('div', { class: 'error', role: 'alert' },
           h('p', {}, `Not saved: version conflict. The desired state was at version ${pinned} when you opened the editor; it is now at version ${now ?? 'another'}. Reload to edit the current state.`),
-          h('button', { type: 'button', onclick: async () => { await refresh(); if (shadow) openEditor(); } }, 'Reload')));
+          h('button', { type: 'button', onclick: async () => { await load(true); if (shadow) openEditor(); } }, 'Reload')));
       }
     };
     editButton.hidden = true;
@@ -401,8 +418,8 @@ function eventChanges(event) {
 }
 
 function historyPicker() {
-  const thing = h('input', { id: 'thing', required: true });
-  const name = h('input', { id: 'name', value: 'main', required: true });
+  const thing = h('input', { id: 'thing', required: true, value: lastShadow?.thing });
+  const name = h('input', { id: 'name', value: lastShadow?.name || 'main', required: true });
   show(h('h1', {}, 'History'), h('p', {}, 'Open a shadow from the Fleet screen, or name one:'),
     h('form', { class: 'card', onsubmit: (e) => {
       e.preventDefault();
@@ -412,6 +429,7 @@ function historyPicker() {
 }
 
 function historyPage(thing, name) {
+  lastShadow = { thing, name };
   const path = shadowPath(thing, name);
   const asOf = h('input', { id: 'as-of', spellcheck: 'false', placeholder: '2026-11-27T10:00:00Z or an event id',
     'aria-describedby': 'as-of-help' });
