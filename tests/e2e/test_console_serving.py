@@ -2,6 +2,7 @@
 the security headers, HEAD, the redirect, 404 and 405, no token needed even on a server with
 tokens, and --console false. What the pages do is tested in a browser (test_console.py)."""
 import hashlib
+import http.client
 import os
 import tempfile
 import unittest
@@ -108,6 +109,19 @@ class ConsoleServing(unittest.TestCase):
             self.assertEqual(r.status_code, 405)
             self.assertEqual(r.headers["Allow"], "GET, HEAD")
             self.assertEqual(r.json()["error"]["code"], "method_not_allowed")
+
+    def test_raw_targets_outside_the_files_are_404_never_another_file(self):
+        # Sent as written (requests would normalize them): dot segments, escapes, odd bytes.
+        for target in ("/console/../v1/things", "/console/%2e%2e/v1/things", "/console/..%2F..%2Fetc%2Fpasswd",
+                       "/console//app.js", "/console/app.js%00", "/console/" + "a" * 4000, "/console/index.html/.."):
+            with self.subTest(target=target[:60]):
+                conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
+                conn.request("GET", target)
+                r = conn.getresponse()
+                body = r.read()
+                conn.close()
+                self.assertEqual(r.status, 404, body)
+                self.assertIn(b'"not_found"', body)
 
     def test_the_api_still_needs_the_token(self):
         self.assertEqual(self.get("/v1/things").status_code, 401)
