@@ -154,6 +154,7 @@ function signInPage(error) {
 
 signOut.addEventListener('click', () => {
   sessionStorage.removeItem(TOKEN_KEY);
+  returnTo = location.hash || '#/fleet';
   signInPage(null);
 });
 

@@ -3,6 +3,7 @@
 // test_console.py, which starts shadowd and passes:
 //   CONSOLE_URL     the server's base URL
 //   CONSOLE_TOKEN   an admin token ('' for an open server: sign-in is then skipped)
+//   CONSOLE_APP_TOKEN  an app token (with CONSOLE_TOKEN)
 //   CONSOLE_LIVE    'on' when live streams are served, else the API's refusal is expected
 //   CONSOLE_DEAD_URL  a webhook URL where nothing listens (for dead letters)
 //   CONSOLE_SCREENSHOTS  a folder for PNGs of the main screens ('' for none)
@@ -216,7 +217,7 @@ step('registrations: status, dead letters, Redrive and Delete', async () => {
   await call('PUT', '/v1/registrations/dead-hook', { target: { type: 'webhook', url: env.CONSOLE_DEAD_URL, timeoutMs: 1000 }, maxAttempts: 1 });
   await call('POST', `${shadow('plant-7/sensor-01')}/reported`, { state: { temp: 99 } });
   await eventually(async () => (await call('GET', '/v1/registrations/dead-hook/dead-letters')).deadLetters.length === 1, 'a dead letter');
-  await role('link', 'Registrations').click();
+  await role('link', 'Registrations', { exact: true }).click();
   const row = page.getByRole('row').filter({ hasText: 'dead-hook' });
   await visible(row);
   assert((await row.innerText()).includes('webhook'), 'no target type');
@@ -238,7 +239,7 @@ step('registrations: status, dead letters, Redrive and Delete', async () => {
 });
 
 step('jobs: the screen says bulk jobs are not there yet, and calls nothing', async () => {
-  await role('link', 'Jobs').click();
+  await role('link', 'Jobs', { exact: true }).click();
   await visible(role('heading', 'Jobs'));
   await visible(page.getByRole('status').filter({ hasText: 'not available' }));
 });
@@ -251,6 +252,25 @@ step('API errors are shown with their message', async () => {
   await visible(alertWith('Reading the state failed').filter({ hasText: 'not_found' }));
   await page.goto(`${base}/console/#/registrations/no-such-registration`);
   await visible(alertWith('Reading the registration failed').filter({ hasText: '404 not_found' }));
+});
+
+step('Sign out forgets the token; an app token is refused the registrations with the API\'s message', async () => {
+  if (!token) {
+    assert(!(await role('button', 'Sign out').isVisible()), 'Sign out on an open server');
+    return;
+  }
+  await role('button', 'Sign out').click();
+  await visible(page.getByLabel('Token'));
+  assert(await page.evaluate(() => sessionStorage.length) === 0, 'the token is still in sessionStorage');
+  await page.getByLabel('Token').fill(env.CONSOLE_APP_TOKEN);
+  await role('button', 'Sign in').click();
+  await visible(role('heading', 'Registration no-such-registration'));
+  await role('link', 'Registrations', { exact: true }).click();
+  await visible(alertWith('Reading the registrations failed').filter({ hasText: 'forbidden' }));
+  await role('link', 'Fleet', { exact: true }).click();
+  await page.getByLabel('Filter').fill('other-');
+  await role('button', 'Search').click();
+  await visible(role('link', 'other-thing'));
 });
 
 step('a 390 px wide screen: nothing wider than the screen, every screen usable', async () => {

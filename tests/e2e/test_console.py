@@ -42,11 +42,11 @@ def closed_port():
 class ConsoleInBrowser(unittest.TestCase):
     """Runs the browser script against `server`; fails with its output when a step fails."""
 
-    def run_browser(self, server, token, live):
+    def run_browser(self, server, token, live, app_token=""):
         if not os.access(CHROMIUM, os.X_OK):
             self.fail(f"{CHROMIUM} is missing: scripts/setup.sh installs Debian's chromium")
         failures = tempfile.mkdtemp(prefix="console-failures-")
-        env = dict(os.environ, CONSOLE_URL=server.url, CONSOLE_TOKEN=token, CONSOLE_LIVE=live,
+        env = dict(os.environ, CONSOLE_URL=server.url, CONSOLE_TOKEN=token, CONSOLE_APP_TOKEN=app_token, CONSOLE_LIVE=live,
                    CONSOLE_DEAD_URL=f"http://127.0.0.1:{closed_port()}/", PLAYWRIGHT_MODULES=playwright_modules(),
                    CONSOLE_SCREENSHOTS=screenshots() if live == "on" else "",
                    CONSOLE_SCREENSHOTS_ON_FAILURE=failures, CHROMIUM=CHROMIUM)
@@ -60,13 +60,14 @@ class ConsoleInBrowser(unittest.TestCase):
 
 class OnSqliteWithTokens(ConsoleInBrowser):
     def test_every_screen(self):
-        token = "console-admin-" + uuid.uuid4().hex
+        token, app_token = "console-admin-" + uuid.uuid4().hex, "console-app-" + uuid.uuid4().hex
         with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as f:
             f.write(hashlib.sha256(token.encode()).hexdigest() + " admin\n")
+            f.write(hashlib.sha256(app_token.encode()).hexdigest() + " app\n")
         os.chmod(f.name, 0o600)
         try:
             with Server("--tokens", f.name) as server:
-                self.run_browser(server, token, live="on")
+                self.run_browser(server, token, live="on", app_token=app_token)
         finally:
             os.unlink(f.name)
 
