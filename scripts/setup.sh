@@ -10,6 +10,7 @@ PACKAGES=(
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libre2-dev valgrind curl wrk
   libpugixml-dev libmosquitto-dev mosquitto mosquitto-clients
   python3-yaml  # the build embeds docs/openapi.yaml in shadowd as JSON
+  chromium      # the web console's browser tests (tests/e2e/test_console.py, with playwright-core)
 )
 
 missing=()

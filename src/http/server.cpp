@@ -319,6 +319,7 @@ class Session : public std::enable_shared_from_this<Session> {
     bhttp::request<bhttp::string_body> req = parser_->release();
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
+    const bool head = req.method() == bhttp::verb::head;
     HttpRequest request;
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
@@ -329,7 +330,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // the handler may take its time; the client waits
     // The work guard keeps the I/O loop running (even while stopping) until the response is out.
     auto work = asio::make_work_guard(stream_.get_executor());
-    asio::post(server_.workers, [self = shared_from_this(), request = std::move(request), keep_alive, version,
+    asio::post(server_.workers, [self = shared_from_this(), request = std::move(request), keep_alive, version, head,
                                  work = std::move(work)]() mutable {
       HttpResponse response;
       try {
@@ -337,8 +338,8 @@ class Session : public std::enable_shared_from_this<Session> {
       } catch (const std::exception&) {  // handlers must not throw; if one does, the client still hears
         response = self->service_->refuse(500, "internal error");
       }
-      asio::post(self->stream_.get_executor(), [self, response = std::move(response), keep_alive, version]() mutable {
-        self->write(std::move(response), keep_alive, version);
+      asio::post(self->stream_.get_executor(), [self, response = std::move(response), keep_alive, version, head]() mutable {
+        self->write(std::move(response), keep_alive, version, head);
       });
       work.reset();
     });
@@ -427,7 +428,9 @@ class Session : public std::enable_shared_from_this<Session> {
     close();
   }
 
-  void write(HttpResponse response, bool keep_alive, unsigned version) {
+  // `head`: the answer to a HEAD request, sent with the headers (Content-Length included) that
+  // the same GET would get, and no body (RFC 9110 §9.3.2).
+  void write(HttpResponse response, bool keep_alive, unsigned version, bool head = false) {
     if (response.stream) return start_stream(std::move(response), version);
     HttpStats& stats = server_.stats;
     std::size_t bytes = response.body.size();
@@ -449,6 +452,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!bodiless) res->body() = std::move(response.body);
     res->keep_alive(keep_alive && !server_.stopping);
     res->prepare_payload();
+    if (head) res->body().clear();
     stream_.expires_after(server_.options.read_timeout);
     bhttp::async_write(stream_, *res, [self = shared_from_this(), res, bytes](beast::error_code ec, std::size_t) {
       self->server_.stats.response_bytes_in_flight -= bytes;

@@ -14,6 +14,7 @@
 #include "notify/stream/service.hpp"
 #include "api/api.hpp"
 #include "awsiot/facade.hpp"
+#include "console/console.hpp"
 #include "awsiot/mqtt_bridge.hpp"
 #include "http/auth.hpp"
 #include "http/server.hpp"
@@ -253,8 +254,10 @@ int serve(const Settings& s) {
                                   .claim_window = parse_duration(s.mqtt_claim)});
     metrics.add_section([b = bridge.get()](std::string& out) { b->render_metrics(out); });
   }
+  ds::console::Console console(metrics);
   srv::HttpServer server(http, [&](std::string_view target) -> srv::Service& {
     if (awsiot::Facade::serves(target)) return facade;
+    if (s.console && ds::console::Console::serves(target)) return console;
     return api;
   });
 

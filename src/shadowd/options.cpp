@@ -171,6 +171,8 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--private-readyz", s.private_readyz,
                  "with --tokens: /readyz needs a token too (/healthz never does): true or false")
       ->envname(env("PRIVATE_READYZ"))->default_str("false");
+  app.add_option("--console", s.console, "serve the web console at /console/ (docs/console.md): true or false")
+      ->envname(env("CONSOLE"))->default_str("true");
   app.add_option("--aws-credentials", s.aws_credentials,
                  "AWS access keys whose signatures the AWS IoT API requires (docs/aws-iot.md); mode 600")
       ->envname(env("AWS_CREDENTIALS"));

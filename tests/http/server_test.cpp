@@ -1,5 +1,6 @@
 // The HTTP transport on its own: a handler that throws is answered 500 and the server goes on;
-// a bodiless status is written without the body a handler gave it; streamed responses send
+// a bodiless status is written without the body a handler gave it; HEAD gets the headers of the
+// GET without its body; streamed responses send
 // their headers first and chunks pushed later, bound what waits for a slow reader, notice a
 // client that goes away and end on stop().
 #include "http/server.hpp"
@@ -131,6 +132,28 @@ struct StreamServer {
     runner.join();
   }
 };
+
+TEST(HttpServer, HeadGetsTheHeadersOfTheGetAndNoBody) {
+  srv::HttpServerOptions options;
+  options.port = 0;
+  options.workers = 2;
+  srv::HttpServer server(
+      options, [](const srv::HttpRequest&) { return srv::HttpResponse{200, "text/plain", "eleven byte", {}}; },
+      [](int status, const std::string& message) { return srv::HttpResponse{status, "text/plain", message, {}}; });
+  std::thread runner([&] { server.run(); });
+  // Pipelined on one connection: the GET's answer must follow the HEAD's headers directly.
+  const std::string both = exchange(server.port(), "HEAD /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                   "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const std::size_t second = both.find("HTTP/1.1 200", 1);
+  ASSERT_NE(second, std::string::npos) << both;
+  const std::string head = both.substr(0, second);
+  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << both;
+  EXPECT_NE(head.find("Content-Length: 11\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << head;  // the headers, and nothing after them
+  EXPECT_EQ(both.substr(second).find("eleven byte"), both.size() - second - 11) << both;
+  server.stop();
+  runner.join();
+}
 
 TEST(HttpServer, StreamsHeadersThenChunksPushedFromAnyThread) {
   StreamServer s;

@@ -169,3 +169,16 @@ TEST(Options, SubcommandsParse) {
 }
 
 }  // namespace
+
+TEST(Options, ConsoleIsOnByDefaultAndTakesTrueOrFalse) {
+  EXPECT_TRUE(parse({}).command.options.console);
+  EXPECT_FALSE(parse({"--console", "false"}).command.options.console);
+  EXPECT_TRUE(parse({"--console", "true"}).command.options.console);
+  ::setenv("SHADOWD_CONSOLE", "false", 1);
+  EXPECT_FALSE(parse({}).command.options.console);
+  ::unsetenv("SHADOWD_CONSOLE");
+  const Parsed bad = parse({"--console", "maybe"});
+  EXPECT_EQ(bad.command.kind, sd::Command::Kind::exit);
+  EXPECT_EQ(bad.command.exit_status, 2);
+  EXPECT_NE(bad.error.find("--console"), std::string::npos) << bad.error;
+}
