@@ -8,6 +8,7 @@
 // read as it is now.
 #include "deviceshadow/time_travel.hpp"
 
+#include "deviceshadow/arena.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/leaf_times.hpp"
@@ -38,34 +39,37 @@ struct PastEvent {
 };
 
 const json::value* member(const json::object& o, std::string_view key) { return o.if_contains(key); }
+json::value* member(json::object& o, std::string_view key) { return o.if_contains(key); }
 
-PastEvent parse_event(const HistoryEvent& stored) {
-  const json::value v = parse_json(stored.json, 512);
+// The event's values are parsed into `sp` and moved into its changes: give events replayed
+// together one arena.
+PastEvent parse_event(const HistoryEvent& stored, const json::storage_ptr& sp = {}) {
+  json::value v = parse_json(stored.json, 512, sp);
   if (!v.is_object()) throw Error(ErrorCode::internal, "a history event is not a JSON object");
-  const json::object& o = v.get_object();
+  json::object& o = v.get_object();
   PastEvent e;
   e.id = stored.id;
   e.timestamp_ns = stored.timestamp_ns;
   if (const json::value* op = member(o, "op"); op && op->is_string()) e.is_delete = op->get_string() == "delete";
   if (const json::value* t = member(o, "clientToken"); t && t->is_string()) e.client_token = t->get_string();
   for (Section s : {Section::reported, Section::desired}) {
-    const json::value* section = member(o, to_string(s));
+    json::value* section = member(o, to_string(s));
     if (!section || !section->is_object()) continue;
     PastEvent::Part& p = e.parts[s == Section::reported ? 0 : 1];
     p.present = true;
-    const json::object& so = section->get_object();
+    json::object& so = section->get_object();
     if (const json::value* ver = member(so, "version"); ver && ver->is_number()) p.version = ver->to_number<std::uint64_t>();
     if (const json::value* tz = member(so, "tz"); tz && tz->is_string()) p.tz = tz->get_string();
-    if (const json::value* changes = member(so, "changes"); changes && changes->is_array()) {
-      for (const json::value& c : changes->get_array()) {
-        const json::object& co = c.as_object();
+    if (json::value* changes = member(so, "changes"); changes && changes->is_array()) {
+      for (json::value& c : changes->get_array()) {
+        json::object& co = c.as_object();
         Change change;
         change.section = s;
         const std::string_view op = co.at("op").as_string();
         change.op = op == "add" ? ChangeOp::add : op == "update" ? ChangeOp::update : ChangeOp::remove;
         change.path = co.at("path").as_string();
-        if (const json::value* old = member(co, "old")) change.old_value = *old;
-        if (const json::value* now = member(co, "new")) change.new_value = *now;
+        if (json::value* old = member(co, "old")) change.old_value = std::move(*old);
+        if (json::value* now = member(co, "new")) change.new_value = std::move(*now);
         p.changes.push_back(std::move(change));
       }
     }
@@ -76,6 +80,7 @@ PastEvent parse_event(const HistoryEvent& stored) {
 // The shadow's current record and every history event kept, oldest first. The record is read
 // first, so every write it shows has its event in the list (history inline).
 struct Journal {
+  json::storage_ptr arena = json::make_shared_resource<Arena>();  // the events' values and replayed states
   ShadowRecord current;
   std::vector<PastEvent> events;
   bool shared = false;  // the sections share one version (DynamoDB's combined layout)
@@ -158,7 +163,8 @@ class EventReader {
       if (!stored.empty()) query_.after_id = stored.back().id;
       page_.clear();
       next_ = 0;
-      for (const HistoryEvent& e : stored) page_.push_back(parse_event(e));
+      const json::storage_ptr arena = json::make_shared_resource<Arena>();  // one a page
+      for (const HistoryEvent& e : stored) page_.push_back(parse_event(e, arena));
       if (page_.empty()) return nullptr;
     }
     return &page_[next_++];
@@ -203,7 +209,7 @@ Journal read_journal(Engine& engine, const ShadowKey& key, bool may_be_empty = f
   q.descending = false;
   for (;;) {
     std::vector<HistoryEvent> page = engine.store().history(key, q);
-    for (const HistoryEvent& e : page) j.events.push_back(parse_event(e));
+    for (const HistoryEvent& e : page) j.events.push_back(parse_event(e, j.arena));
     if (page.size() < q.limit) break;
     q.after_id = page.back().id;
   }
@@ -494,11 +500,11 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
       break;
     }
   }
-  json::value state = json::object();
+  json::value state = json::object(j.arena);
   if (!start && j.base) {  // the image is the nearest known state
     start = 1;
     r = j.base->section(s);
-    if (r.exists()) state = parse_json(r.state_json, 512);
+    if (r.exists()) state = parse_json(r.state_json, 512, j.arena);
   }
   if (!start) {
     if (!last_at_or_before && j.known_from_start(s)) return {};
@@ -512,7 +518,7 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
       r.version = p.version;
       r.deleted = true;
       r.timestamp_ns = ev[i].timestamp_ns;
-      state = json::object();
+      state = json::object(j.arena);
       continue;
     }
     Replayer(state, p.changes).run();
@@ -758,7 +764,7 @@ std::optional<Journal> read_window(Store& store, const ShadowKey& key, const His
   for (;;) {
     std::vector<HistoryEvent> page = store.history(key, q);
     for (const HistoryEvent& e : page) {
-      if (e.id >= image->event_id && e.id <= target.id) j.events.push_back(parse_event(e));
+      if (e.id >= image->event_id && e.id <= target.id) j.events.push_back(parse_event(e, j.arena));
     }
     if (page.size() < q.limit) break;
     q.after_id = page.back().id;
