@@ -2,6 +2,7 @@
 // after each write of long random sequences; bounds, diffs and the errors of docs/api.md.
 #include "deviceshadow/time_travel.hpp"
 #include "support/engine_fixture.hpp"
+#include "support/forwarding_store.hpp"
 
 #include <map>
 #include <random>
@@ -359,6 +360,63 @@ TEST_P(TimeTravelTest, BoundsOfALongHistory) {
     EXPECT_EQ(b.oldest.desired_version, 1u);
     EXPECT_EQ(b.newest.reported_version, 200u);
     EXPECT_EQ(b.newest.desired_version, 2u);
+  }
+}
+
+// The store calls an as-of read makes, whatever the history's length: three for a time or an
+// event (the event, the image before it, the events between); a version bisects the history's
+// span over images, one lookup a step.
+TEST_P(TimeTravelTest, AsOfReadsMakeFewStoreCalls) {
+  struct Counting final : ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
+      ++calls;
+      return ForwardingStore::read(keys);
+    }
+    std::vector<ds::HistoryEvent> history(const ds::ShadowKey& key, const ds::HistoryQuery& q) override {
+      ++calls;
+      return ForwardingStore::history(key, q);
+    }
+    std::optional<ds::StateImage> image_before(const ds::ShadowKey& key, std::string_view id) override {
+      ++calls;
+      return ForwardingStore::image_before(key, id);
+    }
+    int calls = 0;
+  } counting(store());
+  ds::EngineOptions o;
+  o.clock = [this] { return clock_.load(); };
+  ds::Engine reader(counting, o);
+  std::vector<std::pair<std::string, std::int64_t>> events;
+  for (int i = 0; i < 600; ++i) {
+    clock_ += 1'000'000;
+    if (i % 7 == 3) {
+      desire(key.thing, "{\"mode\":" + std::to_string(i) + "}");
+    } else {
+      report(key.thing, "{\"n\":" + std::to_string(i) + ",\"m" + std::to_string(i % 9) + "\":1}");
+    }
+    events.emplace_back(newest_event(), clock_.load());
+  }
+  for (std::size_t i = 10; i < events.size(); i += 37) {
+    SCOPED_TRACE(events[i].first);
+    counting.calls = 0;
+    EXPECT_EQ(ds::shadow_as_of(reader, key, time_moment(events[i].second)).event.id, events[i].first);
+    EXPECT_LE(counting.calls, 3);
+    counting.calls = 0;
+    const ds::PastShadow past = ds::shadow_as_of(reader, key, event_moment(events[i].first));
+    EXPECT_LE(counting.calls, 3);
+    // (In the combined layout a version names an event only for the section it stored.)
+    for (ds::Section s : {ds::Section::reported, ds::Section::desired}) {
+      if (GetParam().shared_version) break;
+      Moment m;
+      m.kind = s == ds::Section::reported ? Moment::Kind::reported_version : Moment::Kind::desired_version;
+      m.version = s == ds::Section::reported ? past.event.reported_version : past.event.desired_version;
+      counting.calls = 0;
+      const ds::PastShadow by_version = ds::shadow_as_of(reader, key, m);
+      EXPECT_LE(by_version.event.id, events[i].first);  // the event that gave the version
+      EXPECT_EQ(s == ds::Section::reported ? by_version.event.reported_version : by_version.event.desired_version, m.version);
+      EXPECT_LE(counting.calls, 40);
+      EXPECT_LE(by_version.events_read, 70u);
+    }
   }
 }
 
