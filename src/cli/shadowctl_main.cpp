@@ -3,6 +3,7 @@
 #include "cli/watch.hpp"
 #include "deviceshadow/ascii.hpp"
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/event_id.hpp"
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/uri.hpp"
 
@@ -262,13 +263,9 @@ void print_aggregate(const json::object& r, const json::object& metrics) {
 }
 
 // An event id ("{20 digits}#{letter}{version}") rather than a time.
-bool looks_like_event_id(std::string_view s) {
-  return s.size() >= 23 && s[20] == '#' && std::all_of(s.begin(), s.begin() + 20, [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // A moment diff takes: an event id or an RFC 3339 time ("2026-11-27T10:00:00Z").
 bool looks_like_moment(std::string_view s) {
-  return looks_like_event_id(s) ||
+  return ds::is_event_id(s) ||
          (s.size() > 10 && s[4] == '-' && s[7] == '-' && (s[10] == 'T' || s[10] == 't') &&
           std::all_of(s.begin(), s.begin() + 4, [](char c) { return c >= '0' && c <= '9'; }));
 }
@@ -509,7 +506,7 @@ int main(int argc, char** argv) {
     Reply reply;
     std::function<void(const json::object&)> print;
     if (*get) {
-      if (!as_of.empty()) param(looks_like_event_id(as_of) ? "asOfEvent" : "asOf", as_of);
+      if (!as_of.empty()) param(ds::is_event_id(as_of) ? "asOfEvent" : "asOf", as_of);
       reply = call(client, "GET", shadow + query);
       print = [](const json::object& r) {
         print_shadow(r);

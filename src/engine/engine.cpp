@@ -1,6 +1,7 @@
 #include "deviceshadow/engine.hpp"
 
 #include "deviceshadow/backoff.hpp"
+#include "deviceshadow/event_id.hpp"
 
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/leaf_times.hpp"
@@ -9,7 +10,6 @@
 #include "deviceshadow/validation.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <array>
 #include <atomic>
 #include <limits>
@@ -37,13 +37,6 @@ std::string random_write_id() {
 }
 
 // "{timestamp ns, 20 digits}#{letter}{version}": sorts by time, unique within a shadow.
-std::string event_id(std::int64_t timestamp_ns, char letter, std::uint64_t version) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%020lld#%c%llu", static_cast<long long>(timestamp_ns), letter,
-                static_cast<unsigned long long>(version));
-  return buf;
-}
-
 void validate_key(const ShadowKey& key) {
   validate_thing(key.thing);
   validate_shadow_name(key.name);
@@ -466,7 +459,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         const char letter = write.sections.size() == 2 ? 'C' : write.sections.front().section == Section::reported ? 'R' : 'D';
         const std::string_view op = plan.count == 2 ? "update" : plan.parts[0].section == Section::reported ? "report" : "desire";
         HistoryEvent event;
-        event.id = event_id(ts, letter, write.sections.front().record.version);
+        event.id = make_event_id(ts, letter, write.sections.front().record.version);
         event.timestamp_ns = ts;
         event.expires_ns = expiry(ts, options_.history_retention);
         ChangeEventParts parts{&plan.key, event.id, op, ts, plan.client_token, versions[0], versions[1]};
@@ -577,7 +570,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     std::string change;  // the feed entry, for the write listeners
     if (options_.history || feed || !write_listeners_.empty()) {
       HistoryEvent event;
-      event.id = event_id(ts, 'X', write.sections.front().record.version);
+      event.id = make_event_id(ts, 'X', write.sections.front().record.version);
       event.timestamp_ns = ts;
       event.expires_ns = expiry(ts, options_.history_retention);
       event.json = render_change_event({&key, event.id, "delete", ts, "", versions[0], versions[1], {}, {}, &changes, nullptr});
@@ -656,13 +649,9 @@ HistoryEvent history_event_of(std::string_view change_event, std::chrono::second
   const json::value event = parse_json(change_event);
   const json::value* member = event.is_object() ? event.as_object().if_contains("id") : nullptr;
   const json::string* id = member ? member->if_string() : nullptr;
-  std::int64_t ts = 0;
-  // The id is event_id()'s: 20 digits of the time in ns, '#', the sections' letter and version.
-  if (!id || id->size() < 22 || (*id)[20] != '#' ||
-      std::from_chars(id->data(), id->data() + 20, ts).ptr != id->data() + 20) {
-    throw Error(ErrorCode::internal, "not a change event of the engine: " + std::string(change_event.substr(0, 80)));
-  }
-  return {std::string(*id), ts, expiry(ts, retention), std::string(change_event)};
+  const std::optional<std::int64_t> ts = id ? event_id_time(*id) : std::nullopt;
+  if (!ts) throw Error(ErrorCode::internal, "not a change event of the engine: " + std::string(change_event.substr(0, 80)));
+  return {std::string(*id), *ts, expiry(*ts, retention), std::string(change_event)};
 }
 
 HistoryPage Engine::history(const ShadowKey& key, const HistoryRequest& request) {

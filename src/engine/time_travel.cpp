@@ -10,6 +10,7 @@
 
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/event_id.hpp"
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/timestamp.hpp"
@@ -579,15 +580,6 @@ EventMark mark(const Journal& j, std::size_t t) {
   return {j.events[t].id, j.events[t].timestamp_ns, version_at(j, t, Section::reported), version_at(j, t, Section::desired)};
 }
 
-// An event id whose time (its first 20 digits) is an int64 of Unix ns, so that std::stoll reads it.
-bool is_event_id(std::string_view id) {
-  return id.size() >= 23 && id.size() <= 64 && id[20] == '#' &&
-         std::all_of(id.begin(), id.begin() + 20, [](char c) { return c >= '0' && c <= '9'; }) &&
-         id.substr(0, 20) <= "09223372036854775807" &&
-         std::string_view("RDCX").find(id[21]) != std::string_view::npos &&
-         std::all_of(id.begin() + 22, id.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // The index of the event a moment names.
 std::size_t find_moment(const Journal& j, const Moment& m, std::int64_t now_ns) {
   const std::vector<PastEvent>& ev = j.events;
@@ -702,7 +694,7 @@ std::optional<HistoryEvent> locate_version(Store& store, const ShadowKey& key, S
   const std::optional<HistoryEvent> oldest = end_event(store, key, false), newest = end_event(store, key, true);
   if (version == 0 || !oldest || !newest) return std::nullopt;
   auto version_of = [&](const StateImage& image) { return decode_image(image.json).section(s).version; };
-  auto image_time = [](const StateImage& image) { return std::stoll(image.event_id.substr(0, 20)); };
+  auto image_time = [](const StateImage& image) { return *event_id_time(image.event_id); };
   std::optional<StateImage> below;  // the newest image found whose version of s is below `version`
   std::int64_t lo = oldest->timestamp_ns, hi = newest->timestamp_ns;
   for (int probes = 0; lo <= hi && probes < 64; ++probes) {
@@ -739,7 +731,7 @@ std::optional<HistoryEvent> locate(Store& store, const ShadowKey& key, const Mom
     q.until_ns = m.time_ns;
   } else if (m.kind == Moment::Kind::event && is_event_id(m.event_id)) {
     q.limit = 1000;
-    q.since_ns = q.until_ns = std::stoll(m.event_id.substr(0, 20));
+    q.since_ns = q.until_ns = *event_id_time(m.event_id);
   } else {
     return std::nullopt;
   }
@@ -759,7 +751,7 @@ std::optional<Journal> read_window(Store& store, const ShadowKey& key, const His
   HistoryQuery q;
   q.limit = 1000;
   q.descending = false;
-  q.since_ns = std::stoll(image->event_id.substr(0, 20));
+  q.since_ns = *event_id_time(image->event_id);
   q.until_ns = target.timestamp_ns;
   for (;;) {
     std::vector<HistoryEvent> page = store.history(key, q);
@@ -985,7 +977,7 @@ Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& 
     if (base.exists()) state = parse_json(base.state_json, 512);
     known = true;
   }
-  EventReader events(store, key, image ? image->event_id : "", image ? std::stoll(image->event_id.substr(0, 20)) : INT64_MIN);
+  EventReader events(store, key, image ? image->event_id : "", image ? *event_id_time(image->event_id) : INT64_MIN);
   Series series;
   std::size_t bytes = 0;
   bool first = true;

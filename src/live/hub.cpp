@@ -1,6 +1,7 @@
 #include "live/hub.hpp"
 
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/event_id.hpp"
 #include "deviceshadow/prometheus.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
@@ -59,20 +60,7 @@ std::int64_t saturating_sub(std::int64_t a, std::int64_t b) {
 }  // namespace
 
 ResumePoint parse_resume_point(std::string_view text, std::string_view field) {
-  // An event id: 20 digits of Unix ns, '#', R|D|C|X, a version.
-  if (text.size() > 22 && text[20] == '#' && std::string_view("RDCX").find(text[21]) != std::string_view::npos &&
-      std::all_of(text.begin(), text.begin() + 20, [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
-      std::all_of(text.begin() + 22, text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
-      text.size() <= 42) {
-    std::int64_t ns = 0;
-    for (char c : text.substr(0, 20)) {
-      if (ns > (std::numeric_limits<std::int64_t>::max() - (c - '0')) / 10) {
-        throw Error::invalid_request(std::string(field) + ": the event id's time is out of range", std::string(field));
-      }
-      ns = ns * 10 + (c - '0');
-    }
-    return {ns, std::string(text)};
-  }
+  if (const std::optional<std::int64_t> ns = event_id_time(text)) return {*ns, std::string(text)};
   if (auto t = parse_rfc3339(text)) return {t->unix_nanos(), {}};
   throw Error::invalid_request(std::string(field) + " must be an event id (as sent in id:) or an RFC 3339 time",
                                std::string(field));
