@@ -107,20 +107,29 @@ std::vector<ShadowHistoryEvent> MemoryStore::history_since(std::int64_t since_ns
     return std::tie(ts, key.thing, key.name, id);
   };
   std::shared_lock lock(mutex_);
-  std::vector<ShadowHistoryEvent> out;
+  // Pointers to what comes after the position; only the first `limit` of them are copied.
+  struct Candidate {
+    const ShadowKey* key;
+    const std::string* id;
+    const HistoryEvent* event;
+    auto position() const { return std::tie(event->timestamp_ns, key->thing, key->name, *id); }
+  };
+  std::vector<Candidate> candidates;
   for (const auto& [key, events] : history_) {
     for (const auto& [id, e] : events) {
       if (e.timestamp_ns < since_ns) continue;
       if (after && position(e.timestamp_ns, key, id) <= position(after->event.timestamp_ns, after->key, after->event.id)) {
         continue;
       }
-      out.push_back({key, e});
+      candidates.push_back({&key, &id, &e});
     }
   }
-  std::sort(out.begin(), out.end(), [&](const ShadowHistoryEvent& a, const ShadowHistoryEvent& b) {
-    return position(a.event.timestamp_ns, a.key, a.event.id) < position(b.event.timestamp_ns, b.key, b.event.id);
-  });
-  if (out.size() > limit) out.resize(limit);
+  const std::size_t n = std::min(limit, candidates.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(n), candidates.end(),
+                    [](const Candidate& a, const Candidate& b) { return a.position() < b.position(); });
+  std::vector<ShadowHistoryEvent> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back({*candidates[i].key, *candidates[i].event});
   return out;
 }
 
