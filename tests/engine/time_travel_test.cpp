@@ -110,7 +110,9 @@ class TimeTravelTest : public EngineTest {
         for (const Seen& s : seen) {
           const std::string now = value_in(s.body, section, path);
           const bool has_point = next < series.size() && series[next].event_id == s.id;
-          if (now != before) EXPECT_TRUE(has_point) << "no point for event " << s.id << ": " << now;
+          if (now != before) {
+            EXPECT_TRUE(has_point) << "no point for event " << s.id << ": " << now;
+          }
           if (has_point) {
             const ds::SeriesPoint& p = series[next++];
             const std::string value = p.value ? ds::to_json(*p.value) : "";
@@ -472,7 +474,9 @@ TEST_P(TimeTravelTest, SeriesOfOnePath) {
   const ds::Series temp = ds::shadow_series(engine(), key, q);
   ASSERT_EQ(temp.points.size(), 2u);
   EXPECT_EQ(ds::format_rfc3339(*temp.points[1].ts), "2026-01-01T00:01:00.000000000Z");
-  if (!GetParam().shared_version) EXPECT_EQ(temp.points[1].version, 2u);
+  if (!GetParam().shared_version) {
+    EXPECT_EQ(temp.points[1].version, 2u);
+  }
   q.since_ns = temp.points[1].timestamp_ns;
   EXPECT_EQ(ds::shadow_series(engine(), key, q).points.size(), 1u);
   q.since_ns.reset();
