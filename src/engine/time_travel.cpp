@@ -39,7 +39,6 @@ struct PastEvent {
   const Part& part(Section s) const { return parts[s == Section::reported ? 0 : 1]; }
 };
 
-const json::value* member(const json::object& o, std::string_view key) { return o.if_contains(key); }
 json::value* member(json::object& o, std::string_view key) { return o.if_contains(key); }
 
 // The event's values are parsed into `sp` and moved into its changes: give events replayed
