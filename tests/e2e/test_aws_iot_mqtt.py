@@ -505,8 +505,9 @@ class AwsIotMqttTwoInstancesTest(BridgeCase):
             tokens.append(token)
         for n in range(5):
             publish(self.broker, f"{base}/get", {"clientToken": f"g{n}"})
-        self.on(f"{base}/update/documents", tokens[-1])
-        self.on(f"{base}/get/accepted", "g4")
+        # 25 requests through two shadowd on DynamoDB Local: on a loaded machine they take a while
+        self.on(f"{base}/update/documents", tokens[-1], timeout=90)
+        self.on(f"{base}/get/accepted", "g4", timeout=90)
         time.sleep(1)
         for token in tokens:
             self.assertEqual([self.count(f"{base}/update/{o}", token) for o in ("accepted", "rejected", "documents")],
