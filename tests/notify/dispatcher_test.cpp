@@ -250,7 +250,11 @@ TEST_P(DispatcherTest, RetriesInOrderAndDeadLettersAfterMaxAttempts) {
     report(*engine, "flaky", "main", i);
     report(*engine, "good", "main", i);
   }
-  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_letters == 5 && targets.delivered("r").size() == 10; }));
+  // The counters follow the store's writes: wait for them too.
+  ASSERT_TRUE(eventually([&] {
+    const auto s = *dispatcher->status("r");
+    return s.dead_letters == 5 && s.dead_lettered == 5 && s.failed == 5u * 3 + 5u * 2 && targets.delivered("r").size() == 10;
+  }));
   EXPECT_EQ(versions_of(targets.delivered("r"), "flaky"), one_to(5));
   EXPECT_EQ(versions_of(targets.delivered("r"), "good"), one_to(5));
   const auto status = *dispatcher->status("r");
