@@ -4,6 +4,7 @@
 #pragma once
 
 #include "deviceshadow/document.hpp"
+#include "deviceshadow/index.hpp"
 #include "deviceshadow/store.hpp"
 
 #include <cstdint>
@@ -87,6 +88,14 @@ struct ThingRange {
   friend bool operator==(const ThingRange&, const ThingRange&) = default;
 };
 
+// A comparison every match of a filter must pass, as the index ranges whose entries are exactly
+// the values it accepts (IndexRange per type; a string holding an RFC 3339 time is also a time).
+struct IndexableComparison {
+  const Property* property;         // the filter's own, alive while the filter is
+  std::vector<IndexRange> ranges;   // empty: nothing can match
+  bool whole = false;               // the filter is this comparison alone
+};
+
 class Filter {
  public:
   struct Node;
@@ -104,6 +113,10 @@ class Filter {
   // A field whose index would let the filter read less ("" when it compares none): the first
   // section field a match must pass, else the first one it names.
   std::string field_to_index() const;
+  // The comparisons under the filter's top-level and (or the filter itself) that an index on
+  // their property could select: eq, in, gt, ge, lt, le, and like with a literal prefix, on a
+  // section path or a pseudo field.
+  std::vector<IndexableComparison> indexable() const;
 
  private:
   std::shared_ptr<const Node> root_;

@@ -1,0 +1,226 @@
+// Declared indexes on every store that keeps them (memory, SQLite): the values a field holds,
+// entries kept exact by writes (random writes against a rebuild), the background build with
+// writes landing during it, removal, persistence, and a store that keeps none.
+#include "query/index.hpp"
+
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/error.hpp"
+#include "support/forwarding_store.hpp"
+#include "support/stores.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <thread>
+
+namespace q = deviceshadow::query;
+using T = ds::IndexValue::Type;
+
+namespace {
+
+std::unique_ptr<ds::StoreBackend> open_store(const std::string& kind, const TempDir& dir) {
+  if (kind == "memory") return ds::make_memory_store();
+  ds::SqliteOptions o;
+  o.path = (dir.path() / "shadows.db").string();
+  o.durable = false;
+  return ds::open_sqlite_store(o);
+}
+
+// Every entry of `field`, as "thing|name|type|value".
+std::set<std::string> entries_of(ds::Store& store, const std::string& field) {
+  std::set<std::string> out;
+  for (T type : {T::null, T::boolean, T::number, T::string, T::time}) {
+    const ds::IndexHit* after = nullptr;
+    std::vector<ds::IndexHit> page;
+    for (;;) {
+      std::vector<ds::IndexHit> next = store.index_range(field, {type}, after, 7);  // small pages: resuming is tested too
+      if (next.empty()) break;
+      for (const ds::IndexHit& h : next) {
+        std::string v = h.value.type == T::string ? h.value.text
+                        : h.value.real             ? std::to_string(h.value.number)
+                                                   : std::to_string(h.value.integer);
+        out.insert(h.thing + "|" + h.name + "|" + std::to_string(static_cast<int>(type)) + "|" + v);
+      }
+      page = std::move(next);
+      after = &page.back();
+    }
+  }
+  return out;
+}
+
+// The entries a rebuild from the stored shadows would make.
+std::set<std::string> rebuilt(ds::Store& store, const std::string& field, const ds::TimestampKeys& keys) {
+  const q::Property p = q::parse_index_field(field);
+  std::set<std::string> out;
+  for (const std::string& thing : store.list_things("", "", 100000)) {
+    for (const ds::ShadowSummary& s : store.list_shadows(thing, "", 100000)) {
+      const ds::ShadowKey key{thing, s.name};
+      const ds::ShadowRecord r = store.read(key);
+      q::Subject subject(key, r, keys);
+      for (const ds::IndexValue& v : q::index_values(subject, p)) {
+        std::string text = v.type == T::string ? v.text : v.real ? std::to_string(v.number) : std::to_string(v.integer);
+        out.insert(thing + "|" + s.name + "|" + std::to_string(static_cast<int>(v.type)) + "|" + text);
+      }
+    }
+  }
+  return out;
+}
+
+struct Indexes : ::testing::TestWithParam<std::string> {
+  TempDir dir;
+  std::unique_ptr<ds::StoreBackend> store = open_store(GetParam(), dir);
+  ds::Engine engine{*store};
+  ds::TimestampKeys keys;
+  std::unique_ptr<q::IndexKeeper> keeper = std::make_unique<q::IndexKeeper>(*store, keys);
+
+  void SetUp() override { engine.set_indexer(keeper.get()); }
+  void TearDown() override { engine.set_indexer(nullptr); }
+
+  void write(ds::Section section, const std::string& thing, std::string_view state) {
+    ds::UpdateRequest r;
+    r.key = {thing, "main"};
+    r.section = section;
+    r.state = ds::parse_json(state).as_object();
+    r.acknowledge = false;
+    engine.update(r);
+  }
+  void report(const std::string& thing, std::string_view state) { write(ds::Section::reported, thing, state); }
+
+  std::vector<ds::IndexValue> values(std::string_view state, const std::string& field) {
+    ds::ShadowRecord r;
+    r.reported.version = 1;
+    r.reported.state_json = std::string(state);
+    const ds::ShadowKey key{"t", "main"};
+    q::Subject subject(key, r, keys);
+    return q::index_values(subject, q::parse_index_field(field));
+  }
+};
+
+TEST_P(Indexes, ValuesAreTypedAsFiltersCompareThem) {
+  auto one = values(R"({"a":1})", "reported/a"), one_real = values(R"({"a":1.0})", "reported/a");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one, one_real);  // 1 = 1.0
+  EXPECT_EQ(values(R"({"a":[3,1,3]})", "reported/a").size(), 2u);  // one entry per distinct element
+  auto ts = values(R"({"a":{"value":"x","ts":1700000000}})", "reported/a");
+  ASSERT_EQ(ts.size(), 1u);  // a timestamped value by its value
+  EXPECT_EQ(ts[0].text, "x");
+  auto at = values(R"({"a":{"value":"x","ts":1700000000}})", "reported/a@ts");
+  ASSERT_EQ(at.size(), 1u);
+  EXPECT_EQ(at[0], ds::IndexValue::of_time(1700000000LL * 1000000000));
+  auto time_string = values(R"({"a":"2026-01-01T00:00:00Z"})", "reported/a");
+  ASSERT_EQ(time_string.size(), 2u);  // a string and a time
+  EXPECT_EQ(time_string[0].type, T::string);
+  EXPECT_EQ(time_string[1].type, T::time);
+  EXPECT_TRUE(values(R"({"a":{"b":1}})", "reported/a").empty());  // objects are not compared
+  EXPECT_EQ(values(R"({"a":null})", "reported/a").front().type, T::null);
+  EXPECT_EQ(values(R"({"a":true})", "reported/a").front().integer, 1);
+}
+
+TEST_P(Indexes, RefusesFieldsThatCannotBeIndexed) {
+  for (const char* bad : {"thing", "name", "delta/x", "reported", "bogus/x", ""}) {
+    EXPECT_THROW(keeper->declare({bad}), ds::Error) << bad;
+  }
+  EXPECT_THROW(keeper->declare({"reported/a", "reported/a"}), ds::Error);
+  EXPECT_TRUE(keeper->status().empty());
+}
+
+TEST_P(Indexes, RandomWritesKeepTheIndexEqualToARebuild) {
+  const std::vector<std::string> fields{"reported/temp", "reported/tags", "desired/sp", "reported/temp@changed",
+                                        "_modified", "_pending", "reported/obj/v"};
+  keeper->declare(fields);
+  keeper->wait_until_built();
+  std::mt19937 rng(7);
+  const char* values[] = {"1", "1.5", "-3", "\"a\"", "\"b\"", "true", "null", "[1,2]", "{\"value\":4,\"ts\":" "1700000000}"};
+  for (int i = 0; i < 400; ++i) {
+    const std::string thing = "t" + std::to_string(rng() % 20);
+    const std::string v = values[rng() % std::size(values)];
+    switch (rng() % 6) {
+      case 0: report(thing, R"({"temp":)" + v + "}"); break;
+      case 1: report(thing, R"({"tags":)" + v + R"(,"other":1})"); break;
+      case 2: write(ds::Section::desired, thing, R"({"sp":)" + v + "}"); break;
+      case 3: report(thing, R"({"obj":{"v":)" + v + "}}"); break;
+      case 4: report(thing, R"({"unindexed":)" + v + "}"); break;
+      case 5:
+        try {
+          engine.remove({thing, "main"}, rng() % 2 ? std::optional(ds::Section::reported) : std::nullopt);
+        } catch (const ds::Error&) {  // nothing to delete
+        }
+        break;
+    }
+  }
+  for (const std::string& f : fields) EXPECT_EQ(entries_of(*store, f), rebuilt(*store, f, keys)) << f;
+}
+
+TEST_P(Indexes, BuildsExistingShadowsInTheBackgroundWhileWritesGoOn) {
+  for (int i = 0; i < 450; ++i) report("t" + std::to_string(i), R"({"n":)" + std::to_string(i % 10) + "}");
+  std::atomic<bool> done = false;
+  std::thread writer([&] {
+    for (int i = 0; !done || i < 200; ++i) report("t" + std::to_string(i % 500), R"({"n":)" + std::to_string(i % 7) + "}");
+  });
+  auto states = keeper->declare({"reported/n"});
+  ASSERT_EQ(states.size(), 1u);
+  keeper->wait_until_built();
+  done = true;
+  writer.join();
+  const auto status = keeper->status();
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_TRUE(status[0].ready);
+  EXPECT_GE(status[0].indexed, 450u);
+  EXPECT_TRUE(keeper->ready("reported/n"));
+  EXPECT_EQ(entries_of(*store, "reported/n"), rebuilt(*store, "reported/n", keys));
+  EXPECT_EQ(store->index_fields(), status);  // stored: every shadowd sees it
+}
+
+TEST_P(Indexes, AFieldLeftOutLosesItsEntriesAndTheOthersKeepTheirs) {
+  for (int i = 0; i < 30; ++i) report("t" + std::to_string(i), R"({"a":1,"b":2})");
+  keeper->declare({"reported/a", "reported/b"});
+  keeper->wait_until_built();
+  EXPECT_EQ(entries_of(*store, "reported/a").size(), 30u);
+  auto states = keeper->declare({"reported/b"});
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_TRUE(states[0].ready);  // kept as it was
+  EXPECT_TRUE(entries_of(*store, "reported/a").empty());
+  EXPECT_FALSE(keeper->ready("reported/a"));
+  report("t0", R"({"a":5})");
+  EXPECT_TRUE(entries_of(*store, "reported/a").empty());
+  EXPECT_EQ(entries_of(*store, "reported/b").size(), 30u);
+}
+
+TEST_P(Indexes, ADeclarationOutlivesTheKeeper) {
+  report("t", R"({"a":1})");
+  keeper->declare({"reported/a"});
+  keeper->wait_until_built();
+  engine.set_indexer(nullptr);
+  keeper = std::make_unique<q::IndexKeeper>(*store, keys);
+  engine.set_indexer(keeper.get());
+  EXPECT_TRUE(keeper->ready("reported/a"));
+  report("u", R"({"a":2})");
+  EXPECT_EQ(entries_of(*store, "reported/a").size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, Indexes, ::testing::Values("memory", "sqlite"));
+
+// A store that keeps no indexes (DynamoDB today) refuses a declaration and declares none.
+class WithoutIndexes : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<ds::IndexFieldState> index_fields() override { return Store::index_fields(); }
+  void put_index_fields(std::span<const ds::IndexFieldState> fields) override { Store::put_index_fields(fields); }
+};
+
+TEST(IndexesUnavailable, ADeclarationIsRefusedClearly) {
+  auto backend = ds::make_memory_store();
+  WithoutIndexes store(*backend);
+  q::IndexKeeper keeper(store, {});
+  try {
+    keeper.declare({"reported/a"});
+    FAIL();
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request);
+    EXPECT_NE(std::string(e.what()).find("allowScan"), std::string::npos);
+  }
+  EXPECT_TRUE(keeper.status().empty());
+}
+
+}  // namespace
