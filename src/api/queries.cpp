@@ -195,12 +195,8 @@ HttpResponse Api::count(Context& ctx) {
   http::allow_only(ctx.query, {"filter", "allowScan"});
   const query::Filter filter = parse_filter(ctx.query["filter"]);
   const bool allow_scan = ctx.query.contains("allowScan") && parse_flag(ctx.query["allowScan"], "allowScan");
-  std::uint64_t n = 0;
-  query::scan(engine_.store(), engine_.options().document.timestamp_keys, {filter, scope_of(ctx.token), std::nullopt, allow_scan},
-              options_.queries, [&](const query::Subject&) {
-                ++n;
-                return true;
-              });
+  const std::uint64_t n = query::count(engine_.store(), engine_.options().document.timestamp_keys,
+                                       {filter, scope_of(ctx.token), std::nullopt, allow_scan}, options_.queries);
   return {200, "application/json", "{\"count\":" + std::to_string(n) + "}", {}};
 }
 
@@ -254,6 +250,43 @@ HttpResponse Api::aggregate(Context& ctx) {
                 return true;
               });
   return {200, "application/json", aggregation.render(), {}};
+}
+
+// GET /v1/index: the declared fields and their state; PUT /v1/index {"fields":[…]}: declares
+// exactly those (docs/queries.md, "Indexes").
+HttpResponse Api::index(Context& ctx) {
+  if (ctx.token && ctx.token->role != Role::admin) throw Error(ErrorCode::forbidden, "indexes need an admin token");
+  http::allow_only(ctx.query, {});
+  query::IndexKeeper* keeper = options_.queries.indexes;
+  std::vector<IndexFieldState> states;
+  if (ctx.request.method == "PUT") {
+    const json::object o = body_object(ctx.request.body, engine_.options().document.limits);
+    std::vector<std::string> fields;
+    for (const auto& m : o) {
+      if (m.key() != "fields") throw Error::invalid_request("unknown member '" + std::string(m.key()) + "'", std::string(m.key()));
+      const json::array* list = m.value().if_array();
+      if (!list) throw Error::invalid_request("fields must be an array of properties, e.g. [\"reported/fw\"]", "fields");
+      for (const json::value& f : *list) fields.push_back(text(f, "fields"));
+    }
+    if (!o.contains("fields")) throw Error::invalid_request("fields is required, e.g. {\"fields\":[\"reported/fw\"]}", "fields");
+    if (!keeper) {
+      throw Error::invalid_request("declared indexes are kept on the SQLite and memory stores only; on DynamoDB a query "
+                                   "that is not narrowed by thing reads every shadow with allowScan=true",
+                                   "fields");
+    }
+    states = keeper->declare(fields);
+  } else if (keeper) {
+    states = keeper->status();
+  }
+  std::string out = "{\"fields\":[";
+  for (const IndexFieldState& f : states) {
+    if (out.back() != '[') out += ',';
+    out += "{\"field\":";
+    append_json_string(out, f.field);
+    out += f.ready ? ",\"state\":\"ready\"" : ",\"state\":\"building\"";
+    out += ",\"indexed\":" + std::to_string(f.indexed) + "}";
+  }
+  return {200, "application/json", out + "]}", {}};
 }
 
 }  // namespace deviceshadow::api

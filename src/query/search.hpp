@@ -1,9 +1,11 @@
-// Search and count over a Store by examining shadows one by one (no declared indexes yet),
-// within a budget of shadows examined per query (docs/queries.md, "How a query reads").
+// Search and count over a Store: the planner reads the candidates of the most selective
+// comparison a declared index serves, or examines shadows one by one, within a budget of shadows
+// examined per query (docs/queries.md, "How a query reads").
 #pragma once
 
 #include "deviceshadow/engine.hpp"
 #include "query/filter.hpp"
+#include "query/index.hpp"
 
 #include <functional>
 #include <span>
@@ -13,6 +15,7 @@ namespace deviceshadow::query {
 struct QueryOptions {
   std::size_t budget = 200000;      // shadows one query may examine (--query-budget)
   bool scan_needs_consent = false;  // DynamoDB: reading every thing needs allowScan=true
+  IndexKeeper* indexes = nullptr;  // the declared indexes, used once ready; null: none
 };
 
 // The ranges of things to read, sorted, none inside another: those the filter can match
@@ -32,5 +35,9 @@ struct Scan {
 // allow_scan. Returns the number of shadows examined.
 std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options,
                  const std::function<bool(const Subject&)>& match);
+
+// How many live shadows the filter matches. A filter that is one comparison a ready index
+// serves is counted from the index's entries alone; any other as scan() does.
+std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options);
 
 }  // namespace deviceshadow::query

@@ -2,6 +2,7 @@
 // entries kept exact by writes (random writes against a rebuild), the background build with
 // writes landing during it, removal, persistence, and a store that keeps none.
 #include "query/index.hpp"
+#include "query/search.hpp"
 
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/error.hpp"
@@ -198,6 +199,126 @@ TEST_P(Indexes, ADeclarationOutlivesTheKeeper) {
   report("u", R"({"a":2})");
   EXPECT_EQ(entries_of(*store, "reported/a").size(), 2u);
 }
+
+// Counts the shadows a query reads, so a test sees what the planner chose.
+class ReadCounter : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
+    read_keys += keys.size();
+    return inner_.read(keys);
+  }
+  std::size_t read_keys = 0;
+};
+
+struct Planner : Indexes {
+  ReadCounter counter{*store};
+
+  void SetUp() override {
+    Indexes::SetUp();
+    for (int i = 0; i < 300; ++i) {
+      const std::string thing = "plant-" + std::to_string(i % 3) + "/s" + std::to_string(i);
+      report(thing, R"({"fw":")" + std::string(i % 10 == 0 ? "2.0" : "1.0") + R"(","temp":)" + std::to_string(i % 50) +
+                        R"(,"tags":["a",")" + std::to_string(i % 4) + R"("],"at":"2026-01-0)" + std::to_string(1 + i % 9) +
+                        R"(T00:00:00Z","flag":)" + (i % 2 ? "true" : "false") + "}");
+    }
+    report("plant-0/s0", R"({"temp":1.0})");
+  }
+
+  // The keys a search finds ("thing|name"), in order; `indexes` decides whether the index may serve.
+  std::vector<std::string> find(std::string_view filter, bool indexes, std::optional<ds::ShadowKey> after = std::nullopt,
+                                std::size_t budget = 200000, std::size_t limit = SIZE_MAX) {
+    const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
+    q::QueryOptions options{.budget = budget, .indexes = indexes ? keeper.get() : nullptr};
+    std::vector<std::string> out;
+    counter.read_keys = 0;
+    q::scan(counter, keys, {f, {}, after, false}, options, [&](const q::Subject& s) {
+      out.push_back(s.key().thing + "|" + s.key().name);
+      return out.size() < limit;
+    });
+    return out;
+  }
+  std::uint64_t count(std::string_view filter, bool indexes, std::span<const ds::ThingPattern> scope = {}) {
+    const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
+    counter.read_keys = 0;
+    return q::count(counter, keys, {f, scope, std::nullopt, false}, {.indexes = indexes ? keeper.get() : nullptr});
+  }
+};
+
+// Every filter finds the same shadows in the same order with the index as without it.
+TEST_P(Planner, FindsWhatAScanFinds) {
+  keeper->declare({"reported/fw", "reported/temp", "reported/tags", "reported/at", "reported/flag", "_reportedVersion"});
+  keeper->wait_until_built();
+  for (const char* filter : {
+           R"(eq(reported/fw,"2.0"))", "eq(reported/temp,1)", "eq(reported/temp,1.0)", "gt(reported/temp,45)",
+           "ge(reported/temp,45)", "lt(reported/temp,2)", "le(reported/temp,1)", "in(reported/temp,3,4,1000)",
+           R"(eq(reported/tags,"3"))", R"(like(reported/fw,"2*"))", R"(like(reported/fw,"*0"))",
+           R"(and(eq(reported/fw,"2.0"),gt(reported/temp,20)))", R"(and(eq(reported/fw,"1.0"),eq(reported/temp,7)))",
+           R"(and(like(thing,"plant-1/*"),eq(reported/temp,7)))", "lt(reported/at,time:now)",
+           R"(ge(reported/at,"2026-01-05T00:00:00Z"))", R"(gt(reported/at,"2026-01-05"))", "eq(reported/flag,true)",
+           "gt(reported/flag,false)", "eq(reported/temp,null)", "ge(_reportedVersion,2)", R"(eq(reported/temp,"1"))",
+           R"(and(eq(reported/temp,5),not(eq(reported/fw,"1.0"))))", R"(or(eq(reported/temp,5),eq(reported/temp,6)))"}) {
+    const std::vector<std::string> expected = find(filter, false);
+    EXPECT_EQ(find(filter, true), expected) << filter;
+    EXPECT_EQ(count(filter, true), expected.size()) << filter;
+  }
+}
+
+TEST_P(Planner, ReadsOnlyWhatTheMostSelectiveComparisonSelects) {
+  keeper->declare({"reported/fw", "reported/temp"});
+  keeper->wait_until_built();
+  EXPECT_EQ(find(R"(and(eq(reported/fw,"1.0"),eq(reported/temp,7)))", true).size(), 6u);
+  EXPECT_EQ(counter.read_keys, 6u);  // temp = 7 selects 6, fw = 1.0 selects 270
+  EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", true, std::nullopt, 200000, 5).size(), 5u);
+  EXPECT_LE(counter.read_keys, 100u);  // a page reads no further than it needs
+  EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", true), 30u);
+  EXPECT_EQ(counter.read_keys, 0u);  // counted from the index alone
+  EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", false).size(), 30u);
+  EXPECT_EQ(counter.read_keys, 300u);
+}
+
+TEST_P(Planner, PagesResumeAfterTheCursorsShadow) {
+  keeper->declare({"reported/fw", "reported/temp"});
+  keeper->wait_until_built();
+  for (const char* filter : {R"(eq(reported/fw,"2.0"))", "gt(reported/temp,40)"}) {
+    const std::vector<std::string> all = find(filter, true);
+    std::vector<std::string> paged;
+    std::optional<ds::ShadowKey> after;
+    for (;;) {
+      std::vector<std::string> page = find(filter, true, after, 200000, 4);
+      if (page.empty()) break;
+      paged.insert(paged.end(), page.begin(), page.end());
+      const std::size_t bar = page.back().find('|');
+      after = ds::ShadowKey{page.back().substr(0, bar), page.back().substr(bar + 1)};
+    }
+    EXPECT_EQ(paged, all) << filter;
+  }
+}
+
+TEST_P(Planner, ABudgetRefusesAnUndeclaredFieldAndNamesIt) {
+  try {
+    find("eq(reported/temp,7)", true, std::nullopt, 50);
+    FAIL();
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::query_too_expensive);
+    EXPECT_NE(std::string(e.what()).find("declare an index on reported/temp"), std::string::npos) << e.what();
+  }
+  keeper->declare({"reported/temp"});
+  keeper->wait_until_built();
+  EXPECT_EQ(find("eq(reported/temp,7)", true, std::nullopt, 50).size(), 6u);
+  // A comparison selecting more than the budget is refused as well.
+  EXPECT_THROW(find("ge(reported/temp,0)", true, std::nullopt, 50), ds::Error);
+}
+
+TEST_P(Planner, CountsWithinTheTokensThings) {
+  keeper->declare({"reported/fw"});
+  keeper->wait_until_built();
+  const std::vector<ds::ThingPattern> scope{{"plant-1/", true}};
+  EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", true, scope), 10u);
+  EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", false, scope), 10u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, Planner, ::testing::Values("memory", "sqlite"));
 
 INSTANTIATE_TEST_SUITE_P(Stores, Indexes, ::testing::Values("memory", "sqlite"));
 
