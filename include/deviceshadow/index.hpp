@@ -39,11 +39,12 @@ struct IndexValue {
   friend bool operator<(const IndexValue& a, const IndexValue& b) noexcept { return compare(a, b) < 0; }
 };
 
-// The values one shadow now holds for one declared field (empty: none); a store replaces what
-// it kept for the field and shadow with them.
+// How one shadow's entries of one declared field change: the values it no longer holds and
+// those it now holds (a write changes only the entries that differ).
 struct IndexUpdate {
   std::string field;
-  std::vector<IndexValue> values;
+  std::vector<IndexValue> removed;
+  std::vector<IndexValue> added;
 };
 
 // Values of one type between two bounds (absent: unbounded within the type).

@@ -107,7 +107,7 @@ struct ShadowWrite {
   // delivery store reads it (DeliveryStore::read_feed); DynamoDB's feed is the table's stream.
   std::optional<std::string> feed;
   std::optional<StateImage> image;  // only with `event`, stored in the same transaction
-  // Declared indexes the write changes (Indexer): each replaces the shadow's entries of a field.
+  // The shadow's index entries the write changes (Indexer).
   std::vector<IndexUpdate> index;
 };
 
@@ -190,8 +190,9 @@ class Store {
   // Replaces the declared fields; the entries of fields left out are deleted in the same
   // transaction. Throws invalid_request on a store without indexes.
   virtual void put_index_fields(std::span<const IndexFieldState> fields);
-  // Stores the entries of shadows a background build read, each only if its sections are still
-  // at the versions it read (else a newer write indexed it itself). Returns how many it stored.
+  // Adds the entries of shadows a background build read (their updates remove nothing), each
+  // only if its sections are still at the versions it read (else a newer write indexed it
+  // itself). Returns how many it stored.
   virtual std::size_t put_index_entries(std::span<const IndexedShadow> shadows);
   // Entries of `field` in `range`, in (value, thing, name) order, after `after` when given, at
   // most `limit`.

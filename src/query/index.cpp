@@ -194,16 +194,24 @@ std::vector<IndexUpdate> IndexKeeper::updates(const ShadowKey& key, const Shadow
                                               std::span<const Change> changes) {
   std::vector<IndexUpdate> out;
   std::optional<ShadowRecord> after;
-  std::optional<Subject> subject;
+  std::optional<Subject> old_subject, new_subject;
+  // A shadow that does not exist holds nothing (pseudo fields would still have values).
+  auto values = [&](const Subject& s, const Property& p) {
+    return s.record().exists() ? index_values(s, p) : std::vector<IndexValue>();
+  };
   for (const auto& f : fields_) {  // the caller holds hold()
     if (!affected(f->property, write, changes)) continue;
-    if (!subject) {
+    if (!new_subject) {
       after = before;
       for (const SectionPut& put : write.sections) after->section(put.section) = put.record;
-      subject.emplace(key, *after, keys_);
+      old_subject.emplace(key, before, keys_);
+      new_subject.emplace(key, *after, keys_);
     }
-    // A shadow the write deleted holds nothing (pseudo fields would still have values).
-    out.push_back({f->property.text, after->exists() ? index_values(*subject, f->property) : std::vector<IndexValue>()});
+    const std::vector<IndexValue> was = values(*old_subject, f->property), is = values(*new_subject, f->property);
+    IndexUpdate u{f->property.text, {}, {}};
+    std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(u.removed));
+    std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
+    if (!u.removed.empty() || !u.added.empty()) out.push_back(std::move(u));
   }
   return out;
 }
@@ -245,6 +253,30 @@ bool IndexKeeper::build_pass(std::uint64_t generation) {
     return stopping_ || generation_ != generation;
   };
   std::size_t since_persist = 0;
+  std::vector<ShadowKey> pending;  // read and indexed kBuildChunk at a time, across things
+  auto flush = [&] {
+    const std::vector<ShadowRecord> records = store_.read(pending);
+    std::vector<IndexedShadow> batch;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      if (!records[i].exists()) continue;
+      IndexedShadow& s = batch.emplace_back(IndexedShadow{pending[i], records[i].reported.version, records[i].desired.version, {}});
+      Subject subject(pending[i], records[i], keys_);
+      for (const auto& f : todo) s.updates.push_back({f->property.text, {}, index_values(subject, f->property)});
+    }
+    pending.clear();
+    {
+      std::shared_lock lock(fields_mutex_);  // a declaration in between drops nothing we add back
+      if (interrupted()) return false;
+      store_.put_index_entries(batch);
+    }
+    for (const auto& f : todo) f->indexed += batch.size();
+    if ((since_persist += batch.size()) >= kPersistEvery) {
+      since_persist = 0;
+      std::shared_lock lock(fields_mutex_);
+      persist();
+    }
+    return true;
+  };
   std::string last_thing;
   for (bool more = !todo.empty(); more;) {
     const std::vector<std::string> things = store_.list_things("", last_thing, kBuildChunk);
@@ -252,26 +284,9 @@ bool IndexKeeper::build_pass(std::uint64_t generation) {
       std::string after_name;
       for (bool names = true; names;) {
         const std::vector<ShadowSummary> list = store_.list_shadows(thing, after_name, kBuildChunk);
-        std::vector<ShadowKey> keys;
-        for (const ShadowSummary& s : list) keys.push_back({thing, s.name});
-        const std::vector<ShadowRecord> records = store_.read(keys);
-        std::vector<IndexedShadow> batch;
-        for (std::size_t i = 0; i < keys.size(); ++i) {
-          if (!records[i].exists()) continue;
-          IndexedShadow& s = batch.emplace_back(IndexedShadow{keys[i], records[i].reported.version, records[i].desired.version, {}});
-          Subject subject(keys[i], records[i], keys_);
-          for (const auto& f : todo) s.updates.push_back({f->property.text, index_values(subject, f->property)});
-        }
-        {
-          std::shared_lock lock(fields_mutex_);  // a declaration in between drops nothing we add back
-          if (interrupted()) return false;
-          store_.put_index_entries(batch);
-        }
-        for (const auto& f : todo) f->indexed += batch.size();
-        if ((since_persist += batch.size()) >= kPersistEvery) {
-          since_persist = 0;
-          std::shared_lock lock(fields_mutex_);
-          persist();
+        for (const ShadowSummary& s : list) {
+          pending.push_back({thing, s.name});
+          if (pending.size() == kBuildChunk && !flush()) return false;
         }
         names = list.size() == kBuildChunk;
         if (names) after_name = list.back().name;
@@ -280,6 +295,7 @@ bool IndexKeeper::build_pass(std::uint64_t generation) {
     more = things.size() == kBuildChunk;
     if (more) last_thing = things.back();
   }
+  if (!pending.empty() && !flush()) return false;
   std::shared_lock lock(fields_mutex_);
   if (interrupted()) return false;
   for (const auto& f : todo) f->ready = true;

@@ -84,14 +84,14 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
     std::optional<IndexHit> from;
     if (after) from = IndexHit{*r.low, after->thing, after->name};
     for (;;) {
-      std::vector<IndexHit> hits = store.index_range(field, r, from ? &*from : nullptr, kHitPage);
+      const std::vector<IndexHit> hits = store.index_range(field, r, from ? &*from : nullptr, kHitPage);
       std::vector<ShadowKey> keys;
-      for (IndexHit& h : hits) {
-        if (in_scope(h.thing, scope)) keys.push_back({std::move(h.thing), std::move(h.name)});
+      for (const IndexHit& h : hits) {
+        if (in_scope(h.thing, scope)) keys.push_back({h.thing, h.name});
       }
       if (!keys.empty() && !visit(keys)) return;
       if (hits.size() < kHitPage) return;
-      from = IndexHit{*r.low, hits.back().thing, hits.back().name};
+      from = hits.back();
     }
   }
   std::vector<ShadowKey> all;

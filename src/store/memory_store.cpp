@@ -157,11 +157,8 @@ void MemoryStore::apply_index_updates(const ShadowKey& key, std::span<const Inde
     auto index = indexes_.find(u.field);
     if (index == indexes_.end()) continue;  // no longer declared
     FieldIndex& f = index->second;
-    std::vector<IndexValue>& kept = f.values[key];
-    for (IndexValue& v : kept) f.entries.erase(IndexHit{std::move(v), key.thing, key.name});
-    kept = u.values;
-    for (const IndexValue& v : kept) f.entries.insert(IndexHit{v, key.thing, key.name});
-    if (kept.empty()) f.values.erase(key);
+    for (const IndexValue& v : u.removed) f.entries.erase(IndexHit{v, key.thing, key.name});
+    for (const IndexValue& v : u.added) f.entries.insert(IndexHit{v, key.thing, key.name});
   }
 }
 

@@ -54,13 +54,12 @@ class MemoryStore final : public StoreBackend {
   void set_feed_listener(std::function<void()> listener) override { feed_listener_.set(std::move(listener)); }
 
  private:
-  // One declared field's entries, ordered as SQLite's shadow_index, and each shadow's values.
+  // One declared field's entries, ordered as SQLite's shadow_index.
   struct FieldIndex {
     struct Order {
       bool operator()(const IndexHit& a, const IndexHit& b) const noexcept;
     };
     std::set<IndexHit, Order> entries;
-    std::map<ShadowKey, std::vector<IndexValue>> values;
   };
   void apply_index_updates(const ShadowKey& key, std::span<const IndexUpdate> updates);  // under mutex_
 

@@ -146,8 +146,8 @@ class Connection {
 // Both sections of a shadow as stored (sqlite_store.cpp).
 ShadowRecord read_record(Connection& c, const ShadowKey& key);
 
-// Replaces the shadow's entries of each updated field (sqlite_index.cpp); inside the caller's
-// transaction.
+// Removes and adds the shadow's entries as `updates` say (sqlite_index.cpp); inside the
+// caller's transaction.
 void apply_index_updates(Connection& c, const ShadowKey& key, std::span<const IndexUpdate> updates);
 
 }  // namespace sqlite

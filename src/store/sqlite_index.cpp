@@ -15,7 +15,8 @@ constexpr const char* kSelectFields = "SELECT field, ready, indexed FROM index_f
 constexpr const char* kClearFields = "DELETE FROM index_fields";
 constexpr const char* kInsertField = "INSERT INTO index_fields(field, position, ready, indexed) VALUES (?1, ?2, ?3, ?4)";
 constexpr const char* kDropEntries = "DELETE FROM shadow_index WHERE field = ?1";
-constexpr const char* kDeleteShadowEntries = "DELETE FROM shadow_index WHERE thing = ?1 AND name = ?2 AND field = ?3";
+constexpr const char* kDeleteEntry =
+    "DELETE FROM shadow_index WHERE field = ?1 AND type = ?2 AND value = ?3 AND thing = ?4 AND name = ?5";
 constexpr const char* kInsertEntry =
     "INSERT OR IGNORE INTO shadow_index(field, type, value, thing, name) VALUES (?1, ?2, ?3, ?4, ?5)";
 
@@ -86,13 +87,14 @@ void bind_range(Query& q, std::string_view field, const IndexRange& r, const Ran
 
 void sqlite::apply_index_updates(Connection& c, const ShadowKey& key, std::span<const IndexUpdate> updates) {
   for (const IndexUpdate& u : updates) {
-    Query(c.statement(kDeleteShadowEntries)).bind(1, key.thing).bind(2, key.name).bind(3, u.field).run();
-    for (const IndexValue& v : u.values) {
-      Query q(c.statement(kInsertEntry));
-      q.bind(1, u.field).bind(2, static_cast<std::int64_t>(v.type));
-      bind_value(q, 3, v);
-      q.bind(4, key.thing).bind(5, key.name);
-      q.run();
+    for (const auto& [sql, values] : {std::pair{kDeleteEntry, &u.removed}, std::pair{kInsertEntry, &u.added}}) {
+      for (const IndexValue& v : *values) {
+        Query q(c.statement(sql));
+        q.bind(1, u.field).bind(2, static_cast<std::int64_t>(v.type));
+        bind_value(q, 3, v);
+        q.bind(4, key.thing).bind(5, key.name);
+        q.run();
+      }
     }
   }
 }

@@ -96,7 +96,7 @@ PRAGMA user_version = 7;
 // a shadow has for a declared field: `type` is IndexValue::Type, `value` an INTEGER, REAL or
 // TEXT SQLite compares as the filter language does within a type (numbers numerically,
 // strings bytewise); null is 0. Its key covers every read: a comparison reads one range of it.
-// shadow_index_shadow finds a shadow's rows when a write replaces them.
+// A write deletes and inserts exactly the rows that change (IndexUpdate), by their key.
 constexpr const char* kSchemaV8 = R"sql(
 CREATE TABLE IF NOT EXISTS index_fields(
   field TEXT NOT NULL PRIMARY KEY, position INTEGER NOT NULL, ready INTEGER NOT NULL, indexed INTEGER NOT NULL
@@ -104,7 +104,6 @@ CREATE TABLE IF NOT EXISTS index_fields(
 CREATE TABLE IF NOT EXISTS shadow_index(
   field TEXT NOT NULL, type INTEGER NOT NULL, value NOT NULL, thing TEXT NOT NULL, name TEXT NOT NULL,
   PRIMARY KEY (field, type, value, thing, name)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS shadow_index_shadow ON shadow_index(thing, name, field);
 PRAGMA user_version = 8;
 )sql";
 

@@ -295,6 +295,18 @@ TEST_P(Planner, PagesResumeAfterTheCursorsShadow) {
   }
 }
 
+TEST_P(Planner, ReadsEqualitiesAndRangesLongerThanOneStoreCall) {
+  for (int i = 0; i < 2100; ++i) report("many-" + std::to_string(i), R"({"fw":"9.9","temp":1000})");
+  keeper->declare({"reported/fw", "reported/temp"});
+  keeper->wait_until_built();
+  for (const char* filter : {R"(eq(reported/fw,"9.9"))", "ge(reported/temp,1000)", R"(like(reported/fw,"9*"))"}) {
+    const std::vector<std::string> expected = find(filter, false);
+    ASSERT_EQ(expected.size(), 2100u);
+    EXPECT_EQ(find(filter, true), expected) << filter;
+    EXPECT_EQ(count(filter, true), 2100u) << filter;
+  }
+}
+
 TEST_P(Planner, ABudgetRefusesAnUndeclaredFieldAndNamesIt) {
   try {
     find("eq(reported/temp,7)", true, std::nullopt, 50);

@@ -217,7 +217,7 @@ TEST(Sqlite, MigratesVersion7ToKeepDeclaredIndexes) {
   ds::IndexValue fw{ds::IndexValue::Type::string, 0, 0, false, "1.3"};
   w.sections[0] = {ds::Section::reported, 1, r, true};
   w.sections[0].record.version = 2;
-  w.index = {{"reported/fw", {fw}}};
+  w.index = {{"reported/fw", {}, {fw}}};
   store->write(w);
   EXPECT_EQ(store->index_fields(), fields);
   const auto hits = store->index_range("reported/fw", {ds::IndexValue::Type::string, fw, fw}, nullptr, 10);
