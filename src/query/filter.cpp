@@ -845,9 +845,11 @@ bool append_property(std::string& out, const Subject& s, const Property& p) {
   return false;
 }
 
-std::vector<Sample> samples(const Subject& subject, const Property& property) {
+namespace {
+
+std::vector<Sample> to_samples(const std::vector<Operand>& operands) {
   std::vector<Sample> out;
-  for (const Operand& o : resolve(subject, property)) {
+  for (const Operand& o : operands) {
     Sample& x = out.emplace_back();
     x.type = o.type;
     switch (o.type) {
@@ -859,6 +861,16 @@ std::vector<Sample> samples(const Subject& subject, const Property& property) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Sample> samples(const Subject& subject, const Property& property) { return to_samples(resolve(subject, property)); }
+
+std::vector<Sample> samples_of(const json::value& value, const TimestampKeys& keys) {
+  std::vector<Operand> operands;
+  add_value(value, keys, operands);
+  return to_samples(operands);
 }
 
 Filter::Filter() = default;

@@ -80,6 +80,8 @@ struct Sample {
   std::int64_t time = 0;  // Type::time: Unix ns
 };
 std::vector<Sample> samples(const Subject& subject, const Property& property);
+// The samples of one value a section path holds (`samples` of such a path, without the shadow).
+std::vector<Sample> samples_of(const json::value& value, const TimestampKeys& keys);
 
 // A range of things a filter can only match within: one exact name or every name with a prefix.
 struct ThingRange {

@@ -59,10 +59,12 @@ Property parse_index_field(std::string_view text) {
   return p;
 }
 
-std::vector<IndexValue> index_values(const Subject& subject, const Property& property) {
+namespace {
+
+std::vector<IndexValue> to_index_values(const std::vector<Sample>& samples) {
   using T = IndexValue::Type;
   std::vector<IndexValue> out;
-  for (const Sample& s : samples(subject, property)) {
+  for (const Sample& s : samples) {
     switch (s.type) {
       case Sample::Type::null: out.push_back({T::null}); break;
       case Sample::Type::boolean: out.push_back({T::boolean, s.json.get_bool() ? 1 : 0}); break;
@@ -92,10 +94,29 @@ std::vector<IndexValue> index_values(const Subject& subject, const Property& pro
   return out;
 }
 
+// The JSON Pointer of a section path without a suffix ("" for anything else): a change of
+// exactly that leaf tells what the field held and holds.
+std::string leaf_pointer(const Property& p) {
+  if (is_pseudo(p) || p.suffix != Property::Suffix::none) return {};
+  std::string out;
+  for (const std::string& token : p.path) {
+    out += '/';
+    for (char c : token) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<IndexValue> index_values(const Subject& subject, const Property& property) {
+  return to_index_values(samples(subject, property));
+}
+
 IndexKeeper::IndexKeeper(Store& store, const TimestampKeys& keys) : store_(store), keys_(keys) {
   for (const IndexFieldState& s : store_.index_fields()) {
     auto f = std::make_shared<Field>();
     f->property = parse_index_field(s.field);
+    f->pointer = leaf_pointer(f->property);
     f->ready = s.ready;
     f->indexed = s.indexed;
     building_ = building_ || !s.ready;
@@ -148,6 +169,7 @@ std::vector<IndexFieldState> IndexKeeper::declare(const std::vector<std::string>
         next.push_back(*kept);
       } else {
         next.push_back(std::make_shared<Field>());
+        next.back()->pointer = leaf_pointer(p);
         next.back()->property = std::move(p);
       }
       building = building || !next.back()->ready;
@@ -201,6 +223,16 @@ std::vector<IndexUpdate> IndexKeeper::updates(const ShadowKey& key, const Shadow
   };
   for (const auto& f : fields_) {  // the caller holds hold()
     if (!affected(f->property, write, changes)) continue;
+    IndexUpdate u{f->property.text, {}, {}};
+    // The common case, a write of exactly the declared leaf: its change has both values.
+    if (const Change* c = only_change(*f, write, changes)) {
+      const std::vector<IndexValue> was = c->old_value ? to_index_values(samples_of(*c->old_value, keys_)) : std::vector<IndexValue>();
+      const std::vector<IndexValue> is = c->new_value ? to_index_values(samples_of(*c->new_value, keys_)) : std::vector<IndexValue>();
+      std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(u.removed));
+      std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
+      if (!u.removed.empty() || !u.added.empty()) out.push_back(std::move(u));
+      continue;
+    }
     if (!new_subject) {
       after = before;
       for (const SectionPut& put : write.sections) after->section(put.section) = put.record;
@@ -208,12 +240,29 @@ std::vector<IndexUpdate> IndexKeeper::updates(const ShadowKey& key, const Shadow
       new_subject.emplace(key, *after, keys_);
     }
     const std::vector<IndexValue> was = values(*old_subject, f->property), is = values(*new_subject, f->property);
-    IndexUpdate u{f->property.text, {}, {}};
     std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(u.removed));
     std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
     if (!u.removed.empty() || !u.added.empty()) out.push_back(std::move(u));
   }
   return out;
+}
+
+// The one change that decides what a leaf field holds after `write`, if there is one: the
+// write's only change under the field's top-level member, of exactly the field's leaf, in a
+// section the write does not delete.
+const Change* IndexKeeper::only_change(const Field& f, const ShadowWrite& write, std::span<const Change> changes) {
+  if (f.pointer.empty()) return nullptr;
+  const Section section = section_of(f.property);
+  for (const SectionPut& put : write.sections) {
+    if (put.section == section && put.record.deleted) return nullptr;
+  }
+  const Change* only = nullptr;
+  for (const Change& c : changes) {
+    if (c.section != section || first_token(c.path) != f.property.path.front()) continue;
+    if (only || c.path != f.pointer) return nullptr;
+    only = &c;
+  }
+  return only;
 }
 
 void IndexKeeper::build_loop() {

@@ -49,9 +49,11 @@ class IndexKeeper final : public Indexer {
  private:
   struct Field {
     Property property;
+    std::string pointer;  // a section path without suffix as a JSON Pointer, else ""
     std::atomic<bool> ready{false};
     std::atomic<std::uint64_t> indexed{0};
   };
+  static const Change* only_change(const Field& f, const ShadowWrite& write, std::span<const Change> changes);
   std::vector<IndexFieldState> states() const;  // under fields_mutex_
   void persist();                               // the states to the store; under fields_mutex_ (shared)
   void build_loop();
