@@ -52,6 +52,7 @@ struct IndexRange {
   IndexValue::Type type = IndexValue::Type::null;
   std::optional<IndexValue> low, high;
   bool low_open = false, high_open = false;  // exclude the bound itself
+  bool descending = false;                   // a read returns the entries in reverse order
 
   bool contains(const IndexValue& v) const noexcept;
 };

@@ -194,8 +194,8 @@ class Store {
   // only if its sections are still at the versions it read (else a newer write indexed it
   // itself). Returns how many it stored.
   virtual std::size_t put_index_entries(std::span<const IndexedShadow> shadows);
-  // Entries of `field` in `range`, in (value, thing, name) order, after `after` when given, at
-  // most `limit`.
+  // Entries of `field` in `range`, in (value, thing, name) order (reversed when
+  // range.descending), after `after` in that order when given, at most `limit`.
   virtual std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                             std::size_t limit);
   // How many entries of `field` are in `range`, counting at most `cap`.

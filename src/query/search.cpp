@@ -253,4 +253,44 @@ std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, c
   return n;
 }
 
+std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& scan, const Sort& sort,
+                        const std::optional<SortPosition>& after, const QueryOptions& options,
+                        const std::function<bool(const Subject&, const IndexValue&)>& match) {
+  using T = IndexValue::Type;
+  const Property property = parse_index_field(sort.field);
+  std::vector<T> types{T::null, T::boolean, T::number, T::string, T::time};
+  if (sort.descending) std::reverse(types.begin(), types.end());
+  std::size_t examined = 0;
+  for (T type : types) {
+    IndexRange range{type};
+    range.descending = sort.descending;
+    std::optional<IndexHit> from;
+    if (after) {
+      // Types come in order: those before the cursor's are done.
+      const bool done = sort.descending ? type > after->value.type : type < after->value.type;
+      if (done) continue;
+      if (type == after->value.type) from = IndexHit{after->value, after->key.thing, after->key.name};
+    }
+    for (;;) {
+      const std::vector<IndexHit> hits = store.index_range(sort.field, range, from ? &*from : nullptr, kChunk);
+      if (examined + hits.size() > options.budget) over_budget(scan.filter, options);
+      examined += hits.size();
+      std::vector<ShadowKey> wanted;
+      for (const IndexHit& h : hits) wanted.push_back({h.thing, h.name});
+      const std::vector<ShadowRecord> records = store.read(wanted);
+      for (std::size_t i = 0; i < hits.size(); ++i) {
+        if (!records[i].exists() || !in_scope(wanted[i].thing, scan.scope)) continue;
+        Subject subject(wanted[i], records[i], keys);
+        // A shadow holding several values is listed once, at its first in this order.
+        const std::vector<IndexValue> values = index_values(subject, property);
+        if (values.empty() || (sort.descending ? values.back() : values.front()) != hits[i].value) continue;
+        if (scan.filter.matches(subject) && !match(subject, hits[i].value)) return examined;
+      }
+      if (hits.size() < kChunk) break;
+      from = hits.back();
+    }
+  }
+  return examined;
+}
+
 }  // namespace deviceshadow::query

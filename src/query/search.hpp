@@ -36,6 +36,25 @@ struct Scan {
 std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options,
                  const std::function<bool(const Subject&)>& match);
 
+// A search's order by a declared field: each shadow at its least value of the field (its
+// greatest when descending); ties by thing, then name (reversed when descending). Shadows that
+// hold no value of the field are not listed.
+struct Sort {
+  std::string field;
+  bool descending = false;
+};
+// Where a sorted search stopped: the last shadow listed and the value it was listed at.
+struct SortPosition {
+  IndexValue value;
+  ShadowKey key;
+};
+
+// As scan(), in `sort`'s order, reading the field's index (ready) from its first entry, or
+// after `after`: every entry read is a shadow examined.
+std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& scan, const Sort& sort,
+                        const std::optional<SortPosition>& after, const QueryOptions& options,
+                        const std::function<bool(const Subject&, const IndexValue&)>& match);
+
 // How many live shadows the filter matches. A filter that is one comparison a ready index
 // serves is counted from the index's entries alone; any other as scan() does.
 std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options);

@@ -191,6 +191,16 @@ std::size_t MemoryStore::put_index_entries(std::span<const IndexedShadow> shadow
 
 std::vector<IndexHit> MemoryStore::index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                                std::size_t limit) {
+  if (range.descending) {  // the whole range, reversed (the memory store is for tests and demos)
+    IndexRange ascending = range;
+    ascending.descending = false;
+    std::vector<IndexHit> all = index_range(field, ascending, nullptr, SIZE_MAX);
+    std::vector<IndexHit> out;
+    for (auto it = all.rbegin(); it != all.rend() && out.size() < limit; ++it) {
+      if (!after || FieldIndex::Order()(*it, *after)) out.push_back(std::move(*it));
+    }
+    return out;
+  }
   std::shared_lock lock(mutex_);
   std::vector<IndexHit> out;
   auto index = indexes_.find(field);

@@ -62,7 +62,7 @@ RangeSql range_sql(const IndexRange& r, bool with_after) {
   if (r.high) s.sql += std::string(" AND value ") + (r.high_open ? "<" : "<=") + " ?" + std::to_string(s.high = s.next++);
   if (with_after) {
     s.after = s.next;
-    s.sql += " AND (value, thing, name) > (?" + std::to_string(s.next) + ", ?" + std::to_string(s.next + 1) + ", ?" +
+    s.sql += std::string(" AND (value, thing, name) ") + (r.descending ? "<" : ">") + " (?" + std::to_string(s.next) + ", ?" + std::to_string(s.next + 1) + ", ?" +
              std::to_string(s.next + 2) + ")";
     s.next += 3;
   }
@@ -145,7 +145,9 @@ std::vector<IndexHit> SqliteStore::index_range(std::string_view field, const Ind
                                                std::size_t limit) {
   const RangeSql s = range_sql(range, after != nullptr);
   const char* sql = cached_sql("SELECT value, thing, name FROM shadow_index WHERE " + s.sql +
-                               " ORDER BY type, value, thing, name LIMIT ?" + std::to_string(s.next));
+                               (range.descending ? " ORDER BY value DESC, thing DESC, name DESC LIMIT ?"
+                                                 : " ORDER BY value, thing, name LIMIT ?") +
+                               std::to_string(s.next));
   return with_reader([&](Connection& c) {
     Query q(c.statement(sql));
     bind_range(q, field, range, s);

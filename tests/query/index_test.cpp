@@ -307,6 +307,44 @@ TEST_P(Planner, ReadsEqualitiesAndRangesLongerThanOneStoreCall) {
   }
 }
 
+// A sorted search lists each matching shadow that holds the field once, at its least value
+// (greatest when descending), ties by thing and name; pages resume at the position given.
+TEST_P(Planner, SortsByADeclaredField) {
+  report("plant-1/s1", R"({"temp":[49,-1]})");  // listed at -1 ascending, at 49 descending
+  report("plant-2/s2", R"({"temp":"warm"})");   // strings after numbers
+  keeper->declare({"reported/temp"});
+  keeper->wait_until_built();
+  const q::Filter f = q::Filter::parse(R"(like(thing,"plant-*"))", 0);
+  const q::Property temp = q::parse_index_field("reported/temp");
+  for (bool descending : {false, true}) {
+    // Expected: every match holding a value, by its first value in this order, then thing, name.
+    std::vector<std::tuple<ds::IndexValue, std::string, std::string>> expected;
+    q::scan(counter, keys, {f, {}, std::nullopt, false}, {}, [&](const q::Subject& s) {
+      const std::vector<ds::IndexValue> v = q::index_values(s, temp);
+      if (!v.empty()) expected.emplace_back(descending ? v.back() : v.front(), s.key().thing, s.key().name);
+      return true;
+    });
+    std::sort(expected.begin(), expected.end());
+    if (descending) std::reverse(expected.begin(), expected.end());
+    std::vector<std::tuple<ds::IndexValue, std::string, std::string>> listed;
+    std::optional<q::SortPosition> after;
+    for (bool more = true; more;) {
+      std::size_t page = 0;
+      more = false;
+      q::sorted_scan(counter, keys, {f, {}, std::nullopt, false}, {"reported/temp", descending}, after, {},
+                     [&](const q::Subject& s, const ds::IndexValue& v) {
+                       listed.emplace_back(v, s.key().thing, s.key().name);
+                       after = q::SortPosition{v, s.key()};
+                       return more = ++page < 7;
+                     });
+      more = page == 7;
+    }
+    ASSERT_EQ(listed.size(), expected.size());
+    EXPECT_TRUE(listed == expected) << descending;
+    EXPECT_EQ(std::get<1>(listed.front()), descending ? "plant-2/s2" : "plant-1/s1");
+  }
+}
+
 TEST_P(Planner, ABudgetRefusesAnUndeclaredFieldAndNamesIt) {
   try {
     find("eq(reported/temp,7)", true, std::nullopt, 50);
