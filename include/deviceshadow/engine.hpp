@@ -8,6 +8,7 @@
 
 #include "deviceshadow/document.hpp"
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/index.hpp"
 #include "deviceshadow/store.hpp"
 
 #include <array>
@@ -253,6 +254,9 @@ class Engine {
   // none is added.
   void add_write_listener(WriteListener& listener) { write_listeners_.push_back(&listener); }
   void remove_write_listener(WriteListener& listener) { std::erase(write_listeners_, &listener); }
+  // Declared indexes: every later write carries the index updates `indexer` decides (null:
+  // none). Set before the engine serves writes.
+  void set_indexer(Indexer* indexer) noexcept { indexer_ = indexer; }
 
   const EngineOptions& options() const noexcept { return options_; }
   const EngineStats& stats() const noexcept { return stats_; }
@@ -268,6 +272,7 @@ class Engine {
   EngineStats stats_;
   std::atomic<bool> feed_{false};
   std::vector<WriteListener*> write_listeners_;
+  Indexer* indexer_ = nullptr;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "deviceshadow/document.hpp"
+#include "deviceshadow/index.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -106,6 +107,15 @@ struct ShadowWrite {
   // delivery store reads it (DeliveryStore::read_feed); DynamoDB's feed is the table's stream.
   std::optional<std::string> feed;
   std::optional<StateImage> image;  // only with `event`, stored in the same transaction
+  // The shadow's index entries the write changes (Indexer).
+  std::vector<IndexUpdate> index;
+};
+
+// A shadow's index entries as a background build computed them from the sections it read.
+struct IndexedShadow {
+  ShadowKey key;
+  std::uint64_t reported_version = 0, desired_version = 0;  // as read
+  std::vector<IndexUpdate> updates;
 };
 
 struct ShadowSummary {
@@ -171,6 +181,25 @@ class Store {
   virtual std::size_t purge(std::int64_t now_ns) = 0;
   // Readiness: nothing when the store can serve requests, else why it cannot.
   virtual std::optional<std::string> unready() = 0;
+
+  // Declared indexes (index.hpp, docs/queries.md). A store without them (DynamoDB today)
+  // declares none and refuses to: the defaults below.
+  //
+  // The declared fields, in the order declared.
+  virtual std::vector<IndexFieldState> index_fields() { return {}; }
+  // Replaces the declared fields; the entries of fields left out are deleted in the same
+  // transaction. Throws invalid_request on a store without indexes.
+  virtual void put_index_fields(std::span<const IndexFieldState> fields);
+  // Adds the entries of shadows a background build read (their updates remove nothing), each
+  // only if its sections are still at the versions it read (else a newer write indexed it
+  // itself). Returns how many it stored.
+  virtual std::size_t put_index_entries(std::span<const IndexedShadow> shadows);
+  // Entries of `field` in `range`, in (value, thing, name) order (reversed when
+  // range.descending), after `after` in that order when given, at most `limit`.
+  virtual std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
+                                            std::size_t limit);
+  // How many entries of `field` are in `range`, counting at most `cap`.
+  virtual std::uint64_t index_count(std::string_view field, const IndexRange& range, std::uint64_t cap);
 };
 
 }  // namespace deviceshadow

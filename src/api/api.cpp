@@ -47,6 +47,7 @@ constexpr Route kRoutes[] = {
     {"/v1/shadows/search", "POST"},
     {"/v1/shadows/count", "GET"},
     {"/v1/shadows/aggregate", "POST"},
+    {"/v1/index", "GET, PUT"},
 };
 
 HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
@@ -314,6 +315,10 @@ HttpResponse Api::route(Context& ctx) {
   if (s.size() == 3 && s[0] == "v1" && s[1] == "shadows" && s[2] == "aggregate") {
     only("/v1/shadows/aggregate");
     return aggregate(ctx);
+  }
+  if (s.size() == 2 && s[0] == "v1" && s[1] == "index") {
+    only("/v1/index");
+    return index(ctx);
   }
   throw Error::not_found("no such endpoint: " + ctx.request.method + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
 }

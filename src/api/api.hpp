@@ -82,6 +82,7 @@ class Api final : public http::Service {
   HttpResponse search(Context& ctx);  // queries.cpp
   HttpResponse count(Context& ctx);   // queries.cpp
   HttpResponse aggregate(Context& ctx);  // queries.cpp
+  HttpResponse index(Context& ctx);      // queries.cpp: the declared indexes (admin)
   HttpResponse events(Context& ctx);  // streams.cpp
   void authorize(Context& ctx, Action action, std::string_view thing) const;
 

@@ -35,17 +35,66 @@ std::vector<std::string> split_fields(std::string_view text) {
   return out;
 }
 
-// Until fields can be declared, the one order is thing, then name.
+// The sort as asked, normalized: kDefaultSort, or "+FIELD" / "-FIELD" (a declared field, then
+// thing and name, which may be written after it).
 std::string checked_sort(std::string_view text) {
   if (text.empty()) return std::string(kDefaultSort);
   std::vector<std::string> keys = split_fields(text);
+  std::string sign = "+";
+  if (!keys.front().empty() && (keys.front()[0] == '-' || keys.front()[0] == '+')) sign = keys.front().substr(0, 1);
   for (std::string& k : keys) {
     if (!k.empty() && k[0] == '+') k.erase(0, 1);
   }
   if (keys == std::vector<std::string>{"thing"} || keys == std::vector<std::string>{"thing", "name"}) return std::string(kDefaultSort);
-  throw Error::invalid_request("sort: only +thing,+name (the default) is possible until indexes can be declared; '" +
-                                   std::string(text) + "' needs a declared field",
-                               "sort");
+  std::string field = keys.front();
+  if (!field.empty() && field[0] == '-') field.erase(0, 1);
+  const std::vector<std::string> tail(keys.begin() + 1, keys.end());
+  const bool ties_default = tail.empty() || tail == std::vector<std::string>{"thing"} || tail == std::vector<std::string>{"thing", "name"};
+  try {
+    if (!ties_default) throw Error::invalid_request("");
+    query::parse_index_field(field);
+  } catch (const Error&) {
+    throw Error::invalid_request("sort: '" + std::string(text) +
+                                     "' is not +thing,+name or one declared field, e.g. -reported/temp (ties: thing, then name)",
+                                 "sort");
+  }
+  return sign + field;
+}
+
+// A sorted search's value, as its cursors carry it: "TYPE:" then the value (a real number after
+// 'r', in shortest round-trip form).
+std::string encode_position(const IndexValue& v) {
+  std::string out = std::to_string(static_cast<int>(v.type)) + ":";
+  if (v.type == IndexValue::Type::string) {
+    out += v.text;
+  } else if (v.real) {
+    out += 'r';
+    append_json(out, json::value(v.number));
+  } else {
+    out += std::to_string(v.integer);
+  }
+  return out;
+}
+
+IndexValue decode_position(const std::string& text) {
+  auto bad = [] { return Error::invalid_request("the cursor is not a sorted search's", "cursor"); };
+  if (text.size() < 2 || text[1] != ':' || text[0] < '0' || text[0] > '4') throw bad();
+  IndexValue v;
+  v.type = static_cast<IndexValue::Type>(text[0] - '0');
+  const std::string value = text.substr(2);
+  try {
+    if (v.type == IndexValue::Type::string) {
+      v.text = value;
+    } else if (!value.empty() && value[0] == 'r') {
+      v.real = true;
+      v.number = std::stod(value.substr(1));
+    } else {
+      v.integer = std::stoll(value);
+    }
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  return v;
 }
 
 SearchRequest from_query(std::map<std::string, std::string>& q) {
@@ -152,30 +201,52 @@ HttpResponse Api::search(Context& ctx) {
   for (const std::string& f : r.fields) fields.push_back(query::parse_property(f));
   const query::CursorKey& key = options_.cursor_key ? *options_.cursor_key : process_key();
   const std::string binding = query::cursor_binding(r.filter, r.sort, ctx.token ? ctx.token->sha256_hex : "");
+  std::optional<query::Sort> sort;
+  if (r.sort != kDefaultSort) {
+    sort = query::Sort{r.sort.substr(1), r.sort[0] == '-'};
+    if (!options_.queries.indexes || !options_.queries.indexes->ready(sort->field)) {
+      throw Error::invalid_request("sort: " + sort->field +
+                                       " is not a declared field whose index is ready (PUT /v1/index, GET /v1/index)",
+                                   "sort");
+    }
+  }
   std::optional<ShadowKey> after;
-  if (!r.cursor.empty()) after = key.open(r.cursor, binding);
+  std::optional<query::SortPosition> position;
+  if (!r.cursor.empty()) {
+    std::string value;
+    after = key.open(r.cursor, binding, &value);
+    if (sort) position = query::SortPosition{decode_position(value), *after};
+  }
 
   // A page ends at `limit` shadows or, like a history page, once they reach max_page_bytes (the
   // first always goes in); the match after the last one decides whether a cursor follows.
   const std::size_t budget = engine_options.max_page_bytes;
-  std::string out = "{\"shadows\":[", item;
+  std::string out = "{\"shadows\":[", item, last_value;
   std::size_t kept = 0, bytes = 0;
   bool more = false;
+  auto take = [&](const query::Subject& s, const IndexValue* value) {
+    item.clear();
+    append_result(item, s, fields);
+    if (kept == r.limit || (kept > 0 && bytes + item.size() > budget)) {
+      more = true;
+      return false;
+    }
+    if (kept++) out += ',';
+    out += item;
+    bytes += item.size();
+    after = s.key();
+    if (value) last_value = encode_position(*value);
+    return true;
+  };
   try {
-    query::scan(engine_.store(), engine_options.document.timestamp_keys, {filter, scope_of(ctx.token), after, r.allow_scan},
-                options_.queries, [&](const query::Subject& s) {
-                  item.clear();
-                  append_result(item, s, fields);
-                  if (kept == r.limit || (kept > 0 && bytes + item.size() > budget)) {
-                    more = true;
-                    return false;
-                  }
-                  if (kept++) out += ',';
-                  out += item;
-                  bytes += item.size();
-                  after = s.key();
-                  return true;
-                });
+    const query::Scan scan{filter, scope_of(ctx.token), sort ? std::nullopt : after, r.allow_scan};
+    if (sort) {
+      query::sorted_scan(engine_.store(), engine_options.document.timestamp_keys, scan, *sort, position, options_.queries,
+                         [&](const query::Subject& s, const IndexValue& v) { return take(s, &v); });
+    } else {
+      query::scan(engine_.store(), engine_options.document.timestamp_keys, scan, options_.queries,
+                  [&](const query::Subject& s) { return take(s, nullptr); });
+    }
   } catch (const Error& e) {
     // The budget ran out looking past a full page for whether another match follows: the page
     // stands, with a cursor (the next page may find nothing more, or run out itself).
@@ -185,7 +256,7 @@ HttpResponse Api::search(Context& ctx) {
   out += ']';
   if (more) {
     out += ",\"cursor\":";
-    append_json_string(out, key.seal(*after, binding));
+    append_json_string(out, key.seal(*after, binding, last_value));
   }
   return {200, "application/json", out + "}", {}};
 }
@@ -195,12 +266,8 @@ HttpResponse Api::count(Context& ctx) {
   http::allow_only(ctx.query, {"filter", "allowScan"});
   const query::Filter filter = parse_filter(ctx.query["filter"]);
   const bool allow_scan = ctx.query.contains("allowScan") && parse_flag(ctx.query["allowScan"], "allowScan");
-  std::uint64_t n = 0;
-  query::scan(engine_.store(), engine_.options().document.timestamp_keys, {filter, scope_of(ctx.token), std::nullopt, allow_scan},
-              options_.queries, [&](const query::Subject&) {
-                ++n;
-                return true;
-              });
+  const std::uint64_t n = query::count(engine_.store(), engine_.options().document.timestamp_keys,
+                                       {filter, scope_of(ctx.token), std::nullopt, allow_scan}, options_.queries);
   return {200, "application/json", "{\"count\":" + std::to_string(n) + "}", {}};
 }
 
@@ -254,6 +321,43 @@ HttpResponse Api::aggregate(Context& ctx) {
                 return true;
               });
   return {200, "application/json", aggregation.render(), {}};
+}
+
+// GET /v1/index: the declared fields and their state; PUT /v1/index {"fields":[…]}: declares
+// exactly those (docs/queries.md, "Indexes").
+HttpResponse Api::index(Context& ctx) {
+  if (ctx.token && ctx.token->role != Role::admin) throw Error(ErrorCode::forbidden, "indexes need an admin token");
+  http::allow_only(ctx.query, {});
+  query::IndexKeeper* keeper = options_.queries.indexes;
+  std::vector<IndexFieldState> states;
+  if (ctx.request.method == "PUT") {
+    const json::object o = body_object(ctx.request.body, engine_.options().document.limits);
+    std::vector<std::string> fields;
+    for (const auto& m : o) {
+      if (m.key() != "fields") throw Error::invalid_request("unknown member '" + std::string(m.key()) + "'", std::string(m.key()));
+      const json::array* list = m.value().if_array();
+      if (!list) throw Error::invalid_request("fields must be an array of properties, e.g. [\"reported/fw\"]", "fields");
+      for (const json::value& f : *list) fields.push_back(text(f, "fields"));
+    }
+    if (!o.contains("fields")) throw Error::invalid_request("fields is required, e.g. {\"fields\":[\"reported/fw\"]}", "fields");
+    if (!keeper) {
+      throw Error::invalid_request("declared indexes are kept on the SQLite and memory stores only; on DynamoDB a query "
+                                   "that is not narrowed by thing reads every shadow with allowScan=true",
+                                   "fields");
+    }
+    states = keeper->declare(fields);
+  } else if (keeper) {
+    states = keeper->status();
+  }
+  std::string out = "{\"fields\":[";
+  for (const IndexFieldState& f : states) {
+    if (out.back() != '[') out += ',';
+    out += "{\"field\":";
+    append_json_string(out, f.field);
+    out += f.ready ? ",\"state\":\"ready\"" : ",\"state\":\"building\"";
+    out += ",\"indexed\":" + std::to_string(f.indexed) + "}";
+  }
+  return {200, "application/json", out + "]}", {}};
 }
 
 }  // namespace deviceshadow::api

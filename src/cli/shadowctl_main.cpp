@@ -409,6 +409,13 @@ int main(int argc, char** argv) {
     c->add_flag("--allow-scan", allow_scan, "DynamoDB: consent to read every thing of the table");
     c->add_flag("--json", as_json, "print the server's JSON instead of readable text");
   }
+  std::vector<std::string> index_fields;
+  CLI::App* index = app.add_subcommand("index", "declare the fields fleet queries read by index (needs an admin token)");
+  index->require_subcommand(1);
+  CLI::App* index_put = index->add_subcommand("put", "declare exactly these fields (a field left out is no longer indexed)");
+  index_put->add_option("fields", index_fields, "fields such as reported/fw, reported/temp@ts or _modified (none: drop all)");
+  CLI::App* index_get = index->add_subcommand("get", "show the declared fields: building (with the shadows indexed so far) or ready");
+  for (CLI::App* c : {index_put, index_get}) c->add_flag("--json", as_json, "print the server's JSON instead of readable text");
   for (CLI::App* c : {history, series}) {
     for (auto [opt, var] : {std::pair{"--since", &since}, std::pair{"--until", &until}}) {
       CLI::Option* o = c->add_option(opt, *var, "RFC 3339 time or epoch");
@@ -625,6 +632,21 @@ int main(int argc, char** argv) {
       const std::string text = ds::to_json(request);
       reply = call(client, "POST", "/v1/shadows/aggregate", &text);
       print = [asked](const json::object& r) { print_aggregate(r, asked); };
+    } else if (*index) {
+      if (*index_put) {
+        json::object request;
+        request["fields"] = json::array(index_fields.begin(), index_fields.end());
+        const std::string text = ds::to_json(request);
+        reply = call(client, "PUT", "/v1/index", &text);
+      } else {
+        reply = call(client, "GET", "/v1/index");
+      }
+      print = [](const json::object& r) {
+        for (const auto& f : r.at("fields").as_array()) {
+          const json::object& o = f.as_object();
+          std::cout << field(o, "field") << "  " << field(o, "state") << "  " << field(o, "indexed") << " indexed\n";
+        }
+      };
     } else if (*history) {
       param("order", order);
       param("since", since);

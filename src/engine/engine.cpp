@@ -475,6 +475,11 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
                               !write_listeners_.empty(), unimaged_bytes);
       }
       write.unchanged = unchanged_section(write, record);
+      std::shared_lock<std::shared_mutex> index_hold;
+      if (indexer_) {
+        index_hold = indexer_->hold();
+        write.index = indexer_->updates(plan.key, record, write, outcome.changes);
+      }
       store_.write(write);
       std::optional<ShadowRecord> before;
       if (plan.keep_previous || !write_listeners_.empty()) before = record;
@@ -579,6 +584,11 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     }
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);
+    std::shared_lock<std::shared_mutex> index_hold;
+    if (indexer_) {
+      index_hold = indexer_->hold();
+      write.index = indexer_->updates(key, record, write, {});  // removed sections: every leaf changed
+    }
     store_.write(write);
     if (store_.shares_versions()) share_version(result.record, write.sections.front().record.version);
     if (!write_listeners_.empty()) {

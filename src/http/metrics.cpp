@@ -118,6 +118,13 @@ void MeteredStore::append_history(std::span<const ShadowHistoryEvent> events) {
 std::optional<StateImage> MeteredStore::image_before(const ShadowKey& key, std::string_view event_id) {
   return timed("image_before", [&] { return inner_.image_before(key, event_id); });
 }
+std::vector<IndexHit> MeteredStore::index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
+                                                std::size_t limit) {
+  return timed("index_range", [&] { return inner_.index_range(field, range, after, limit); });
+}
+std::uint64_t MeteredStore::index_count(std::string_view field, const IndexRange& range, std::uint64_t cap) {
+  return timed("index_count", [&] { return inner_.index_count(field, range, cap); });
+}
 std::size_t MeteredStore::purge(std::int64_t now_ns) {
   return timed("purge", [&] { return inner_.purge(now_ns); });
 }

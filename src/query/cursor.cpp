@@ -56,8 +56,13 @@ CursorKey CursorKey::from_file(const std::string& path) {
   return k;
 }
 
-std::string CursorKey::seal(const ShadowKey& last, std::string_view binding) const {
+std::string CursorKey::seal(const ShadowKey& last, std::string_view binding, std::string_view position) const {
   std::string plain = last.thing + '\0' + last.name;  // neither holds a NUL
+  if (!position.empty()) {  // in hex: no NUL, which the padding is made of
+    static constexpr char kHex[] = "0123456789abcdef";
+    plain += '\0';
+    for (unsigned char c : position) plain += {kHex[c >> 4], kHex[c & 15]};
+  }
   plain.resize((plain.size() + kPad) / kPad * kPad, '\0');
   std::string out(kNonce + plain.size() + kTag, '\0');
   auto* o = reinterpret_cast<unsigned char*>(out.data());
@@ -73,7 +78,7 @@ std::string CursorKey::seal(const ShadowKey& last, std::string_view binding) con
   return encode_cursor(out);
 }
 
-ShadowKey CursorKey::open(std::string_view cursor, std::string_view binding) const {
+ShadowKey CursorKey::open(std::string_view cursor, std::string_view binding, std::string* position) const {
   std::string sealed;
   try {
     sealed = decode_cursor(cursor);
@@ -96,6 +101,17 @@ ShadowKey CursorKey::open(std::string_view cursor, std::string_view binding) con
   const std::size_t split = plain.find('\0');
   if (split == std::string::npos) throw bad_cursor();
   const std::size_t end = plain.find('\0', split + 1);
+  if (position) {
+    position->clear();
+    const std::size_t hex_end = end == std::string::npos ? end : plain.find('\0', end + 1);
+    const std::string hex = end == std::string::npos ? "" : plain.substr(end + 1, hex_end == std::string::npos ? hex_end : hex_end - end - 1);
+    if (hex.size() % 2) throw bad_cursor();
+    for (std::size_t i = 0; i < hex.size(); i += 2) {
+      const std::string byte = hex.substr(i, 2);
+      if (byte.find_first_not_of("0123456789abcdef") != std::string::npos) throw bad_cursor();
+      position->push_back(static_cast<char>(std::stoi(byte, nullptr, 16)));
+    }
+  }
   return {plain.substr(0, split), plain.substr(split + 1, end == std::string::npos ? end : end - split - 1)};
 }
 

@@ -21,9 +21,10 @@ class CursorKey {
   // created, or holds fewer than 16 bytes.
   static CursorKey from_file(const std::string& path);
 
-  std::string seal(const ShadowKey& last, std::string_view binding) const;
+  // `position`: what else the query needs to resume (a sorted search's value), sealed too.
+  std::string seal(const ShadowKey& last, std::string_view binding, std::string_view position = {}) const;
   // Throws invalid_request (field "cursor") for a cursor this key did not seal with `binding`.
-  ShadowKey open(std::string_view cursor, std::string_view binding) const;
+  ShadowKey open(std::string_view cursor, std::string_view binding, std::string* position = nullptr) const;
 
  private:
   std::array<unsigned char, 32> key_{};

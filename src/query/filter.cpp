@@ -650,6 +650,93 @@ const Property* section_property(const Filter::Node& n, bool required) {
   return n.property.in_section() && !n.property.path.empty() ? &n.property : nullptr;
 }
 
+// The index ranges one literal selects under `op` (see IndexableComparison).
+void add_ranges(Op op, const Literal& l, std::vector<IndexRange>& out) {
+  using T = IndexValue::Type;
+  auto add = [&](T type, std::optional<IndexValue> v) {
+    IndexRange r{type};
+    const bool low = op == Op::eq || op == Op::in || op == Op::gt || op == Op::ge;
+    const bool high = op == Op::eq || op == Op::in || op == Op::lt || op == Op::le;
+    if (low) r.low = v, r.low_open = op == Op::gt;
+    if (high) r.high = v, r.high_open = op == Op::lt;
+    out.push_back(std::move(r));
+  };
+  const bool strict = op == Op::gt || op == Op::lt;
+  switch (l.type) {
+    case Literal::Type::null:  // only equal to null; unordered
+    case Literal::Type::boolean:
+      if (strict) return;
+      {
+        IndexValue v{l.type == Literal::Type::null ? T::null : T::boolean, l.boolean ? 1 : 0};
+        IndexRange r{v.type, v, v};
+        out.push_back(std::move(r));
+      }
+      return;
+    case Literal::Type::number: {
+      IndexValue v{T::number};
+      if (l.number.is_int64()) {
+        v.integer = l.number.get_int64();
+      } else {
+        v.real = true;
+        v.number = l.number.to_number<double>();
+      }
+      add(T::number, v);
+      return;
+    }
+    case Literal::Type::string: {
+      IndexValue v{T::string};
+      v.text = l.string;
+      add(T::string, v);
+      if (l.time) add(T::time, IndexValue::of_time(*l.time));
+      return;
+    }
+    case Literal::Type::time: add(T::time, IndexValue::of_time(*l.time)); return;
+  }
+}
+
+// The smallest string greater than every string with this prefix ("" if there is none).
+std::string prefix_successor(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xFF) prefix.pop_back();
+  if (!prefix.empty()) prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return prefix;
+}
+
+std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
+  const Property& p = n.property;
+  if (p.kind == Property::Kind::thing || p.kind == Property::Kind::name || p.kind == Property::Kind::delta ||
+      (p.in_section() && p.path.empty())) {
+    return std::nullopt;
+  }
+  IndexableComparison c{&p, {}};
+  switch (n.op) {
+    case Op::eq:
+    case Op::in:
+    case Op::gt:
+    case Op::ge:
+    case Op::lt:
+    case Op::le:
+      for (const Literal& l : n.values) add_ranges(n.op, l, c.ranges);
+      return c;
+    case Op::like: {
+      const std::string& pattern = n.values.front().string;
+      IndexRange r{IndexValue::Type::string};
+      const std::string prefix = pattern.substr(0, pattern.find_first_of("*?"));
+      if (!prefix.empty()) {
+        r.low = IndexValue{IndexValue::Type::string, 0, 0, false, prefix};
+        if (prefix.size() == pattern.size()) {
+          r.high = r.low;
+        } else if (std::string next = prefix_successor(prefix); !next.empty()) {
+          r.high = IndexValue{IndexValue::Type::string, 0, 0, false, std::move(next)};
+          r.high_open = true;
+        }
+      }
+      c.ranges.push_back(std::move(r));
+      return c;
+    }
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
 
 Property parse_property(std::string_view text, std::string_view field) {
@@ -758,9 +845,11 @@ bool append_property(std::string& out, const Subject& s, const Property& p) {
   return false;
 }
 
-std::vector<Sample> samples(const Subject& subject, const Property& property) {
+namespace {
+
+std::vector<Sample> to_samples(const std::vector<Operand>& operands) {
   std::vector<Sample> out;
-  for (const Operand& o : resolve(subject, property)) {
+  for (const Operand& o : operands) {
     Sample& x = out.emplace_back();
     x.type = o.type;
     switch (o.type) {
@@ -772,6 +861,16 @@ std::vector<Sample> samples(const Subject& subject, const Property& property) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Sample> samples(const Subject& subject, const Property& property) { return to_samples(resolve(subject, property)); }
+
+std::vector<Sample> samples_of(const json::value& value, const TimestampKeys& keys) {
+  std::vector<Operand> operands;
+  add_value(value, keys, operands);
+  return to_samples(operands);
 }
 
 Filter::Filter() = default;
@@ -786,6 +885,21 @@ bool Filter::matches(const Subject& subject) const { return !root_ || evaluate(*
 
 std::optional<std::vector<ThingRange>> Filter::thing_ranges() const {
   return root_ ? ranges(*root_) : std::nullopt;
+}
+
+std::vector<IndexableComparison> Filter::indexable() const {
+  std::vector<IndexableComparison> out;
+  if (!root_) return out;
+  if (root_->op != Op::and_) {
+    if (auto c = indexable_comparison(*root_)) out.push_back(std::move(*c)), out.back().whole = true;
+    return out;
+  }
+  for (const Node& child : root_->children) {
+    if (child.op == Op::and_ || child.op == Op::or_ || child.op == Op::not_) continue;
+    if (auto c = indexable_comparison(child)) out.push_back(std::move(*c));
+  }
+  if (root_->children.size() == 1 && out.size() == 1) out.front().whole = true;
+  return out;
 }
 
 std::string Filter::field_to_index() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "deviceshadow/document.hpp"
+#include "deviceshadow/index.hpp"
 #include "deviceshadow/store.hpp"
 
 #include <cstdint>
@@ -79,12 +80,22 @@ struct Sample {
   std::int64_t time = 0;  // Type::time: Unix ns
 };
 std::vector<Sample> samples(const Subject& subject, const Property& property);
+// The samples of one value a section path holds (`samples` of such a path, without the shadow).
+std::vector<Sample> samples_of(const json::value& value, const TimestampKeys& keys);
 
 // A range of things a filter can only match within: one exact name or every name with a prefix.
 struct ThingRange {
   std::string text;
   bool prefix = false;
   friend bool operator==(const ThingRange&, const ThingRange&) = default;
+};
+
+// A comparison every match of a filter must pass, as the index ranges whose entries are exactly
+// the values it accepts (IndexRange per type; a string holding an RFC 3339 time is also a time).
+struct IndexableComparison {
+  const Property* property;         // the filter's own, alive while the filter is
+  std::vector<IndexRange> ranges;   // empty: nothing can match
+  bool whole = false;               // the filter is this comparison alone
 };
 
 class Filter {
@@ -104,6 +115,10 @@ class Filter {
   // A field whose index would let the filter read less ("" when it compares none): the first
   // section field a match must pass, else the first one it names.
   std::string field_to_index() const;
+  // The comparisons under the filter's top-level and (or the filter itself) that an index on
+  // their property could select: eq, in, gt, ge, lt, le, and like with a literal prefix, on a
+  // section path or a pseudo field.
+  std::vector<IndexableComparison> indexable() const;
 
  private:
   std::shared_ptr<const Node> root_;

@@ -3,6 +3,7 @@
 #include "deviceshadow/error.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 namespace deviceshadow::query {
 namespace {
@@ -22,12 +23,122 @@ std::optional<ThingRange> intersect(const ThingRange& a, const ThingRange& b) {
 }
 
 // Names the field whose index would serve the query (`thing` when it compares none).
-[[noreturn]] void too_expensive(const Filter& filter, std::string_view why) {
+[[noreturn]] void too_expensive(const Filter& filter, std::string_view why, const IndexKeeper* indexes) {
   const std::string field = filter.field_to_index();
+  std::string advice;
+  if (!field.empty()) {
+    const std::vector<IndexFieldState> declared_fields = indexes ? indexes->status() : std::vector<IndexFieldState>();
+    const bool declared = std::any_of(declared_fields.begin(), declared_fields.end(),
+                                      [&](const IndexFieldState& f) { return f.field == field; });
+    advice = declared ? ", or wait until the index on " + field + " is built (GET /v1/index)"
+                      : ", or declare an index on " + field + " (PUT /v1/index)";
+  }
   throw Error::query_too_expensive(
-      std::string(why) + "; narrow it by thing (eq, in, or like with a literal prefix on thing)" +
-          (field.empty() ? std::string() : ", or declare an index on " + field + " once indexes can be declared"),
+      std::string(why) + "; narrow it by thing (eq, in, or like with a literal prefix on thing)" + advice,
       field.empty() ? "thing" : field);
+}
+
+[[noreturn]] void over_budget(const Filter& filter, const QueryOptions& options) {
+  too_expensive(filter, "this query would examine more than " + std::to_string(options.budget) + " shadows (--query-budget)",
+                options.indexes);
+}
+
+constexpr std::size_t kHitPage = 1000;  // index entries read per store call
+
+bool in_scope(const std::string& thing, std::span<const ThingPattern> scope) {
+  return scope.empty() || std::any_of(scope.begin(), scope.end(), [&](const ThingPattern& p) { return p.matches(thing); });
+}
+
+// A range holding one value: its entries come in (thing, name) order.
+bool single_value(const IndexRange& r) {
+  return r.low && r.high && !r.low_open && !r.high_open && *r.low == *r.high;
+}
+
+// The comparison a ready index serves that selects the fewest entries (counted up to the budget),
+// or null: then the filter's thing ranges are the plan.
+const IndexableComparison* choose(Store& store, const std::vector<IndexableComparison>& comparisons,
+                                  const QueryOptions& options) {
+  const IndexableComparison* best = nullptr;
+  std::uint64_t fewest = 0;
+  for (const IndexableComparison& c : comparisons) {
+    if (!options.indexes || !options.indexes->ready(c.property->text)) continue;
+    const std::uint64_t cap = best ? fewest : options.budget + 1;
+    std::uint64_t n = 0;
+    for (const IndexRange& r : c.ranges) {
+      if (n < cap) n += store.index_count(c.property->text, r, cap - n);
+    }
+    if (!best || n < fewest) best = &c, fewest = n;
+  }
+  return best;
+}
+
+// Calls `visit` with the keys of the shadows `c` selects in `scope`, after `after`, in (thing,
+// name) order, in chunks, until it returns false. A single value is read page by page; anything
+// else is read whole (at most `limit` keys, else `too_many` is called) and sorted.
+void candidates(Store& store, const IndexableComparison& c, std::span<const ThingPattern> scope,
+                const std::optional<ShadowKey>& after, std::uint64_t limit, const std::function<void()>& too_many,
+                const std::function<bool(std::vector<ShadowKey>&)>& visit) {
+  const std::string& field = c.property->text;
+  if (c.ranges.size() == 1 && single_value(c.ranges.front())) {
+    const IndexRange& r = c.ranges.front();
+    std::optional<IndexHit> from;
+    if (after) from = IndexHit{*r.low, after->thing, after->name};
+    for (;;) {
+      const std::vector<IndexHit> hits = store.index_range(field, r, from ? &*from : nullptr, kHitPage);
+      std::vector<ShadowKey> keys;
+      for (const IndexHit& h : hits) {
+        if (in_scope(h.thing, scope)) keys.push_back({h.thing, h.name});
+      }
+      if (!keys.empty() && !visit(keys)) return;
+      if (hits.size() < kHitPage) return;
+      from = hits.back();
+    }
+  }
+  std::vector<ShadowKey> all;
+  for (const IndexRange& r : c.ranges) {
+    std::optional<IndexHit> from;
+    for (;;) {
+      std::vector<IndexHit> hits = store.index_range(field, r, from ? &*from : nullptr, kHitPage);
+      for (const IndexHit& h : hits) {
+        if (in_scope(h.thing, scope) && (!after || std::tie(h.thing, h.name) > std::tie(after->thing, after->name))) {
+          all.push_back({h.thing, h.name});
+        }
+      }
+      if (all.size() > limit) too_many();
+      if (hits.size() < kHitPage) break;
+      from = std::move(hits.back());
+    }
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  for (std::size_t i = 0; i < all.size(); i += kHitPage) {
+    std::vector<ShadowKey> chunk(all.begin() + static_cast<std::ptrdiff_t>(i),
+                                 all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + kHitPage)));
+    if (!visit(chunk)) return;
+  }
+}
+
+// Reads each key's shadow and calls `match` with the live ones the filter matches; false once
+// `match` asked to stop. Counts what it examines against the budget.
+bool examine(Store& store, const TimestampKeys& keys, const Filter& filter, const QueryOptions& options,
+             std::span<const ShadowKey> wanted, std::size_t& examined, const std::function<bool(const Subject&)>& match) {
+  for (std::size_t i = 0; i < wanted.size(); i += kChunk) {
+    const std::span<const ShadowKey> chunk = wanted.subspan(i, std::min(kChunk, wanted.size() - i));
+    if (examined + chunk.size() > options.budget) over_budget(filter, options);
+    examined += chunk.size();
+    const std::vector<ShadowRecord> records = store.read(chunk);
+    for (std::size_t j = 0; j < chunk.size(); ++j) {
+      if (!records[j].exists()) continue;
+      Subject subject(chunk[j], records[j], keys);
+      if (filter.matches(subject) && !match(subject)) return false;
+    }
+  }
+  return true;
+}
+
+// Whether the plan by things reads only named things (no prefix): then no index is needed.
+bool names_only(const std::vector<ThingRange>& ranges) {
+  return std::none_of(ranges.begin(), ranges.end(), [](const ThingRange& r) { return r.prefix; });
 }
 
 }  // namespace
@@ -59,9 +170,19 @@ std::vector<ThingRange> plan(const std::optional<std::vector<ThingRange>>& wante
 std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options,
                  const std::function<bool(const Subject&)>& match) {
   std::vector<ThingRange> ranges = plan(scan.filter.thing_ranges(), scan.scope);
+  if (options.indexes && !names_only(ranges)) {
+    const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
+    if (const IndexableComparison* by = choose(store, comparisons, options)) {
+      std::size_t examined = 0;
+      candidates(store, *by, scan.scope, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
+                 [&](std::vector<ShadowKey>& wanted) { return examine(store, keys, scan.filter, options, wanted, examined, match); });
+      return examined;
+    }
+  }
   if (options.scan_needs_consent && !scan.allow_scan &&
       std::any_of(ranges.begin(), ranges.end(), [](const ThingRange& r) { return r.prefix && r.text.empty(); })) {
-    too_expensive(scan.filter, "this query reads every thing of the table, which on DynamoDB needs allowScan=true");
+    too_expensive(scan.filter, "this query reads every thing of the table, which on DynamoDB needs allowScan=true",
+                  options.indexes);
   }
   std::size_t examined = 0;
   // The shadows of `thing` with names after `after_name`; false once `match` asked to stop.
@@ -69,10 +190,7 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
     while (true) {
       std::vector<ShadowSummary> list = store.list_shadows(thing, after_name, kChunk);
       if (list.empty()) return true;
-      if (examined + list.size() > options.budget) {
-        too_expensive(scan.filter, "this query would examine more than " + std::to_string(options.budget) +
-                                       " shadows (--query-budget)");
-      }
+      if (examined + list.size() > options.budget) over_budget(scan.filter, options);
       examined += list.size();
       std::vector<ShadowKey> wanted;
       for (const ShadowSummary& s : list) wanted.push_back({thing, s.name});
@@ -106,6 +224,70 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
       }
       more = things.size() == kChunk;
       if (more) last = things.back();
+    }
+  }
+  return examined;
+}
+
+std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options) {
+  if (options.indexes && !names_only(plan(scan.filter.thing_ranges(), scan.scope))) {
+    const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
+    const IndexableComparison* by = choose(store, comparisons, options);
+    if (by && by->whole) {  // the index's entries are exactly the matches
+      if (by->ranges.size() == 1 && single_value(by->ranges.front()) && scan.scope.empty()) {
+        return store.index_count(by->property->text, by->ranges.front(), UINT64_MAX);
+      }
+      std::uint64_t n = 0;
+      candidates(store, *by, scan.scope, std::nullopt, UINT64_MAX, [] {}, [&](std::vector<ShadowKey>& wanted) {
+        n += wanted.size();
+        return true;
+      });
+      return n;
+    }
+  }
+  std::uint64_t n = 0;
+  query::scan(store, keys, scan, options, [&](const Subject&) {
+    ++n;
+    return true;
+  });
+  return n;
+}
+
+std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& scan, const Sort& sort,
+                        const std::optional<SortPosition>& after, const QueryOptions& options,
+                        const std::function<bool(const Subject&, const IndexValue&)>& match) {
+  using T = IndexValue::Type;
+  const Property property = parse_index_field(sort.field);
+  std::vector<T> types{T::null, T::boolean, T::number, T::string, T::time};
+  if (sort.descending) std::reverse(types.begin(), types.end());
+  std::size_t examined = 0;
+  for (T type : types) {
+    IndexRange range{type};
+    range.descending = sort.descending;
+    std::optional<IndexHit> from;
+    if (after) {
+      // Types come in order: those before the cursor's are done.
+      const bool done = sort.descending ? type > after->value.type : type < after->value.type;
+      if (done) continue;
+      if (type == after->value.type) from = IndexHit{after->value, after->key.thing, after->key.name};
+    }
+    for (;;) {
+      const std::vector<IndexHit> hits = store.index_range(sort.field, range, from ? &*from : nullptr, kChunk);
+      if (examined + hits.size() > options.budget) over_budget(scan.filter, options);
+      examined += hits.size();
+      std::vector<ShadowKey> wanted;
+      for (const IndexHit& h : hits) wanted.push_back({h.thing, h.name});
+      const std::vector<ShadowRecord> records = store.read(wanted);
+      for (std::size_t i = 0; i < hits.size(); ++i) {
+        if (!records[i].exists() || !in_scope(wanted[i].thing, scan.scope)) continue;
+        Subject subject(wanted[i], records[i], keys);
+        // A shadow holding several values is listed once, at its first in this order.
+        const std::vector<IndexValue> values = index_values(subject, property);
+        if (values.empty() || (sort.descending ? values.back() : values.front()) != hits[i].value) continue;
+        if (scan.filter.matches(subject) && !match(subject, hits[i].value)) return examined;
+      }
+      if (hits.size() < kChunk) break;
+      from = hits.back();
     }
   }
   return examined;

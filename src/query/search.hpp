@@ -1,9 +1,11 @@
-// Search and count over a Store by examining shadows one by one (no declared indexes yet),
-// within a budget of shadows examined per query (docs/queries.md, "How a query reads").
+// Search and count over a Store: the planner reads the candidates of the most selective
+// comparison a declared index serves, or examines shadows one by one, within a budget of shadows
+// examined per query (docs/queries.md, "How a query reads").
 #pragma once
 
 #include "deviceshadow/engine.hpp"
 #include "query/filter.hpp"
+#include "query/index.hpp"
 
 #include <functional>
 #include <span>
@@ -13,6 +15,7 @@ namespace deviceshadow::query {
 struct QueryOptions {
   std::size_t budget = 200000;      // shadows one query may examine (--query-budget)
   bool scan_needs_consent = false;  // DynamoDB: reading every thing needs allowScan=true
+  IndexKeeper* indexes = nullptr;  // the declared indexes, used once ready; null: none
 };
 
 // The ranges of things to read, sorted, none inside another: those the filter can match
@@ -32,5 +35,28 @@ struct Scan {
 // allow_scan. Returns the number of shadows examined.
 std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options,
                  const std::function<bool(const Subject&)>& match);
+
+// A search's order by a declared field: each shadow at its least value of the field (its
+// greatest when descending); ties by thing, then name (reversed when descending). Shadows that
+// hold no value of the field are not listed.
+struct Sort {
+  std::string field;
+  bool descending = false;
+};
+// Where a sorted search stopped: the last shadow listed and the value it was listed at.
+struct SortPosition {
+  IndexValue value;
+  ShadowKey key;
+};
+
+// As scan(), in `sort`'s order, reading the field's index (ready) from its first entry, or
+// after `after`: every entry read is a shadow examined.
+std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& scan, const Sort& sort,
+                        const std::optional<SortPosition>& after, const QueryOptions& options,
+                        const std::function<bool(const Subject&, const IndexValue&)>& match);
+
+// How many live shadows the filter matches. A filter that is one comparison a ready index
+// serves is counted from the index's entries alone; any other as scan() does.
+std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options);
 
 }  // namespace deviceshadow::query

@@ -21,6 +21,7 @@
 #include "http/log.hpp"
 #include "http/metrics.hpp"
 #include "query/cursor.hpp"
+#include "query/index.hpp"
 #include "live/hub.hpp"
 #include "shadowd/options.hpp"
 
@@ -180,6 +181,13 @@ int serve(const Settings& s) {
   ds::Store& store = metered;
   ds::DeliveryStore& delivery = metered;
   ds::Engine engine(store, options);
+  // Declared indexes (docs/queries.md, "Indexes"), kept in each write's transaction: SQLite and
+  // memory only.
+  std::unique_ptr<ds::query::IndexKeeper> indexes;
+  if (!on_dynamodb) {
+    indexes = std::make_unique<ds::query::IndexKeeper>(store, options.document.timestamp_keys);
+    engine.set_indexer(indexes.get());
+  }
   auto notify_log = [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
     std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
     logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);
@@ -234,7 +242,7 @@ int serve(const Settings& s) {
     metrics.add_section([h = hub.get()](std::string& out) { h->render_metrics(out); });
   }
   ds::api::ApiOptions api_options{.private_readyz = s.private_readyz};
-  api_options.queries = {.budget = s.query_budget, .scan_needs_consent = on_dynamodb};
+  api_options.queries = {.budget = s.query_budget, .scan_needs_consent = on_dynamodb, .indexes = indexes.get()};
   if (std::string key_file = cursor_key_file(s, store_spec); !key_file.empty()) {
     api_options.cursor_key = std::make_shared<const ds::query::CursorKey>(ds::query::CursorKey::from_file(key_file));
   }

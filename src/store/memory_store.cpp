@@ -5,6 +5,7 @@
 #include "store/conditions.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <tuple>
 
@@ -32,6 +33,7 @@ void MemoryStore::write(const ShadowWrite& write) {
     if (write.event) history_[write.key][write.event->id] = *write.event;
     if (write.image) images_[write.key][write.image->event_id] = *write.image;
     if (write.feed) feed_.push_back({++last_seq_, write.key, *write.feed});
+    apply_index_updates(write.key, write.index);
   }
   if (write.feed) feed_listener_.call();
 }
@@ -152,6 +154,88 @@ std::size_t MemoryStore::purge(std::int64_t now_ns) {
     purged += std::erase_if(images, [&](const auto& i) { return i.second.expires_ns <= now_ns; });
   }
   return purged;
+}
+
+bool MemoryStore::FieldIndex::Order::operator()(const IndexHit& a, const IndexHit& b) const noexcept {
+  if (const int c = compare(a.value, b.value)) return c < 0;
+  return std::tie(a.thing, a.name) < std::tie(b.thing, b.name);
+}
+
+void MemoryStore::apply_index_updates(const ShadowKey& key, std::span<const IndexUpdate> updates) {
+  for (const IndexUpdate& u : updates) {
+    auto index = indexes_.find(u.field);
+    if (index == indexes_.end()) continue;  // no longer declared
+    FieldIndex& f = index->second;
+    for (const IndexValue& v : u.removed) f.entries.erase(IndexHit{v, key.thing, key.name});
+    for (const IndexValue& v : u.added) f.entries.insert(IndexHit{v, key.thing, key.name});
+  }
+}
+
+std::vector<IndexFieldState> MemoryStore::index_fields() {
+  std::shared_lock lock(mutex_);
+  return index_fields_;
+}
+
+void MemoryStore::put_index_fields(std::span<const IndexFieldState> fields) {
+  std::unique_lock lock(mutex_);
+  index_fields_.assign(fields.begin(), fields.end());
+  std::erase_if(indexes_, [&](const auto& i) {
+    return std::none_of(fields.begin(), fields.end(), [&](const IndexFieldState& f) { return f.field == i.first; });
+  });
+  for (const IndexFieldState& f : fields) indexes_.try_emplace(f.field);
+}
+
+std::size_t MemoryStore::put_index_entries(std::span<const IndexedShadow> shadows) {
+  std::unique_lock lock(mutex_);
+  std::size_t stored = 0;
+  for (const IndexedShadow& s : shadows) {
+    auto it = shadows_.find(s.key);
+    const ShadowRecord now = it == shadows_.end() ? ShadowRecord{} : it->second;
+    if (now.reported.version != s.reported_version || now.desired.version != s.desired_version) continue;
+    apply_index_updates(s.key, s.updates);
+    ++stored;
+  }
+  return stored;
+}
+
+std::vector<IndexHit> MemoryStore::index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
+                                               std::size_t limit) {
+  if (range.descending) {  // the whole range, reversed (the memory store is for tests and demos)
+    IndexRange ascending = range;
+    ascending.descending = false;
+    std::vector<IndexHit> all = index_range(field, ascending, nullptr, SIZE_MAX);
+    std::vector<IndexHit> out;
+    for (auto it = all.rbegin(); it != all.rend() && out.size() < limit; ++it) {
+      if (!after || FieldIndex::Order()(*it, *after)) out.push_back(std::move(*it));
+    }
+    return out;
+  }
+  std::shared_lock lock(mutex_);
+  std::vector<IndexHit> out;
+  auto index = indexes_.find(field);
+  if (index == indexes_.end()) return out;
+  const auto& entries = index->second.entries;
+  IndexValue least{range.type};  // the smallest value of the type
+  if (range.type == IndexValue::Type::number) least.real = true, least.number = -std::numeric_limits<double>::infinity();
+  if (range.type == IndexValue::Type::time) least.integer = std::numeric_limits<std::int64_t>::min();
+  IndexHit start{range.low.value_or(least), "", ""};
+  auto it = entries.lower_bound(start);
+  if (after && FieldIndex::Order()(start, *after)) it = entries.upper_bound(*after);
+  for (; it != entries.end() && out.size() < limit; ++it) {
+    if (it->value.type != range.type) break;
+    if (range.contains(it->value)) {
+      out.push_back(*it);
+    } else if (range.high && compare(it->value, *range.high) >= 0) {
+      break;
+    }
+  }
+  return out;
+}
+
+std::uint64_t MemoryStore::index_count(std::string_view field, const IndexRange& range, std::uint64_t cap) {
+  std::uint64_t n = 0;
+  for (const IndexHit& h : index_range(field, range, nullptr, cap)) n += range.contains(h.value);
+  return n;
 }
 
 std::unique_ptr<StoreBackend> make_memory_store() { return std::make_unique<MemoryStore>(); }

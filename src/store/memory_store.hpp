@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <shared_mutex>
 
 namespace deviceshadow {
@@ -27,6 +28,12 @@ class MemoryStore final : public StoreBackend {
                                                 std::size_t limit) override;
   std::size_t purge(std::int64_t now_ns) override;
   std::optional<std::string> unready() override { return std::nullopt; }
+  std::vector<IndexFieldState> index_fields() override;
+  void put_index_fields(std::span<const IndexFieldState> fields) override;
+  std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override;
+  std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
+                                    std::size_t limit) override;
+  std::uint64_t index_count(std::string_view field, const IndexRange& range, std::uint64_t cap) override;
 
   // DeliveryStore
   bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override;
@@ -47,7 +54,18 @@ class MemoryStore final : public StoreBackend {
   void set_feed_listener(std::function<void()> listener) override { feed_listener_.set(std::move(listener)); }
 
  private:
+  // One declared field's entries, ordered as SQLite's shadow_index.
+  struct FieldIndex {
+    struct Order {
+      bool operator()(const IndexHit& a, const IndexHit& b) const noexcept;
+    };
+    std::set<IndexHit, Order> entries;
+  };
+  void apply_index_updates(const ShadowKey& key, std::span<const IndexUpdate> updates);  // under mutex_
+
   std::shared_mutex mutex_;
+  std::vector<IndexFieldState> index_fields_;
+  std::map<std::string, FieldIndex, std::less<>> indexes_;
   std::map<ShadowKey, ShadowRecord> shadows_;
   std::map<ShadowKey, std::map<std::string, HistoryEvent>> history_;
   std::map<ShadowKey, std::map<std::string, StateImage, std::less<>>> images_;

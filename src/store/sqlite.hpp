@@ -18,6 +18,8 @@
 #include <mutex>
 #include <semaphore>
 #include <thread>
+#include <set>
+#include <span>
 #include <type_traits>
 
 namespace deviceshadow {
@@ -67,6 +69,10 @@ class Query {
     check(sqlite3_bind_int64(s_.get(), i, v));
     return *this;
   }
+  Query& bind(int i, double v) {
+    check(sqlite3_bind_double(s_.get(), i, v));
+    return *this;
+  }
   // True while there is a row.
   bool step() {
     int rc = sqlite3_step(s_.get());
@@ -79,6 +85,8 @@ class Query {
     }
   }
   std::int64_t integer(int col) const { return sqlite3_column_int64(s_.get(), col); }
+  double real(int col) const { return sqlite3_column_double(s_.get(), col); }
+  int type(int col) const { return sqlite3_column_type(s_.get(), col); }
   std::string text(int col) const {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_.get(), col));
     return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s_.get(), col))) : std::string();
@@ -135,6 +143,13 @@ class Connection {
   std::map<const char*, std::unique_ptr<Statement>> statements_;
 };
 
+// Both sections of a shadow as stored (sqlite_store.cpp).
+ShadowRecord read_record(Connection& c, const ShadowKey& key);
+
+// Removes and adds the shadow's entries as `updates` say (sqlite_index.cpp); inside the
+// caller's transaction.
+void apply_index_updates(Connection& c, const ShadowKey& key, std::span<const IndexUpdate> updates);
+
 }  // namespace sqlite
 
 class SqliteStore final : public StoreBackend {
@@ -156,6 +171,12 @@ class SqliteStore final : public StoreBackend {
   void append_history(std::span<const ShadowHistoryEvent> events) override;
   std::optional<StateImage> image_before(const ShadowKey& key, std::string_view event_id) override;
   std::optional<std::string> unready() override;
+  std::vector<IndexFieldState> index_fields() override;
+  void put_index_fields(std::span<const IndexFieldState> fields) override;
+  std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override;
+  std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
+                                    std::size_t limit) override;
+  std::uint64_t index_count(std::string_view field, const IndexRange& range, std::uint64_t cap) override;
 
   // DeliveryStore
   bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override;

@@ -13,6 +13,7 @@ namespace {
 
 using sqlite::fail;
 using sqlite::Query;
+using sqlite::read_record;
 using Connection = sqlite::Connection;
 
 constexpr const char* kSchemaV1 = R"sql(
@@ -91,6 +92,21 @@ CREATE INDEX IF NOT EXISTS images_expiry ON images(expires);
 PRAGMA user_version = 7;
 )sql";
 
+// Version 8: declared indexes (docs/queries.md, "Indexes"). shadow_index holds one row per value
+// a shadow has for a declared field: `type` is IndexValue::Type, `value` an INTEGER, REAL or
+// TEXT SQLite compares as the filter language does within a type (numbers numerically,
+// strings bytewise); null is 0. Its key covers every read: a comparison reads one range of it.
+// A write deletes and inserts exactly the rows that change (IndexUpdate), by their key.
+constexpr const char* kSchemaV8 = R"sql(
+CREATE TABLE IF NOT EXISTS index_fields(
+  field TEXT NOT NULL PRIMARY KEY, position INTEGER NOT NULL, ready INTEGER NOT NULL, indexed INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS shadow_index(
+  field TEXT NOT NULL, type INTEGER NOT NULL, value NOT NULL, thing TEXT NOT NULL, name TEXT NOT NULL,
+  PRIMARY KEY (field, type, value, thing, name)) WITHOUT ROWID;
+PRAGMA user_version = 8;
+)sql";
+
 constexpr const char* kSelectSections =
     "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires, times "
     "FROM sections WHERE thing = ?1 AND name = ?2";
@@ -134,7 +150,9 @@ constexpr const char* kAppendFeed =
     "INSERT INTO feed(seq, thing, name, entry) VALUES "
     "((SELECT max(coalesce((SELECT max(seq) FROM feed), 0), feed_trimmed.seq) FROM feed_trimmed) + 1, ?1, ?2, ?3)";
 
-ShadowRecord read_record(Connection& c, const ShadowKey& key) {
+}  // namespace
+
+ShadowRecord sqlite::read_record(Connection& c, const ShadowKey& key) {
   ShadowRecord record;
   Query q(c.statement(kSelectSections));
   q.bind(1, key.thing).bind(2, key.name);
@@ -152,6 +170,8 @@ ShadowRecord read_record(Connection& c, const ShadowKey& key) {
   }
   return record;
 }
+
+namespace {
 
 void insert_history(Connection& c, const ShadowKey& key, const HistoryEvent& e) {
   Query q(c.statement(kInsertHistory));
@@ -175,6 +195,7 @@ void apply_write(Connection& c, const ShadowWrite& write) {
     Query(c.statement(kInsertImage)).bind(1, write.key.thing).bind(2, write.key.name).bind(3, i->event_id)
         .bind(4, i->expires_ns).bind(5, i->json).run();
   }
+  sqlite::apply_index_updates(c, write.key, write.index);
   if (write.feed) Query(c.statement(kAppendFeed)).bind(1, write.key.thing).bind(2, write.key.name).bind(3, *write.feed).run();
 }
 
@@ -362,7 +383,7 @@ void SqliteStore::migrate(Connection& c) {
   // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
   for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
                            std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5},
-                           std::pair{5, kSchemaV6}, std::pair{6, kSchemaV7}}) {
+                           std::pair{5, kSchemaV6}, std::pair{6, kSchemaV7}, std::pair{7, kSchemaV8}}) {
     if (version > from) continue;
     c.exec("BEGIN IMMEDIATE");
     c.exec(sql);

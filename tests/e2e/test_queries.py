@@ -10,7 +10,7 @@ import tempfile
 import unittest
 from urllib.parse import quote
 
-from harness import SHADOWCTL, ApiTestCase, Server, shadow_path
+from harness import SHADOWCTL, ApiTestCase, Server, eventually, shadow_path
 from test_dynamodb import ENDPOINT, dynamo_server, new_table
 
 # thing -> reported state; plant-7/s1 also has a shadow "aux" and a pending desired fw.
@@ -241,6 +241,86 @@ class SqliteQueries(Queries, ApiTestCase):
             r = server.get("/v1/shadows/count", params={"filter": 'and(like(thing,"plant-7/s1*"),gt(reported/temp,20))'})
             self.assertEqual(r.json(), {"count": 1})
 
+    def test_a_declared_index_serves_what_the_budget_refused(self):
+        with Server("--query-budget", "3") as server:
+            populate(server)
+            fw = {"filter": 'eq(reported/fw,"1.3.0")'}
+            e = self.assertError(server.get("/v1/shadows", params=fw), 400, "query_too_expensive")
+            self.assertEqual(e["field"], "reported/fw")
+            self.assertIn("declare an index on reported/fw", e["message"])
+            r = server.request("PUT", "/v1/index", json={"fields": ["reported/fw", "reported/temp@ts"]})
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual([f["field"] for f in r.json()["fields"]], ["reported/fw", "reported/temp@ts"])
+            ready = lambda: all(f["state"] == "ready" for f in server.get("/v1/index").json()["fields"])
+            self.assertTrue(eventually(ready))
+            self.assertEqual(server.get("/v1/index").json()["fields"][0], {"field": "reported/fw", "state": "ready", "indexed": 6})
+            self.assertEqual(keys(server.get("/v1/shadows", params=fw).json()), [("plant-7/s2", "main"), ("plant-8/s0", "main")])
+            # A write is seen by the next query: the index is written in the write's transaction.
+            server.post(shadow_path("office", "main", "reported"), {"state": {"fw": "1.3.0"}})
+            self.assertEqual(server.get("/v1/shadows/count", params=fw).json(), {"count": 3})
+            stale = {"filter": 'lt(reported/temp@ts,"2026-11-27T02:30:00Z")'}
+            self.assertEqual(keys(server.get("/v1/shadows", params=stale).json()), [("plant-7/s0", "main"), ("plant-7/s1", "main")])
+            # The list survives a restart; a field left out is no longer indexed.
+            server.stop()
+            server.start()
+            self.assertTrue(eventually(ready))
+            self.assertEqual(server.get("/v1/shadows/count", params=fw).json(), {"count": 3})
+            r = server.request("PUT", "/v1/index", json={"fields": ["reported/temp@ts"]})
+            self.assertEqual([f["field"] for f in r.json()["fields"]], ["reported/temp@ts"])
+            self.assertError(server.get("/v1/shadows", params=fw), 400, "query_too_expensive")
+
+    def test_sort_by_a_declared_field(self):
+        with Server() as server:
+            populate(server)
+            e = self.assertError(server.get("/v1/shadows", params={"sort": "-reported/temp"}), 400, "invalid_request")
+            self.assertEqual(e["field"], "sort")
+            server.request("PUT", "/v1/index", json={"fields": ["reported/temp"]})
+            self.assertTrue(eventually(lambda: server.get("/v1/index").json()["fields"][0]["state"] == "ready"))
+            expected = [("plant-8/s0", "main"), ("plant-7/s2", "main"), ("plant-7/s1", "main"), ("office", "main"),
+                        ("plant-7/s0", "main")]  # 21.0 and 21 tie: thing and name, reversed with '-'
+            r = server.get("/v1/shadows", params={"sort": "-reported/temp", "fields": "reported/temp"})
+            self.assertEqual(keys(r.json()), expected, r.text)
+            self.assertEqual(keys(server.get("/v1/shadows", params={"sort": "reported/temp,+thing,+name"}).json()),
+                             expected[::-1])
+            paged, params = [], {"sort": "-reported/temp", "limit": 2, "filter": "exists(reported)"}
+            while True:
+                body = server.get("/v1/shadows", params=params).json()
+                paged += keys(body)
+                if "cursor" not in body:
+                    break
+                params["cursor"] = body["cursor"]
+            self.assertEqual(paged, expected)
+            cursor = server.get("/v1/shadows", params={"sort": "-reported/temp", "limit": 1}).json()["cursor"]
+            self.assertError(server.get("/v1/shadows", params={"limit": 1, "cursor": cursor}), 400, "invalid_request")
+            for bad in ("reported/fw", "-thing", "reported/temp,name", "+", "delta/fw"):
+                e = self.assertError(server.get("/v1/shadows", params={"sort": bad}), 400, "invalid_request")
+                self.assertEqual(e["field"], "sort")
+
+    def test_bad_index_declarations_are_refused_and_change_nothing(self):
+        with Server() as server:
+            for body in ({"fields": "reported/fw"}, {"fields": ["thing"]}, {"fields": ["delta/fw"]}, {"fields": [1]},
+                         {"fields": ["reported/a", "reported/a"]}, {"field": []}, {},
+                         {"fields": [f"reported/f{i}" for i in range(33)]}, {"fields": ["reported/a~2"]}):
+                self.assertError(server.request("PUT", "/v1/index", json=body), 400, "invalid_request")
+            self.assertError(server.request("PUT", "/v1/index", data="{"), 400, "invalid_json")
+            self.assertEqual(server.get("/v1/index").json(), {"fields": []})
+            self.assertEqual(server.post("/v1/index", {}).status_code, 405)
+
+    def test_shadowctl_index(self):
+        with Server() as server:
+            ctl = lambda *a: subprocess.run([SHADOWCTL, "--server", server.url, "index", *a], capture_output=True,
+                                            text=True, timeout=30)
+            r = ctl("put", "reported/fw", "_modified")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual([line.split()[0] for line in r.stdout.splitlines()], ["reported/fw", "_modified"])
+            self.assertTrue(eventually(lambda: ctl("get").stdout == "reported/fw  ready  0 indexed\n_modified  ready  0 indexed\n"))
+            self.assertEqual(json.loads(ctl("get", "--json").stdout)["fields"][1], {"field": "_modified", "state": "ready", "indexed": 0})
+            r = ctl("put", "name")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("invalid_request", r.stderr)
+            self.assertEqual(ctl("put").stdout, "")  # no field: every index dropped
+            self.assertEqual(json.loads(ctl("get", "--json").stdout), {"fields": []})
+
     def test_pages_end_at_max_page_bytes(self):
         with Server("--max-page-bytes", "1024") as server:
             for i in range(6):
@@ -289,6 +369,12 @@ class TokenQueries(ApiTestCase):
         self.assertEqual(self.get("admin", "/v1/shadows/count").json(), {"count": len(ALL)})
         self.assertEqual(self.get("nobody").status_code, 401)
 
+    def test_only_an_admin_declares_indexes(self):
+        for token in ("plant7", "other7"):
+            self.assertError(self.server.request("PUT", "/v1/index", json={"fields": []}, token=token), 403, "forbidden")
+            self.assertError(self.server.get("/v1/index", token=token), 403, "forbidden")
+        self.assertEqual(self.server.get("/v1/index", token="admin").json(), {"fields": []})
+
     def test_a_cursor_of_another_token_is_refused(self):
         cursor = self.get("plant7", limit=1).json()["cursor"]
         self.assertEqual(self.get("plant7", limit=1, cursor=cursor).status_code, 200)
@@ -316,6 +402,11 @@ class DynamoDbQueries(Queries, ApiTestCase):
             self.assertIn("allowScan=true", e["message"])
         self.assertEqual(self.count(filter='eq(reported/fw,"1.3.0")', allowScan="true"), 2)
         self.assertEqual(self.count(filter='and(like(thing,"plant-8/*"),eq(reported/fw,"1.3.0"))'), 1)
+
+    def test_indexes_cannot_be_declared(self):
+        e = self.assertError(self.server.request("PUT", "/v1/index", json={"fields": ["reported/fw"]}), 400, "invalid_request")
+        self.assertIn("allowScan=true", e["message"])
+        self.assertEqual(self.server.get("/v1/index").json(), {"fields": []})
 
 
 if __name__ == "__main__":

@@ -189,6 +189,43 @@ TEST(Sqlite, MigratesVersion6ToKeepImages) {
   EXPECT_FALSE(store->image_before(w.key, "00000000000000000010#R1").has_value());
 }
 
+// A version 7 database (before declared indexes) gains the field list and the entries table;
+// its shadows stay, and index entries are written with shadows from then on.
+TEST(Sqlite, MigratesVersion7ToKeepDeclaredIndexes) {
+  TempDir dir;
+  auto db = dir.path() / "nested" / "dir" / "shadows.db";
+  ds::ShadowWrite w;
+  w.key = {"t", "main"};
+  ds::SectionRecord r;
+  r.version = 1;
+  r.write_id = "w1";
+  r.state_json = R"({"fw":"1.2"})";
+  w.sections.push_back({ds::Section::reported, 0, r, false});
+  {
+    auto store = ds::open_sqlite_store(options_in(dir));
+    store->write(w);
+  }
+  scalar(db, "DROP TABLE shadow_index");
+  scalar(db, "DROP TABLE index_fields");
+  scalar(db, "PRAGMA user_version = 7");
+  auto store = ds::open_sqlite_store(options_in(dir));
+  EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+  EXPECT_EQ(store->read(w.key).reported.state_json, r.state_json);
+  EXPECT_TRUE(store->index_fields().empty());
+  const std::vector<ds::IndexFieldState> fields{{"reported/fw", false, 0}};
+  store->put_index_fields(fields);
+  ds::IndexValue fw{ds::IndexValue::Type::string, 0, 0, false, "1.3"};
+  w.sections[0] = {ds::Section::reported, 1, r, true};
+  w.sections[0].record.version = 2;
+  w.index = {{"reported/fw", {}, {fw}}};
+  store->write(w);
+  EXPECT_EQ(store->index_fields(), fields);
+  const auto hits = store->index_range("reported/fw", {ds::IndexValue::Type::string, fw, fw}, nullptr, 10);
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].thing, "t");
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM shadow_index"), "1");
+}
+
 // Dead letters stored before version 5 had no expiry: they expire 14 days (the default
 // retention) after they failed, and purge_dead_letters drops them then.
 TEST(Sqlite, MigratesVersion4DeadLettersToExpireAfterTheDefaultRetention) {

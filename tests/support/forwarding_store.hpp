@@ -36,6 +36,18 @@ class ForwardingStore : public deviceshadow::Store {
   std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
   std::optional<std::string> unready() override { return inner_.unready(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
+  std::vector<deviceshadow::IndexFieldState> index_fields() override { return inner_.index_fields(); }
+  void put_index_fields(std::span<const deviceshadow::IndexFieldState> fields) override { inner_.put_index_fields(fields); }
+  std::size_t put_index_entries(std::span<const deviceshadow::IndexedShadow> shadows) override {
+    return inner_.put_index_entries(shadows);
+  }
+  std::vector<deviceshadow::IndexHit> index_range(std::string_view field, const deviceshadow::IndexRange& range,
+                                                  const deviceshadow::IndexHit* after, std::size_t limit) override {
+    return inner_.index_range(field, range, after, limit);
+  }
+  std::uint64_t index_count(std::string_view field, const deviceshadow::IndexRange& range, std::uint64_t cap) override {
+    return inner_.index_count(field, range, cap);
+  }
 
  protected:
   deviceshadow::Store& inner_;

@@ -1,0 +1,53 @@
+// Index values' order (index.hpp) and the Store's answers where a store keeps no indexes.
+#include "deviceshadow/index.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/store.hpp"
+
+namespace deviceshadow {
+namespace {
+
+int sign(auto a, auto b) noexcept { return a < b ? -1 : b < a ? 1 : 0; }
+
+[[noreturn]] void no_indexes() {
+  throw Error::invalid_request(
+      "this store keeps no declared indexes (available on the SQLite and memory stores); queries on DynamoDB "
+      "read every shadow with allowScan=true",
+      "fields");
+}
+
+}  // namespace
+
+int compare(const IndexValue& a, const IndexValue& b) noexcept {
+  if (a.type != b.type) return sign(a.type, b.type);
+  switch (a.type) {
+    case IndexValue::Type::null: return 0;
+    case IndexValue::Type::string: return sign(a.text.compare(b.text), 0);
+    case IndexValue::Type::number:
+      if (!a.real && !b.real) return sign(a.integer, b.integer);
+      // long double holds every int64 exactly, and every double.
+      return sign(a.real ? static_cast<long double>(a.number) : static_cast<long double>(a.integer),
+                  b.real ? static_cast<long double>(b.number) : static_cast<long double>(b.integer));
+    default: return sign(a.integer, b.integer);
+  }
+}
+
+bool IndexRange::contains(const IndexValue& v) const noexcept {
+  if (v.type != type) return false;
+  if (low) {
+    const int c = compare(v, *low);
+    if (c < 0 || (c == 0 && low_open)) return false;
+  }
+  if (high) {
+    const int c = compare(v, *high);
+    if (c > 0 || (c == 0 && high_open)) return false;
+  }
+  return true;
+}
+
+void Store::put_index_fields(std::span<const IndexFieldState>) { no_indexes(); }
+std::size_t Store::put_index_entries(std::span<const IndexedShadow>) { no_indexes(); }
+std::vector<IndexHit> Store::index_range(std::string_view, const IndexRange&, const IndexHit*, std::size_t) { no_indexes(); }
+std::uint64_t Store::index_count(std::string_view, const IndexRange&, std::uint64_t) { no_indexes(); }
+
+}  // namespace deviceshadow

@@ -1,0 +1,355 @@
+#include "query/index.hpp"
+
+#include "deviceshadow/error.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace deviceshadow::query {
+namespace {
+
+constexpr std::size_t kBuildChunk = 100;       // shadows a build reads and indexes at once
+constexpr std::size_t kPersistEvery = 10000;   // a build stores its progress every so many shadows
+
+bool is_pseudo(const Property& p) { return !p.in_section(); }
+
+// The first reference token of a JSON Pointer, decoded ("" for the root).
+std::string first_token(std::string_view pointer) {
+  if (pointer.empty()) return {};
+  pointer.remove_prefix(1);
+  std::string out;
+  for (std::size_t i = 0; i < pointer.size() && pointer[i] != '/'; ++i) {
+    if (pointer[i] == '~' && i + 1 < pointer.size()) {
+      out += pointer[++i] == '1' ? '/' : '~';
+    } else {
+      out += pointer[i];
+    }
+  }
+  return out;
+}
+
+Section section_of(const Property& p) { return p.kind == Property::Kind::desired ? Section::desired : Section::reported; }
+
+// Whether `write` may change what `p` holds: a pseudo field changes with every write, a section
+// path when the write changes a leaf under the same top-level member or removes the section.
+bool affected(const Property& p, const ShadowWrite& write, std::span<const Change> changes) {
+  if (is_pseudo(p)) return true;
+  const Section section = section_of(p);
+  for (const SectionPut& put : write.sections) {
+    if (put.section == section && put.record.deleted) return true;
+  }
+  return std::any_of(changes.begin(), changes.end(),
+                     [&](const Change& c) { return c.section == section && first_token(c.path) == p.path.front(); });
+}
+
+}  // namespace
+
+Property parse_index_field(std::string_view text) {
+  Property p = parse_property(text, "fields");
+  using K = Property::Kind;
+  const bool section_path = (p.kind == K::reported || p.kind == K::desired) && !p.path.empty();
+  const bool pseudo = p.kind == K::modified || p.kind == K::reported_version || p.kind == K::desired_version ||
+                      p.kind == K::pending;
+  if (!section_path && !pseudo) {
+    throw Error::invalid_request("fields: '" + std::string(text) +
+                                     "' cannot be indexed: declare reported/<path> or desired/<path> (optionally @ts "
+                                     "or @changed), _modified, _reportedVersion, _desiredVersion or _pending",
+                                 "fields");
+  }
+  return p;
+}
+
+namespace {
+
+std::vector<IndexValue> to_index_values(const std::vector<Sample>& samples) {
+  using T = IndexValue::Type;
+  std::vector<IndexValue> out;
+  for (const Sample& s : samples) {
+    switch (s.type) {
+      case Sample::Type::null: out.push_back({T::null}); break;
+      case Sample::Type::boolean: out.push_back({T::boolean, s.json.get_bool() ? 1 : 0}); break;
+      case Sample::Type::number: {
+        IndexValue v{T::number};
+        if (s.json.is_int64()) {
+          v.integer = s.json.get_int64();
+        } else {
+          v.real = true;
+          v.number = s.json.to_number<double>();
+        }
+        out.push_back(std::move(v));
+        break;
+      }
+      case Sample::Type::string: {
+        const std::string_view text = s.json.get_string();
+        if (auto t = parse_rfc3339(text)) out.push_back(IndexValue::of_time(t->unix_nanos()));
+        out.push_back({T::string, 0, 0, false, std::string(text)});
+        break;
+      }
+      case Sample::Type::time: out.push_back(IndexValue::of_time(s.time)); break;
+      case Sample::Type::other: break;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// The JSON Pointer of a section path without a suffix ("" for anything else): a change of
+// exactly that leaf tells what the field held and holds.
+std::string leaf_pointer(const Property& p) {
+  if (is_pseudo(p) || p.suffix != Property::Suffix::none) return {};
+  std::string out;
+  for (const std::string& token : p.path) {
+    out += '/';
+    for (char c : token) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<IndexValue> index_values(const Subject& subject, const Property& property) {
+  return to_index_values(samples(subject, property));
+}
+
+IndexKeeper::IndexKeeper(Store& store, const TimestampKeys& keys) : store_(store), keys_(keys) {
+  for (const IndexFieldState& s : store_.index_fields()) {
+    auto f = std::make_shared<Field>();
+    f->property = parse_index_field(s.field);
+    f->pointer = leaf_pointer(f->property);
+    f->ready = s.ready;
+    f->indexed = s.indexed;
+    building_ = building_ || !s.ready;
+    fields_.push_back(std::move(f));
+  }
+  builder_ = std::thread([this] { build_loop(); });
+}
+
+IndexKeeper::~IndexKeeper() {
+  {
+    std::lock_guard lock(build_mutex_);
+    stopping_ = true;
+  }
+  build_cv_.notify_all();
+  builder_.join();
+}
+
+std::vector<IndexFieldState> IndexKeeper::states() const {
+  std::vector<IndexFieldState> out;
+  for (const auto& f : fields_) out.push_back({f->property.text, f->ready.load(), f->indexed.load()});
+  return out;
+}
+
+void IndexKeeper::persist() {
+  std::lock_guard lock(persist_mutex_);
+  const std::vector<IndexFieldState> now = states();
+  store_.put_index_fields(now);
+}
+
+std::vector<IndexFieldState> IndexKeeper::declare(const std::vector<std::string>& fields) {
+  if (fields.size() > kMaxIndexFields) {
+    throw Error::invalid_request("fields: at most " + std::to_string(kMaxIndexFields) + " fields may be declared", "fields");
+  }
+  std::vector<Property> wanted;
+  for (const std::string& text : fields) {
+    wanted.push_back(parse_index_field(text));
+    if (std::count(fields.begin(), fields.end(), text) > 1) {
+      throw Error::invalid_request("fields: '" + text + "' is declared twice", "fields");
+    }
+  }
+  std::vector<IndexFieldState> out;
+  bool building = false;
+  {
+    // Exclusive: the writes in flight end first, and every later one sees the new list.
+    std::unique_lock lock(fields_mutex_);
+    std::vector<std::shared_ptr<Field>> next;
+    for (Property& p : wanted) {
+      auto kept = std::find_if(fields_.begin(), fields_.end(), [&](const auto& f) { return f->property.text == p.text; });
+      if (kept != fields_.end()) {
+        next.push_back(*kept);
+      } else {
+        next.push_back(std::make_shared<Field>());
+        next.back()->pointer = leaf_pointer(p);
+        next.back()->property = std::move(p);
+      }
+      building = building || !next.back()->ready;
+    }
+    std::swap(fields_, next);
+    try {
+      persist();  // drops the entries of the fields left out
+    } catch (...) {
+      std::swap(fields_, next);
+      throw;
+    }
+    out = states();
+  }
+  {
+    std::lock_guard lock(build_mutex_);
+    ++generation_;
+    building_ = building_ || building;
+  }
+  build_cv_.notify_all();
+  return out;
+}
+
+std::vector<IndexFieldState> IndexKeeper::status() const {
+  std::shared_lock lock(fields_mutex_);
+  return states();
+}
+
+bool IndexKeeper::ready(std::string_view text) const {
+  std::shared_lock lock(fields_mutex_);
+  return std::any_of(fields_.begin(), fields_.end(), [&](const auto& f) { return f->property.text == text && f->ready; });
+}
+
+void IndexKeeper::wait_until_built() {
+  for (;;) {
+    {
+      std::lock_guard lock(build_mutex_);
+      if (!building_) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::vector<IndexUpdate> IndexKeeper::updates(const ShadowKey& key, const ShadowRecord& before, const ShadowWrite& write,
+                                              std::span<const Change> changes) {
+  std::vector<IndexUpdate> out;
+  std::optional<ShadowRecord> after;
+  std::optional<Subject> old_subject, new_subject;
+  // A shadow that does not exist holds nothing (pseudo fields would still have values).
+  auto values = [&](const Subject& s, const Property& p) {
+    return s.record().exists() ? index_values(s, p) : std::vector<IndexValue>();
+  };
+  for (const auto& f : fields_) {  // the caller holds hold()
+    if (!affected(f->property, write, changes)) continue;
+    IndexUpdate u{f->property.text, {}, {}};
+    // The common case, a write of exactly the declared leaf: its change has both values.
+    if (const Change* c = only_change(*f, write, changes)) {
+      const std::vector<IndexValue> was = c->old_value ? to_index_values(samples_of(*c->old_value, keys_)) : std::vector<IndexValue>();
+      const std::vector<IndexValue> is = c->new_value ? to_index_values(samples_of(*c->new_value, keys_)) : std::vector<IndexValue>();
+      std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(u.removed));
+      std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
+      if (!u.removed.empty() || !u.added.empty()) out.push_back(std::move(u));
+      continue;
+    }
+    if (!new_subject) {
+      after = before;
+      for (const SectionPut& put : write.sections) after->section(put.section) = put.record;
+      old_subject.emplace(key, before, keys_);
+      new_subject.emplace(key, *after, keys_);
+    }
+    const std::vector<IndexValue> was = values(*old_subject, f->property), is = values(*new_subject, f->property);
+    std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(u.removed));
+    std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
+    if (!u.removed.empty() || !u.added.empty()) out.push_back(std::move(u));
+  }
+  return out;
+}
+
+// The one change that decides what a leaf field holds after `write`, if there is one: the
+// write's only change under the field's top-level member, of exactly the field's leaf, in a
+// section the write does not delete.
+const Change* IndexKeeper::only_change(const Field& f, const ShadowWrite& write, std::span<const Change> changes) {
+  if (f.pointer.empty()) return nullptr;
+  const Section section = section_of(f.property);
+  for (const SectionPut& put : write.sections) {
+    if (put.section == section && put.record.deleted) return nullptr;
+  }
+  const Change* only = nullptr;
+  for (const Change& c : changes) {
+    if (c.section != section || first_token(c.path) != f.property.path.front()) continue;
+    if (only || c.path != f.pointer) return nullptr;
+    only = &c;
+  }
+  return only;
+}
+
+void IndexKeeper::build_loop() {
+  for (;;) {
+    std::uint64_t generation = 0;
+    {
+      std::unique_lock lock(build_mutex_);
+      build_cv_.wait(lock, [&] { return stopping_ || building_; });
+      if (stopping_) return;
+      generation = generation_;
+    }
+    bool done = false;
+    try {
+      done = build_pass(generation);
+    } catch (const std::exception&) {  // the store failed: try again a little later
+      std::unique_lock lock(build_mutex_);
+      build_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
+      continue;
+    }
+    std::lock_guard lock(build_mutex_);
+    if (done && generation_ == generation) building_ = false;
+  }
+}
+
+// Indexes every live shadow for the fields still building, then marks them ready. False when a
+// declaration or the destructor interrupted it (the next pass starts over).
+bool IndexKeeper::build_pass(std::uint64_t generation) {
+  std::vector<std::shared_ptr<Field>> todo;
+  {
+    std::shared_lock lock(fields_mutex_);
+    for (const auto& f : fields_) {
+      if (!f->ready) todo.push_back(f), f->indexed = 0;
+    }
+  }
+  auto interrupted = [&] {
+    std::lock_guard lock(build_mutex_);
+    return stopping_ || generation_ != generation;
+  };
+  std::size_t since_persist = 0;
+  std::vector<ShadowKey> pending;  // read and indexed kBuildChunk at a time, across things
+  auto flush = [&] {
+    const std::vector<ShadowRecord> records = store_.read(pending);
+    std::vector<IndexedShadow> batch;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      if (!records[i].exists()) continue;
+      IndexedShadow& s = batch.emplace_back(IndexedShadow{pending[i], records[i].reported.version, records[i].desired.version, {}});
+      Subject subject(pending[i], records[i], keys_);
+      for (const auto& f : todo) s.updates.push_back({f->property.text, {}, index_values(subject, f->property)});
+    }
+    pending.clear();
+    {
+      std::shared_lock lock(fields_mutex_);  // a declaration in between drops nothing we add back
+      if (interrupted()) return false;
+      store_.put_index_entries(batch);
+    }
+    for (const auto& f : todo) f->indexed += batch.size();
+    if ((since_persist += batch.size()) >= kPersistEvery) {
+      since_persist = 0;
+      std::shared_lock lock(fields_mutex_);
+      persist();
+    }
+    return true;
+  };
+  std::string last_thing;
+  for (bool more = !todo.empty(); more;) {
+    const std::vector<std::string> things = store_.list_things("", last_thing, kBuildChunk);
+    for (const std::string& thing : things) {
+      std::string after_name;
+      for (bool names = true; names;) {
+        const std::vector<ShadowSummary> list = store_.list_shadows(thing, after_name, kBuildChunk);
+        for (const ShadowSummary& s : list) {
+          pending.push_back({thing, s.name});
+          if (pending.size() == kBuildChunk && !flush()) return false;
+        }
+        names = list.size() == kBuildChunk;
+        if (names) after_name = list.back().name;
+      }
+    }
+    more = things.size() == kBuildChunk;
+    if (more) last_thing = things.back();
+  }
+  if (!pending.empty() && !flush()) return false;
+  std::shared_lock lock(fields_mutex_);
+  if (interrupted()) return false;
+  for (const auto& f : todo) f->ready = true;
+  persist();
+  return true;
+}
+
+}  // namespace deviceshadow::query

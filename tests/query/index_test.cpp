@@ -1,0 +1,397 @@
+// Declared indexes on every store that keeps them (memory, SQLite): the values a field holds,
+// entries kept exact by writes (random writes against a rebuild), the background build with
+// writes landing during it, removal, persistence, and a store that keeps none.
+#include "query/index.hpp"
+#include "query/search.hpp"
+
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/error.hpp"
+#include "support/forwarding_store.hpp"
+#include "support/stores.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <thread>
+
+namespace q = deviceshadow::query;
+using T = ds::IndexValue::Type;
+
+namespace {
+
+std::unique_ptr<ds::StoreBackend> open_store(const std::string& kind, const TempDir& dir) {
+  if (kind == "memory") return ds::make_memory_store();
+  ds::SqliteOptions o;
+  o.path = (dir.path() / "shadows.db").string();
+  o.durable = false;
+  return ds::open_sqlite_store(o);
+}
+
+// Every entry of `field`, as "thing|name|type|value".
+std::set<std::string> entries_of(ds::Store& store, const std::string& field) {
+  std::set<std::string> out;
+  for (T type : {T::null, T::boolean, T::number, T::string, T::time}) {
+    const ds::IndexHit* after = nullptr;
+    std::vector<ds::IndexHit> page;
+    for (;;) {
+      std::vector<ds::IndexHit> next = store.index_range(field, {type}, after, 7);  // small pages: resuming is tested too
+      if (next.empty()) break;
+      for (const ds::IndexHit& h : next) {
+        std::string v = h.value.type == T::string ? h.value.text
+                        : h.value.real             ? std::to_string(h.value.number)
+                                                   : std::to_string(h.value.integer);
+        out.insert(h.thing + "|" + h.name + "|" + std::to_string(static_cast<int>(type)) + "|" + v);
+      }
+      page = std::move(next);
+      after = &page.back();
+    }
+  }
+  return out;
+}
+
+// The entries a rebuild from the stored shadows would make.
+std::set<std::string> rebuilt(ds::Store& store, const std::string& field, const ds::TimestampKeys& keys) {
+  const q::Property p = q::parse_index_field(field);
+  std::set<std::string> out;
+  for (const std::string& thing : store.list_things("", "", 100000)) {
+    for (const ds::ShadowSummary& s : store.list_shadows(thing, "", 100000)) {
+      const ds::ShadowKey key{thing, s.name};
+      const ds::ShadowRecord r = store.read(key);
+      q::Subject subject(key, r, keys);
+      for (const ds::IndexValue& v : q::index_values(subject, p)) {
+        std::string text = v.type == T::string ? v.text : v.real ? std::to_string(v.number) : std::to_string(v.integer);
+        out.insert(thing + "|" + s.name + "|" + std::to_string(static_cast<int>(v.type)) + "|" + text);
+      }
+    }
+  }
+  return out;
+}
+
+struct Indexes : ::testing::TestWithParam<std::string> {
+  TempDir dir;
+  std::unique_ptr<ds::StoreBackend> store = open_store(GetParam(), dir);
+  ds::Engine engine{*store};
+  ds::TimestampKeys keys;
+  std::unique_ptr<q::IndexKeeper> keeper = std::make_unique<q::IndexKeeper>(*store, keys);
+
+  void SetUp() override { engine.set_indexer(keeper.get()); }
+  void TearDown() override { engine.set_indexer(nullptr); }
+
+  void write(ds::Section section, const std::string& thing, std::string_view state) {
+    ds::UpdateRequest r;
+    r.key = {thing, "main"};
+    r.section = section;
+    r.state = ds::parse_json(state).as_object();
+    r.acknowledge = false;
+    engine.update(r);
+  }
+  void report(const std::string& thing, std::string_view state) { write(ds::Section::reported, thing, state); }
+
+  std::vector<ds::IndexValue> values(std::string_view state, const std::string& field) {
+    ds::ShadowRecord r;
+    r.reported.version = 1;
+    r.reported.state_json = std::string(state);
+    const ds::ShadowKey key{"t", "main"};
+    q::Subject subject(key, r, keys);
+    return q::index_values(subject, q::parse_index_field(field));
+  }
+};
+
+TEST_P(Indexes, ValuesAreTypedAsFiltersCompareThem) {
+  auto one = values(R"({"a":1})", "reported/a"), one_real = values(R"({"a":1.0})", "reported/a");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one, one_real);  // 1 = 1.0
+  EXPECT_EQ(values(R"({"a":[3,1,3]})", "reported/a").size(), 2u);  // one entry per distinct element
+  auto ts = values(R"({"a":{"value":"x","ts":1700000000}})", "reported/a");
+  ASSERT_EQ(ts.size(), 1u);  // a timestamped value by its value
+  EXPECT_EQ(ts[0].text, "x");
+  auto at = values(R"({"a":{"value":"x","ts":1700000000}})", "reported/a@ts");
+  ASSERT_EQ(at.size(), 1u);
+  EXPECT_EQ(at[0], ds::IndexValue::of_time(1700000000LL * 1000000000));
+  auto time_string = values(R"({"a":"2026-01-01T00:00:00Z"})", "reported/a");
+  ASSERT_EQ(time_string.size(), 2u);  // a string and a time
+  EXPECT_EQ(time_string[0].type, T::string);
+  EXPECT_EQ(time_string[1].type, T::time);
+  EXPECT_TRUE(values(R"({"a":{"b":1}})", "reported/a").empty());  // objects are not compared
+  EXPECT_EQ(values(R"({"a":null})", "reported/a").front().type, T::null);
+  EXPECT_EQ(values(R"({"a":true})", "reported/a").front().integer, 1);
+}
+
+TEST_P(Indexes, RefusesFieldsThatCannotBeIndexed) {
+  for (const char* bad : {"thing", "name", "delta/x", "reported", "bogus/x", ""}) {
+    EXPECT_THROW(keeper->declare({bad}), ds::Error) << bad;
+  }
+  EXPECT_THROW(keeper->declare({"reported/a", "reported/a"}), ds::Error);
+  EXPECT_TRUE(keeper->status().empty());
+}
+
+TEST_P(Indexes, RandomWritesKeepTheIndexEqualToARebuild) {
+  const std::vector<std::string> fields{"reported/temp", "reported/tags", "desired/sp", "reported/temp@changed",
+                                        "_modified", "_pending", "reported/obj/v"};
+  keeper->declare(fields);
+  keeper->wait_until_built();
+  std::mt19937 rng(7);
+  const char* values[] = {"1", "1.5", "-3", "\"a\"", "\"b\"", "true", "null", "[1,2]", "{\"value\":4,\"ts\":" "1700000000}"};
+  for (int i = 0; i < 400; ++i) {
+    const std::string thing = "t" + std::to_string(rng() % 20);
+    const std::string v = values[rng() % std::size(values)];
+    switch (rng() % 6) {
+      case 0: report(thing, R"({"temp":)" + v + "}"); break;
+      case 1: report(thing, R"({"tags":)" + v + R"(,"other":1})"); break;
+      case 2: write(ds::Section::desired, thing, R"({"sp":)" + v + "}"); break;
+      case 3: report(thing, R"({"obj":{"v":)" + v + "}}"); break;
+      case 4: report(thing, R"({"unindexed":)" + v + "}"); break;
+      case 5:
+        try {
+          engine.remove({thing, "main"}, rng() % 2 ? std::optional(ds::Section::reported) : std::nullopt);
+        } catch (const ds::Error&) {  // nothing to delete
+        }
+        break;
+    }
+  }
+  for (const std::string& f : fields) EXPECT_EQ(entries_of(*store, f), rebuilt(*store, f, keys)) << f;
+}
+
+TEST_P(Indexes, BuildsExistingShadowsInTheBackgroundWhileWritesGoOn) {
+  for (int i = 0; i < 450; ++i) report("t" + std::to_string(i), R"({"n":)" + std::to_string(i % 10) + "}");
+  std::atomic<bool> done = false;
+  std::thread writer([&] {
+    for (int i = 0; !done || i < 200; ++i) report("t" + std::to_string(i % 500), R"({"n":)" + std::to_string(i % 7) + "}");
+  });
+  auto states = keeper->declare({"reported/n"});
+  ASSERT_EQ(states.size(), 1u);
+  keeper->wait_until_built();
+  done = true;
+  writer.join();
+  const auto status = keeper->status();
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_TRUE(status[0].ready);
+  EXPECT_GE(status[0].indexed, 450u);
+  EXPECT_TRUE(keeper->ready("reported/n"));
+  EXPECT_EQ(entries_of(*store, "reported/n"), rebuilt(*store, "reported/n", keys));
+  EXPECT_EQ(store->index_fields(), status);  // stored: every shadowd sees it
+}
+
+TEST_P(Indexes, AFieldLeftOutLosesItsEntriesAndTheOthersKeepTheirs) {
+  for (int i = 0; i < 30; ++i) report("t" + std::to_string(i), R"({"a":1,"b":2})");
+  keeper->declare({"reported/a", "reported/b"});
+  keeper->wait_until_built();
+  EXPECT_EQ(entries_of(*store, "reported/a").size(), 30u);
+  auto states = keeper->declare({"reported/b"});
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_TRUE(states[0].ready);  // kept as it was
+  EXPECT_TRUE(entries_of(*store, "reported/a").empty());
+  EXPECT_FALSE(keeper->ready("reported/a"));
+  report("t0", R"({"a":5})");
+  EXPECT_TRUE(entries_of(*store, "reported/a").empty());
+  EXPECT_EQ(entries_of(*store, "reported/b").size(), 30u);
+}
+
+TEST_P(Indexes, ADeclarationOutlivesTheKeeper) {
+  report("t", R"({"a":1})");
+  keeper->declare({"reported/a"});
+  keeper->wait_until_built();
+  engine.set_indexer(nullptr);
+  keeper = std::make_unique<q::IndexKeeper>(*store, keys);
+  engine.set_indexer(keeper.get());
+  EXPECT_TRUE(keeper->ready("reported/a"));
+  report("u", R"({"a":2})");
+  EXPECT_EQ(entries_of(*store, "reported/a").size(), 2u);
+}
+
+// Counts the shadows a query reads, so a test sees what the planner chose.
+class ReadCounter : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
+    read_keys += keys.size();
+    return inner_.read(keys);
+  }
+  std::size_t read_keys = 0;
+};
+
+struct Planner : Indexes {
+  ReadCounter counter{*store};
+
+  void SetUp() override {
+    Indexes::SetUp();
+    for (int i = 0; i < 300; ++i) {
+      const std::string thing = "plant-" + std::to_string(i % 3) + "/s" + std::to_string(i);
+      report(thing, R"({"fw":")" + std::string(i % 10 == 0 ? "2.0" : "1.0") + R"(","temp":)" + std::to_string(i % 50) +
+                        R"(,"tags":["a",")" + std::to_string(i % 4) + R"("],"at":"2026-01-0)" + std::to_string(1 + i % 9) +
+                        R"(T00:00:00Z","flag":)" + (i % 2 ? "true" : "false") + "}");
+    }
+    report("plant-0/s0", R"({"temp":1.0})");
+  }
+
+  // The keys a search finds ("thing|name"), in order; `indexes` decides whether the index may serve.
+  std::vector<std::string> find(std::string_view filter, bool indexes, std::optional<ds::ShadowKey> after = std::nullopt,
+                                std::size_t budget = 200000, std::size_t limit = SIZE_MAX) {
+    const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
+    q::QueryOptions options{.budget = budget, .indexes = indexes ? keeper.get() : nullptr};
+    std::vector<std::string> out;
+    counter.read_keys = 0;
+    q::scan(counter, keys, {f, {}, after, false}, options, [&](const q::Subject& s) {
+      out.push_back(s.key().thing + "|" + s.key().name);
+      return out.size() < limit;
+    });
+    return out;
+  }
+  std::uint64_t count(std::string_view filter, bool indexes, std::span<const ds::ThingPattern> scope = {}) {
+    const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
+    counter.read_keys = 0;
+    return q::count(counter, keys, {f, scope, std::nullopt, false}, {.indexes = indexes ? keeper.get() : nullptr});
+  }
+};
+
+// Every filter finds the same shadows in the same order with the index as without it.
+TEST_P(Planner, FindsWhatAScanFinds) {
+  keeper->declare({"reported/fw", "reported/temp", "reported/tags", "reported/at", "reported/flag", "_reportedVersion"});
+  keeper->wait_until_built();
+  for (const char* filter : {
+           R"(eq(reported/fw,"2.0"))", "eq(reported/temp,1)", "eq(reported/temp,1.0)", "gt(reported/temp,45)",
+           "ge(reported/temp,45)", "lt(reported/temp,2)", "le(reported/temp,1)", "in(reported/temp,3,4,1000)",
+           R"(eq(reported/tags,"3"))", R"(like(reported/fw,"2*"))", R"(like(reported/fw,"*0"))",
+           R"(and(eq(reported/fw,"2.0"),gt(reported/temp,20)))", R"(and(eq(reported/fw,"1.0"),eq(reported/temp,7)))",
+           R"(and(like(thing,"plant-1/*"),eq(reported/temp,7)))", "lt(reported/at,time:now)",
+           R"(ge(reported/at,"2026-01-05T00:00:00Z"))", R"(gt(reported/at,"2026-01-05"))", "eq(reported/flag,true)",
+           "gt(reported/flag,false)", "eq(reported/temp,null)", "ge(_reportedVersion,2)", R"(eq(reported/temp,"1"))",
+           R"(and(eq(reported/temp,5),not(eq(reported/fw,"1.0"))))", R"(or(eq(reported/temp,5),eq(reported/temp,6)))"}) {
+    const std::vector<std::string> expected = find(filter, false);
+    EXPECT_EQ(find(filter, true), expected) << filter;
+    EXPECT_EQ(count(filter, true), expected.size()) << filter;
+  }
+}
+
+TEST_P(Planner, ReadsOnlyWhatTheMostSelectiveComparisonSelects) {
+  keeper->declare({"reported/fw", "reported/temp"});
+  keeper->wait_until_built();
+  EXPECT_EQ(find(R"(and(eq(reported/fw,"1.0"),eq(reported/temp,7)))", true).size(), 6u);
+  EXPECT_EQ(counter.read_keys, 6u);  // temp = 7 selects 6, fw = 1.0 selects 270
+  EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", true, std::nullopt, 200000, 5).size(), 5u);
+  EXPECT_LE(counter.read_keys, 100u);  // a page reads no further than it needs
+  EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", true), 30u);
+  EXPECT_EQ(counter.read_keys, 0u);  // counted from the index alone
+  EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", false).size(), 30u);
+  EXPECT_EQ(counter.read_keys, 300u);
+}
+
+TEST_P(Planner, PagesResumeAfterTheCursorsShadow) {
+  keeper->declare({"reported/fw", "reported/temp"});
+  keeper->wait_until_built();
+  for (const char* filter : {R"(eq(reported/fw,"2.0"))", "gt(reported/temp,40)"}) {
+    const std::vector<std::string> all = find(filter, true);
+    std::vector<std::string> paged;
+    std::optional<ds::ShadowKey> after;
+    for (;;) {
+      std::vector<std::string> page = find(filter, true, after, 200000, 4);
+      if (page.empty()) break;
+      paged.insert(paged.end(), page.begin(), page.end());
+      const std::size_t bar = page.back().find('|');
+      after = ds::ShadowKey{page.back().substr(0, bar), page.back().substr(bar + 1)};
+    }
+    EXPECT_EQ(paged, all) << filter;
+  }
+}
+
+TEST_P(Planner, ReadsEqualitiesAndRangesLongerThanOneStoreCall) {
+  for (int i = 0; i < 2100; ++i) report("many-" + std::to_string(i), R"({"fw":"9.9","temp":1000})");
+  keeper->declare({"reported/fw", "reported/temp"});
+  keeper->wait_until_built();
+  for (const char* filter : {R"(eq(reported/fw,"9.9"))", "ge(reported/temp,1000)", R"(like(reported/fw,"9*"))"}) {
+    const std::vector<std::string> expected = find(filter, false);
+    ASSERT_EQ(expected.size(), 2100u);
+    EXPECT_EQ(find(filter, true), expected) << filter;
+    EXPECT_EQ(count(filter, true), 2100u) << filter;
+  }
+}
+
+// A sorted search lists each matching shadow that holds the field once, at its least value
+// (greatest when descending), ties by thing and name; pages resume at the position given.
+TEST_P(Planner, SortsByADeclaredField) {
+  report("plant-1/s1", R"({"temp":[49,-1]})");  // listed at -1 ascending, at 49 descending
+  report("plant-2/s2", R"({"temp":"warm"})");   // strings after numbers
+  keeper->declare({"reported/temp"});
+  keeper->wait_until_built();
+  const q::Filter f = q::Filter::parse(R"(like(thing,"plant-*"))", 0);
+  const q::Property temp = q::parse_index_field("reported/temp");
+  for (bool descending : {false, true}) {
+    // Expected: every match holding a value, by its first value in this order, then thing, name.
+    std::vector<std::tuple<ds::IndexValue, std::string, std::string>> expected;
+    q::scan(counter, keys, {f, {}, std::nullopt, false}, {}, [&](const q::Subject& s) {
+      const std::vector<ds::IndexValue> v = q::index_values(s, temp);
+      if (!v.empty()) expected.emplace_back(descending ? v.back() : v.front(), s.key().thing, s.key().name);
+      return true;
+    });
+    std::sort(expected.begin(), expected.end());
+    if (descending) std::reverse(expected.begin(), expected.end());
+    std::vector<std::tuple<ds::IndexValue, std::string, std::string>> listed;
+    std::optional<q::SortPosition> after;
+    for (bool more = true; more;) {
+      std::size_t page = 0;
+      more = false;
+      q::sorted_scan(counter, keys, {f, {}, std::nullopt, false}, {"reported/temp", descending}, after, {},
+                     [&](const q::Subject& s, const ds::IndexValue& v) {
+                       listed.emplace_back(v, s.key().thing, s.key().name);
+                       after = q::SortPosition{v, s.key()};
+                       return more = ++page < 7;
+                     });
+      more = page == 7;
+    }
+    ASSERT_EQ(listed.size(), expected.size());
+    EXPECT_TRUE(listed == expected) << descending;
+    EXPECT_EQ(std::get<1>(listed.front()), descending ? "plant-2/s2" : "plant-1/s1");
+  }
+}
+
+TEST_P(Planner, ABudgetRefusesAnUndeclaredFieldAndNamesIt) {
+  try {
+    find("eq(reported/temp,7)", true, std::nullopt, 50);
+    FAIL();
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::query_too_expensive);
+    EXPECT_NE(std::string(e.what()).find("declare an index on reported/temp"), std::string::npos) << e.what();
+  }
+  keeper->declare({"reported/temp"});
+  keeper->wait_until_built();
+  EXPECT_EQ(find("eq(reported/temp,7)", true, std::nullopt, 50).size(), 6u);
+  // A comparison selecting more than the budget is refused as well.
+  EXPECT_THROW(find("ge(reported/temp,0)", true, std::nullopt, 50), ds::Error);
+}
+
+TEST_P(Planner, CountsWithinTheTokensThings) {
+  keeper->declare({"reported/fw"});
+  keeper->wait_until_built();
+  const std::vector<ds::ThingPattern> scope{{"plant-1/", true}};
+  EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", true, scope), 10u);
+  EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", false, scope), 10u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, Planner, ::testing::Values("memory", "sqlite"));
+
+INSTANTIATE_TEST_SUITE_P(Stores, Indexes, ::testing::Values("memory", "sqlite"));
+
+// A store that keeps no indexes (DynamoDB today) refuses a declaration and declares none.
+class WithoutIndexes : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<ds::IndexFieldState> index_fields() override { return Store::index_fields(); }
+  void put_index_fields(std::span<const ds::IndexFieldState> fields) override { Store::put_index_fields(fields); }
+};
+
+TEST(IndexesUnavailable, ADeclarationIsRefusedClearly) {
+  auto backend = ds::make_memory_store();
+  WithoutIndexes store(*backend);
+  q::IndexKeeper keeper(store, {});
+  try {
+    keeper.declare({"reported/a"});
+    FAIL();
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request);
+    EXPECT_NE(std::string(e.what()).find("allowScan"), std::string::npos);
+  }
+  EXPECT_TRUE(keeper.status().empty());
+}
+
+}  // namespace
