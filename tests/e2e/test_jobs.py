@@ -1,0 +1,224 @@
+"""Bulk jobs through shadowd (docs/jobs.md): start, dry run, progress, list, cancel, bad input,
+limits, roles; resumed after a restart with every target written exactly once;
+refused with a clear error on DynamoDB."""
+import hashlib
+import json
+import os
+import signal
+import tempfile
+import unittest
+
+from harness import ApiTestCase, Server, eventually, shadow_path
+from test_dynamodb import ENDPOINT, dynamo_server, new_table
+
+
+def populate(server, things, state):
+    """Reports `state` for each thing, 100 to a batch."""
+    for i in range(0, len(things), 100):
+        ops = [{"thing": t, "section": "reported", "state": state} for t in things[i:i + 100]]
+        r = server.post("/v1/batch/update", {"operations": ops})
+        assert r.status_code == 200 and "error" not in r.text, r.text
+
+
+def finished(server, job_id, timeout=120.0):
+    """The job once it has finished (a bound on liveness, not a timing test)."""
+    def done():
+        body = server.get(f"/v1/jobs/{job_id}").json()
+        return body if body["status"] != "running" else None
+    body = eventually(done, timeout)
+    assert body, f"job {job_id} did not finish"
+    return body
+
+
+def events_with(server, thing, token):
+    """The history events of thing/main written with clientToken `token`."""
+    events = server.get(shadow_path(thing, "main", "history"), params={"limit": 1000}).json()["events"]
+    return [e for e in events if e.get("clientToken") == token]
+
+
+class Jobs(ApiTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--max-jobs", "2", "--max-job-targets", "50")
+        populate(cls.server, [f"fleet-{i:02}" for i in range(30)], {"fw": "1.2.0", "on": True})
+        populate(cls.server, [f"other-{i:02}" for i in range(60)], {"fw": "1.1.0"})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def start(self, body, status=202):
+        r = self.server.post("/v1/jobs", body)
+        self.assertEqual(r.status_code, status, r.text)
+        return r.json()
+
+    def test_a_job_writes_each_matching_shadow_once_as_an_ordinary_desired_write(self):
+        job = self.start({"filter": 'and(like(thing,"fleet-*"),eq(reported/fw,"1.2.0"))', "desired": {"fw": "1.3.0"}})
+        self.assertEqual(job["targets"], 30)
+        self.assertEqual(job["clientToken"], "job:" + job["id"])
+        body = finished(self.server, job["id"])
+        self.assertEqual((body["status"], body["succeeded"], body["failed"], body["skipped"]), ("succeeded", 30, 0, 0))
+        self.assertIn("finishedAt", body)
+        self.assertEqual(body["errors"], [])
+        for i in range(30):
+            shadow = self.server.get(shadow_path(f"fleet-{i:02}")).json()
+            self.assertEqual(shadow["desired"]["state"], {"fw": "1.3.0"})
+            self.assertEqual(shadow["delta"], {"fw": "1.3.0"})
+            self.assertEqual(len(events_with(self.server, f"fleet-{i:02}", job["clientToken"])), 1)
+        self.assertIn(job["id"], [j["id"] for j in self.server.get("/v1/jobs").json()["jobs"]])
+        # The device reports the new firmware: acknowledged as for any desired write.
+        self.server.post(shadow_path("fleet-00", "main", "reported"), {"state": {"fw": "1.3.0"}})
+        self.assertEqual(self.server.get(shadow_path("fleet-00")).json()["desired"]["state"], {})
+
+    def test_a_dry_run_counts_and_samples_and_writes_nothing(self):
+        before = self.server.get("/v1/jobs", params={"limit": 1000}).json()["jobs"]
+        r = self.server.post("/v1/jobs", {"filter": 'like(thing,"fleet-0*")', "delete": "desired", "dryRun": True})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json(), {"dryRun": True, "targets": 10,
+                                    "sample": [{"thing": f"fleet-0{i}", "name": "main"} for i in range(10)]})
+        self.assertEqual(self.server.get("/v1/jobs", params={"limit": 1000}).json()["jobs"], before)
+
+    def test_bad_requests_are_refused_before_anything_is_written(self):
+        cases = [
+            ({"desired": {"a": 1}}, "invalid_request", "filter"),
+            ({"filter": "eq(thing,", "desired": {"a": 1}}, "invalid_filter", None),
+            ({"filter": 'like(thing,"fleet-*")'}, "invalid_request", "desired"),
+            ({"filter": 'like(thing,"fleet-*")', "desired": {"a": 1}, "delete": "desired"}, "invalid_request", "delete"),
+            ({"filter": 'like(thing,"fleet-*")', "desired": {"a": {"value": 1, "ts": "soon"}}}, "invalid_timestamp", None),
+            ({"filter": 'like(thing,"fleet-*")', "desired": {"a": 1}, "ratePerSecond": 0}, "invalid_request", "ratePerSecond"),
+            ({"filter": 'like(thing,"fleet-*")', "desired": {"a": 1}, "ratePerSecond": 1e9}, "invalid_request", "ratePerSecond"),
+            ({"filter": 'like(thing,"fleet-*")', "desired": {"a": 1}, "abortAfterFailures": -1}, "invalid_request", "abortAfterFailures"),
+            ({"filter": 'like(thing,"fleet-*")', "desired": {"a": 1}, "clientToken": "x" * 65}, "invalid_request", None),
+            ({"filter": 'like(thing,"fleet-*")', "desired": {"a": 1}, "dryrun": True}, "invalid_request", "dryrun"),
+            ({"filter": 'like(thing,"other-*")', "desired": {"a": 1}}, "invalid_request", "filter"),  # 60 > 50 targets
+        ]
+        for body, code, field in cases:
+            with self.subTest(body=body):
+                error = self.assertError(self.server.post("/v1/jobs", body), 400, code)
+                if field:
+                    self.assertEqual(error.get("field"), field)
+        self.assertError(self.server.post("/v1/jobs", data=b"{"), 400, "invalid_json")
+        error = self.assertError(self.server.post("/v1/jobs", {"filter": 'like(thing,"other-*")', "desired": {"a": 1}, "dryRun": True}), 400, "invalid_request")
+        self.assertEqual(error["limit"], 50)
+        for i in range(60):
+            self.assertEqual(self.server.get(shadow_path(f"other-{i:02}")).json()["desired"]["version"], 0)
+
+    def test_a_filter_matching_nothing_succeeds_with_no_targets(self):
+        job = self.start({"filter": 'eq(thing,"nowhere")', "delete": "desired"})
+        self.assertEqual((job["status"], job["targets"]), ("succeeded", 0))
+
+    def test_cancel_stops_a_job_and_too_many_running_jobs_are_refused(self):
+        slow = [self.start({"filter": 'like(thing,"fleet-1*")', "desired": {"slow": n}, "ratePerSecond": 0.2}) for n in (1, 2)]
+        self.assertError(self.server.post("/v1/jobs", {"filter": 'like(thing,"fleet-2*")', "desired": {"a": 1}}), 429, "throttled")
+        for job in slow:
+            r = self.server.post(f"/v1/jobs/{job['id']}/cancel")
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual(r.json()["status"], "cancelled")
+            body = finished(self.server, job["id"])
+            self.assertEqual(body["status"], "cancelled")
+            self.assertLess(body["succeeded"], 10)
+        self.assertEqual(self.server.post(f"/v1/jobs/{slow[0]['id']}/cancel").json()["status"], "cancelled")
+
+    def test_unknown_and_malformed_job_ids(self):
+        self.assertError(self.server.get("/v1/jobs/0000000000000000-00000000"), 404, "not_found")
+        self.assertError(self.server.post("/v1/jobs/0000000000000000-00000000/cancel"), 404, "not_found")
+        self.assertError(self.server.get("/v1/jobs/nope"), 400, "invalid_request")
+        self.assertError(self.server.request("DELETE", "/v1/jobs"), 405, "method_not_allowed")
+
+    def test_jobs_are_listed_newest_first_in_pages(self):
+        for n in range(3):
+            finished(self.server, self.start({"filter": 'eq(thing,"fleet-29")', "desired": {"page": n}})["id"])
+        first = self.server.get("/v1/jobs", params={"limit": 2}).json()
+        self.assertEqual(len(first["jobs"]), 2)
+        self.assertNotIn("errors", first["jobs"][0])
+        second = self.server.get("/v1/jobs", params={"limit": 2, "cursor": first["cursor"]}).json()
+        ids = [j["id"] for j in first["jobs"] + second["jobs"]]
+        self.assertEqual(ids, sorted(ids, reverse=True))
+        self.assertEqual(len(set(ids)), len(ids))
+
+
+def sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Roles(ApiTestCase):
+    def test_devices_may_not_start_jobs_and_scoped_apps_target_only_their_things(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as f:
+            f.write(f"{sha256('admin')} admin\n{sha256('device')} device\n{sha256('scoped')} app house-*\n")
+        server = Server("--tokens", f.name)
+        try:
+            for thing in ("house-1", "house-2", "barn-1"):
+                server.post(shadow_path(thing, "main", "reported"), {"state": {"a": 1}}, token="admin")
+            body = {"filter": "eq(reported/a,1)", "desired": {"b": 2}}
+            self.assertError(server.post("/v1/jobs", body, token="device"), 403, "forbidden")
+            r = server.post("/v1/jobs", body, token="scoped")
+            self.assertEqual(r.status_code, 202, r.text)
+            self.assertEqual(r.json()["targets"], 2)
+            self.assertEqual(finished_with(server, r.json()["id"], "admin")["succeeded"], 2)
+            self.assertEqual(server.get(shadow_path("barn-1"), token="admin").json()["desired"]["version"], 0)
+        finally:
+            server.close()
+            os.unlink(f.name)
+
+
+def finished_with(server, job_id, token):
+    def done():
+        body = server.get(f"/v1/jobs/{job_id}", token=token).json()
+        return body if body["status"] != "running" else None
+    return eventually(done, 60)
+
+
+class Resume(ApiTestCase):
+    """A job interrupted by a restart or by kill -9 resumes and writes every target exactly once."""
+
+    def check_exactly_once(self, server, things, job, desired_version=1):
+        body = finished(server, job["id"], 300)
+        self.assertEqual((body["status"], body["succeeded"], body["failed"], body["skipped"]),
+                         ("succeeded", len(things), 0, 0), body)
+        twice = [t for t in things if len(events_with(server, t, job["clientToken"])) != 1]
+        self.assertEqual(twice, [], "targets not written exactly once")
+        for t in things[:: max(1, len(things) // 50)]:
+            self.assertEqual(server.get(shadow_path(t)).json()["desired"]["version"], desired_version)
+        return body
+
+    def interrupt(self, server, job, sig, at_least, ahead=0):
+        """Stops the server with `sig` once the job has recorded `at_least` targets written and
+        devices have acknowledged `ahead` more than it recorded, and restarts it."""
+        def ready():
+            recorded = server.get(f"/v1/jobs/{job['id']}").json()["succeeded"]
+            if recorded < at_least or not ahead:
+                return recorded >= at_least
+            acknowledged = server.get("/v1/shadows/count", params={"filter": "eq(reported/go,1)"}).json()["count"]
+            return acknowledged >= recorded + ahead
+        self.assertTrue(eventually(ready, 120))
+        server.stop(sig)
+        server.start()
+
+    def test_a_restart_resumes_a_running_job(self):
+        server = Server()
+        try:
+            things = [f"r-{i:04}" for i in range(400)]
+            populate(server, things, {"v": 1})
+            job = server.post("/v1/jobs", {"filter": "eq(reported/v,1)", "desired": {"go": 1}, "ratePerSecond": 200}).json()
+            self.interrupt(server, job, signal.SIGTERM, 50)
+            self.assertTrue(any("listening" in l for l in server.log))
+            body = self.check_exactly_once(server, things, job)
+            self.assertGreater(body["succeeded"], 0)
+        finally:
+            server.close()
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class OnDynamoDb(ApiTestCase):
+    def test_jobs_are_refused_with_a_clear_error(self):
+        server = dynamo_server(new_table())
+        try:
+            error = self.assertError(server.post("/v1/jobs", {"filter": 'eq(thing,"a")', "desired": {"a": 1}}), 400, "invalid_request")
+            self.assertIn("DynamoDB", error["message"])
+            self.assertError(server.get("/v1/jobs"), 400, "invalid_request")
+        finally:
+            server.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
