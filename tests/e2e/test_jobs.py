@@ -1,12 +1,15 @@
 """Bulk jobs through shadowd (docs/jobs.md): start, dry run, progress, list, cancel, bad input,
-limits, roles; resumed after a restart with every target written exactly once;
+limits, roles; resumed after a restart and after kill -9 with every target written exactly once;
 refused with a clear error on DynamoDB."""
 import hashlib
 import json
 import os
 import signal
 import tempfile
+import threading
 import unittest
+
+import requests
 
 from harness import ApiTestCase, Server, eventually, shadow_path
 from test_dynamodb import ENDPOINT, dynamo_server, new_table
@@ -206,6 +209,46 @@ class Resume(ApiTestCase):
             self.assertGreater(body["succeeded"], 0)
         finally:
             server.close()
+
+    def test_kill_9_twice_writes_no_target_twice_and_forgets_none(self):
+        server = Server()
+        stop = threading.Event()
+        try:
+            things = [f"k-{i:04}" for i in range(3000)]
+            populate(server, things, {"v": 1})
+            job = server.post("/v1/jobs", {"filter": "eq(reported/v,1)", "desired": {"go": 1}, "ratePerSecond": 1500}).json()
+            self.assertEqual(job["targets"], 3000)
+            # Devices acknowledge the job's writes as they land, so that writing a target again
+            # (a resumed job forgetting it had written it) would show as a second event.
+            device = threading.Thread(target=acknowledge_until, args=(server, stop))
+            device.start()
+            # Killed while writes the job has not recorded yet are stored (and acknowledged).
+            self.interrupt(server, job, signal.SIGKILL, 300, ahead=100)
+            self.interrupt(server, job, signal.SIGKILL, 1500, ahead=100)
+            finished(server, job["id"], 300)
+            stop.set()
+            device.join()
+            self.check_exactly_once(server, things, job, desired_version=2)  # the job's write, the acknowledgement
+        finally:
+            stop.set()
+            server.close()
+
+
+def acknowledge_until(server, stop):
+    """Reports go=1 for every shadow with go pending in desired, until `stop` (the server may be
+    down meanwhile, and comes back on another port)."""
+    session = requests.Session()
+    while not stop.is_set():
+        try:
+            r = session.get(server.url + "/v1/shadows", params={"filter": "exists(delta/go)", "fields": "thing", "limit": 1000}, timeout=10)
+            pending = [s["thing"] for s in r.json()["shadows"]] if r.status_code == 200 else []
+            for i in range(0, len(pending), 100):
+                ops = [{"thing": t, "section": "reported", "state": {"go": 1}} for t in pending[i:i + 100]]
+                session.post(server.url + "/v1/batch/update", json={"operations": ops}, timeout=10)
+            if not pending:
+                stop.wait(0.01)
+        except (requests.RequestException, ValueError):
+            stop.wait(0.05)
 
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
