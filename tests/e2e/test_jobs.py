@@ -5,13 +5,14 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import tempfile
 import threading
 import unittest
 
 import requests
 
-from harness import ApiTestCase, Server, eventually, shadow_path
+from harness import SHADOWCTL, ApiTestCase, Server, eventually, shadow_path
 from test_dynamodb import ENDPOINT, dynamo_server, new_table
 
 
@@ -249,6 +250,58 @@ def acknowledge_until(server, stop):
                 stop.wait(0.01)
         except (requests.RequestException, ValueError):
             stop.wait(0.05)
+
+
+class Cli(ApiTestCase):
+    """shadowctl jobs start|get|list|cancel."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+        populate(cls.server, [f"cli-{i}" for i in range(12)], {"fw": "1.0"})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+    def ctl(self, *args, stdin=None):
+        return subprocess.run([SHADOWCTL, "--server", self.server.url, *args], input=stdin, capture_output=True,
+                              text=True, timeout=120)
+
+    def test_start_waits_for_the_job_and_get_list_cancel_show_it(self):
+        r = self.ctl("jobs", "start", 'like(thing,"cli-*")', "--dry-run", "--desired", '{"fw":"2.0"}')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("12 targets\n  cli-0  main\n"), r.stdout)
+        r = self.ctl("jobs", "start", 'like(thing,"cli-*")', "--desired", "-", "--rate", "100", "--wait", stdin='{"fw":"2.0"}')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^[0-9a-f]{16}-[0-9a-f]{8}  succeeded  12 targets: 12 succeeded, 0 failed, 0 skipped\n")
+        self.assertIn('desired {"fw":"2.0"}', r.stdout)
+        self.assertNotIn("[", r.stderr)  # no progress bar when stderr is not a terminal
+        job_id = r.stdout.split()[0]
+        r = self.ctl("--json", "jobs", "get", job_id)
+        self.assertEqual(json.loads(r.stdout)["succeeded"], 12)
+        r = self.ctl("jobs", "list", "--limit", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith(job_id + "  succeeded"), r.stdout)
+        slow = self.ctl("--json", "jobs", "start", 'like(thing,"cli-*")', "--delete-desired", "--rate", "0.2")
+        slow_id = json.loads(slow.stdout)["id"]
+        r = self.ctl("jobs", "cancel", slow_id)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("cancelled", r.stdout)
+        r = self.ctl("jobs", "get", slow_id, "--wait")
+        self.assertEqual(r.returncode, 1)  # waited for, and it did not succeed
+        self.assertIn("cancelled", r.stdout)
+
+    def test_mistakes_are_reported_with_a_nonzero_exit_status(self):
+        r = self.ctl("jobs", "start", 'like(thing,"cli-*")')
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--desired STATE or --delete-desired", r.stderr)
+        r = self.ctl("jobs", "start", "eq(thing,", "--desired", "{}")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("invalid_filter", r.stderr)
+        r = self.ctl("jobs", "get", "0000000000000000-00000000")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not_found", r.stderr)
 
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
