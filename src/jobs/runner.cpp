@@ -14,6 +14,8 @@ namespace {
 
 constexpr std::size_t kSample = 100;
 constexpr int kMaxJudgements = 5;  // reads and judgements of one target before it fails on conflicts
+constexpr std::uint64_t kReadBlock = 4;     // targets an unpaced job's worker reads at once
+constexpr std::uint64_t kChunkPages = 10;  // pages of targets between progress records, unpaced
 
 std::string random_hex(int digits) {
   static thread_local std::mt19937_64 random{std::random_device{}()};
@@ -279,11 +281,14 @@ void JobRunner::run(Running& r) {
   const TimestampKeys& keys = engine_.options().document.timestamp_keys;
   const bool shared = shadows.shares_versions();
   const std::size_t page_size = options_.page_size;
-  // A resumed job: the targets of the page it stopped in may have been written without their
+  // A resumed job: the targets of the chunk it stopped in (at most kChunkPages pages from the
+  // page of `next`) may have been written without their
   // outcome recorded; each is checked before it is written (already_written).
-  const std::uint64_t check_until = p.runs > 1 ? std::min(p.targets, (p.next / page_size + 1) * page_size) : 0;
+  const std::uint64_t check_until = p.runs > 1 ? std::min(p.targets, (p.next / page_size + kChunkPages) * page_size) : 0;
+  // Targets between two progress records: a second's worth when paced, else kChunkPages pages
+  // (few records, and few waits for a chunk's slowest write).
   const std::uint64_t chunk = spec.rate ? std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::ceil(*spec.rate)), 1, page_size)
-                                        : page_size;
+                                        : kChunkPages * page_size;
   Pacer pacer(spec.rate);
   SectionUpdate desired;
   desired.mode = spec.mode;
@@ -321,69 +326,96 @@ void JobRunner::run(Running& r) {
     }
   };
 
-  std::vector<ShadowKey> page;
+  // One target at its turn: judged on `read` (else on a read of its own) and written
+  // conditionally on the version judged; re-read and re-judged after a conflict.
+  const query::Filter* filter = nullptr;  // the chunk's (time:now: the chunk's start)
+  auto judge_and_write = [&](const ShadowKey& key, std::optional<ShadowRecord> read, bool check,
+                             std::optional<Error>& error) {
+    try {
+      for (int attempt = 1;; ++attempt) {
+        const ShadowRecord record = read ? std::move(*read) : shadows.read(key);
+        read.reset();
+        if (check && already_written(shadows, key, record, spec.client_token, p.created_ns)) return Outcome::succeeded;
+        if (!record.exists() || !filter->matches(query::Subject(key, record, keys))) return Outcome::skipped;
+        ShadowUpdate update;
+        update.key = key;
+        update.desired = desired;
+        update.version = shadow_version(record, shared);  // conditional on what was judged
+        update.client_token = spec.client_token;
+        update.base = &record;
+        try {
+          engine_.update(update);
+          return Outcome::succeeded;
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::version_conflict) throw;
+          if (attempt == kMaxJudgements) {
+            throw Error::version_conflict(e.details().current_version.value_or(0),
+                                          "the shadow changed at each of " + std::to_string(kMaxJudgements) +
+                                              " attempts to judge and write it");
+          }
+        }
+      }
+    } catch (const Error& e) {
+      error = e;
+    } catch (const std::exception& e) {
+      error = Error(ErrorCode::internal, e.what());
+    }
+    return Outcome::failed;
+  };
+
+  std::vector<ShadowKey> page, keys_of_chunk;  // the last page read; the chunk's targets
   std::uint64_t loaded = UINT64_MAX;
   bool aborted = false, lost = false;
   while (p.next < p.targets && !r.stop && !stopping_ && !p.finished()) {
-    const std::uint64_t page_no = p.next / page_size;
-    if (page_no != loaded) {
-      page = store_.targets(rec.id, page_no);
-      loaded = page_no;
-      if (page.empty()) {
+    const std::uint64_t begin = p.next;
+    const std::uint64_t end = std::min(p.targets, begin + chunk);
+    keys_of_chunk.clear();
+    for (std::uint64_t i = begin; i < end && !lost;) {
+      const std::uint64_t page_no = i / page_size;
+      if (page_no != loaded) {
+        page = store_.targets(rec.id, page_no);
+        loaded = page_no;
+      }
+      const std::uint64_t from = i - page_no * page_size, to = std::min<std::uint64_t>(page.size(), end - page_no * page_size);
+      if (from >= to) {
         lost = true;
         break;
       }
+      keys_of_chunk.insert(keys_of_chunk.end(), page.begin() + from, page.begin() + to);
+      i += to - from;
     }
-    const std::uint64_t begin = p.next;
-    const std::uint64_t end = std::min({p.targets, page_no * page_size + page.size(), begin + chunk});
-    const query::Filter filter = query::Filter::parse(spec.filter, engine_.options().clock());  // time:now: now
+    if (lost) break;
+    const query::Filter chunk_filter = query::Filter::parse(spec.filter, engine_.options().clock());
+    filter = &chunk_filter;
     std::vector<Outcome> outcomes(end - begin, Outcome::pending);
     std::vector<std::optional<Error>> errors(end - begin);
     std::atomic<std::uint64_t> taken{begin};
     std::atomic<std::uint64_t> failures{p.failed};
     std::atomic<bool> abort{false};
+    // A worker takes a block of targets and reads them with one store read; a paced job reads
+    // each target at its turn (block of 1), so that it is judged as it is then.
+    const std::uint64_t block = spec.rate ? 1 : kReadBlock;
     auto work = [&] {
-      for (std::uint64_t i; !r.stop && !stopping_ && !abort && (i = taken.fetch_add(1)) < end;) {
-        if (!pacer.wait(r.stop, stopping_)) return;  // i stays pending
-        const ShadowKey& key = page[i - page_no * page_size];
-        Outcome& outcome = outcomes[i - begin];
+      std::vector<ShadowKey> keys_read;
+      for (std::uint64_t first; !r.stop && !stopping_ && !abort && (first = taken.fetch_add(block)) < end;) {
+        const std::uint64_t last = std::min(end, first + block);
+        if (!pacer.wait(r.stop, stopping_)) return;  // the block stays pending
+        keys_read.assign(keys_of_chunk.begin() + (first - begin), keys_of_chunk.begin() + (last - begin));
+        std::vector<ShadowRecord> records;
         try {
-          for (int attempt = 1; outcome == Outcome::pending; ++attempt) {
-            const ShadowRecord record = shadows.read(key);
-            if (i < check_until && already_written(shadows, key, record, spec.client_token, p.created_ns)) {
-              outcome = Outcome::succeeded;
-              break;
-            }
-            if (!record.exists() || !filter.matches(query::Subject(key, record, keys))) {
-              outcome = Outcome::skipped;
-              break;
-            }
-            ShadowUpdate update;
-            update.key = key;
-            update.desired = desired;
-            update.version = shadow_version(record, shared);  // conditional on what was judged
-            update.client_token = spec.client_token;
-            try {
-              engine_.update(update);
-              outcome = Outcome::succeeded;
-            } catch (const Error& e) {
-              if (e.code() != ErrorCode::version_conflict) throw;
-              if (attempt == kMaxJudgements) {
-                throw Error::version_conflict(e.details().current_version.value_or(0),
-                                              "the shadow changed at each of " + std::to_string(kMaxJudgements) +
-                                                  " attempts to judge and write it");
-              }
-            }
-          }
-        } catch (const Error& e) {
-          outcome = Outcome::failed;
-          errors[i - begin] = e;
-        } catch (const std::exception& e) {
-          outcome = Outcome::failed;
-          errors[i - begin] = Error(ErrorCode::internal, e.what());
+          records = shadows.read(keys_read);
+        } catch (const std::exception&) {  // each target is read again on its own, and fails alone
         }
-        if (outcome == Outcome::failed && spec.abort_after_failures && ++failures >= *spec.abort_after_failures) {
-          abort = true;
+        for (std::uint64_t i = first; i < last; ++i) {
+          if (i > first && (r.stop || stopping_ || abort)) return;  // the rest stay pending
+          const ShadowKey& key = keys_read[i - first];
+          std::optional<ShadowRecord> read;
+          if (!records.empty()) read = std::move(records[i - first]);
+          outcomes[i - begin] = judge_and_write(key, read, i < check_until, errors[i - begin]);
+          if (outcomes[i - begin] == Outcome::failed && spec.abort_after_failures &&
+              ++failures >= *spec.abort_after_failures) {
+            abort = true;
+          }
         }
       }
     };
@@ -401,7 +433,7 @@ void JobRunner::run(Running& r) {
         case Outcome::skipped: ++p.skipped; break;
         case Outcome::failed:
           ++p.failed;
-          if (p.errors.size() < kMaxJobErrors) p.errors.push_back(render_target_error(page[i - page_no * page_size], *errors[i - begin]));
+          if (p.errors.size() < kMaxJobErrors) p.errors.push_back(render_target_error(keys_of_chunk[i - begin], *errors[i - begin]));
           break;
         case Outcome::pending: break;
       }

@@ -30,7 +30,9 @@ namespace deviceshadow::jobs {
 struct JobOptions {
   JobLimits limits;
   std::size_t max_active = 4;     // jobs running at once; another is refused with 429
-  std::size_t parallelism = 8;    // targets of one job written at once
+  // Targets of one job written at once: as many as 8 clients of /v1/batch/update keep in flight
+  // (8 operations each), so that group commit fills its transactions alike.
+  std::size_t parallelism = 64;
   std::size_t page_size = 1000;   // targets per stored page (and at most per progress record)
   std::size_t examine_budget = 5000000;  // shadows the selection may examine
   std::chrono::milliseconds lease{30000};  // a runner's hold on a job, renewed at each progress record

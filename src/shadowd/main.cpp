@@ -238,7 +238,6 @@ int serve(const Settings& s) {
     ds::jobs::JobOptions o;
     o.max_active = s.max_jobs;
     o.limits.max_targets = s.max_job_targets;
-    o.parallelism = options.batch_parallelism;
     o.on_error = [&logger](const std::string& job, const std::string& error) {
       logger.log(srv::LogLevel::error, "a job could not go on", {{"job", job}, {"error", error}});
     };

@@ -217,7 +217,7 @@ class Resume(ApiTestCase):
         try:
             things = [f"k-{i:04}" for i in range(3000)]
             populate(server, things, {"v": 1})
-            job = server.post("/v1/jobs", {"filter": "eq(reported/v,1)", "desired": {"go": 1}, "ratePerSecond": 1500}).json()
+            job = server.post("/v1/jobs", {"filter": "eq(reported/v,1)", "desired": {"go": 1}, "ratePerSecond": 600}).json()
             self.assertEqual(job["targets"], 3000)
             # Devices acknowledge the job's writes as they land, so that writing a target again
             # (a resumed job forgetting it had written it) would show as a second event.
@@ -227,6 +227,8 @@ class Resume(ApiTestCase):
             self.interrupt(server, job, signal.SIGKILL, 300, ahead=100)
             self.interrupt(server, job, signal.SIGKILL, 1500, ahead=100)
             finished(server, job["id"], 300)
+            acknowledged = lambda: server.get("/v1/shadows/count", params={"filter": "exists(delta/go)"}).json()["count"] == 0
+            self.assertTrue(eventually(acknowledged, 60))
             stop.set()
             device.join()
             self.check_exactly_once(server, things, job, desired_version=2)  # the job's write, the acknowledgement
