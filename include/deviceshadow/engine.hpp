@@ -92,6 +92,11 @@ struct ShadowUpdate {
   bool always_store = false;
   bool keep_previous = false;   // return the shadow as the write found it (UpdateResult::previous)
   WriteSource source = WriteSource::api;  // told to the write listeners
+  // The shadow as the caller just read it (Store::read): merged against instead of a read of
+  // the engine's own, the write conditional on its versions as on a read's; a write that loses
+  // throws version_conflict when pinned. Saves a read to a caller that judged the shadow first
+  // (bulk jobs).
+  const ShadowRecord* base = nullptr;
 };
 
 // The one version of a shadow: the sum of its section versions (tombstones included), or,

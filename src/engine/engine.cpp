@@ -10,6 +10,7 @@
 #include "deviceshadow/validation.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <array>
 #include <atomic>
 #include <limits>
@@ -334,6 +335,7 @@ struct Engine::UpdatePlan {
   bool always_store;
   bool keep_previous;
   WriteSource source;
+  const ShadowRecord* base = nullptr;  // ShadowUpdate::base
 
   std::span<const Part> named() const { return {parts.data(), count}; }
   const Part* part(Section s) const {
@@ -367,6 +369,7 @@ UpdateResult Engine::update(const ShadowUpdate& request) {
     const std::optional<SectionUpdate>& part = s == Section::reported ? request.reported : request.desired;
     if (part) plan.parts[plan.count++] = {s, &part->state, part->mode, part->remove, &no_tz};
   }
+  plan.base = request.base;
   if (plan.count == 0) throw Error::invalid_request("an update names reported, desired or both");
   return run(plan);
 }
@@ -511,7 +514,17 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
     return result;
   };
 
+  const ShadowRecord* base = plan.base;
   return impl_->with_retries(plan.section_pin || plan.shadow_pin, [&] {
+    if (base) {  // the caller's read, for the first attempt only
+      ShadowRecord record = *std::exchange(base, nullptr);
+      try {
+        return std::move(*attempt_on(std::move(record), true));
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::version_conflict) impl_->cache.erase(plan.key);
+        throw;
+      }
+    }
     if (std::optional<ShadowRecord> cached = impl_->cache.get(plan.key)) {
       try {
         if (auto result = attempt_on(std::move(*cached), false)) return std::move(*result);

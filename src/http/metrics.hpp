@@ -72,6 +72,7 @@ class MeteredStore final : public StoreBackend {
   std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                     std::size_t limit) override;
   std::uint64_t index_count(std::string_view field, const IndexRange& range, std::uint64_t cap) override;
+  JobStore* job_store() noexcept override { return inner_.job_store(); }
 
   bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override;
   std::size_t purge_dead_letters(std::int64_t now_ns) override;

@@ -74,6 +74,27 @@ TEST_P(ShadowUpdateTest, APinnedShadowVersionMustMatch) {
   EXPECT_EQ(version_of(engine().update(u).shadow.record), 3u);
 }
 
+// A write merged against the caller's read (base) is conditional on that read: a base another
+// writer has overtaken loses, whatever the section it changed, and nothing is stored.
+TEST_P(ShadowUpdateTest, AWriteOnTheCallersReadIsConditionalOnIt) {
+  report("t", R"({"fw":"1.2"})");
+  const ds::ShadowRecord read = store().read({"t", "main"});
+  ds::ShadowUpdate u;
+  u.key = {"t", "main"};
+  u.desired = part(R"({"fw":"1.3"})");
+  u.version = version_of(read);
+  u.base = &read;
+  ds::Engine other(store(), {});
+  other.update(request("t", ds::Section::reported, R"({"fw":"1.4"})"));  // after the read
+  EXPECT_EQ(error_of([&] { engine().update(u); }), "version_conflict");
+  EXPECT_FALSE(store().read({"t", "main"}).desired.exists());
+  const ds::ShadowRecord again = store().read({"t", "main"});
+  u.version = version_of(again);
+  u.base = &again;
+  EXPECT_EQ(engine().update(u).shadow.record.desired.state_json, R"({"fw":"1.3"})");
+  EXPECT_EQ(store().read({"t", "main"}).reported.state_json, R"({"fw":"1.4"})");
+}
+
 // The pin covers the section a write does not store: another process changing it in between
 // makes the pinned write fail, even when this engine's cached copy still matches.
 TEST_P(ShadowUpdateTest, APinCoversTheSectionNotWritten) {
