@@ -125,7 +125,8 @@ struct Hub::Subscription {
   bool replaying = false;
   std::vector<Held> held;  // live events that came during the replay
   std::size_t held_bytes = 0;
-  // Read and written by the replaying thread alone: the last id replayed of each shadow.
+  // The last id replayed of each shadow: written by the replaying thread alone while
+  // `replaying`, read under `mutex` after.
   std::map<ShadowKey, std::string> replayed;
 
   Subscription(std::shared_ptr<http::ResponseStream> o, StreamRequest r, std::shared_ptr<Admission> a, HubStats& s,
@@ -156,10 +157,14 @@ struct Hub::Subscription {
     out->finish(kOverflow);
   }
 
-  // A live event: held during a replay, else sent.
+  // A live event: held during a replay, else sent unless the replay sent it (a poll may find
+  // events again that a replay has sent: HubOptions::poll).
   void deliver(const notify::FeedWrite& w, const std::string& m) {
     std::lock_guard lock(mutex);
-    if (!replaying) return send(m);
+    if (!replaying) {
+      if (auto it = replayed.find({std::string(w.thing), std::string(w.name)}); it != replayed.end() && w.id <= it->second) return;
+      return send(m);
+    }
     held_bytes += m.size();
     if (held_bytes > limit) return overflow();
     held.push_back({{std::string(w.thing), std::string(w.name)}, std::string(w.id), m});
