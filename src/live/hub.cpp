@@ -206,9 +206,8 @@ Hub::Hub(Engine& engine, HubOptions options)
   if (options_.poll) {
     options_.reach_back = std::max(options_.reach_back, options_.poll->settle);
     poller_ = std::thread([this] { poll_loop(); });
-  } else {
-    engine_.add_write_listener(*this);
   }
+  engine_.add_write_listener(*this);
   beater_ = std::thread([this] { heartbeats(); });
 }
 
@@ -219,11 +218,8 @@ Hub::~Hub() {
   }
   beat_.notify_all();
   beater_.join();
-  if (poller_.joinable()) {
-    poller_.join();
-  } else {
-    engine_.remove_write_listener(*this);
-  }
+  if (poller_.joinable()) poller_.join();
+  engine_.remove_write_listener(*this);
   std::vector<std::shared_ptr<Subscription>> open;
   {
     std::unique_lock lock(core_->mutex);
@@ -369,9 +365,14 @@ void Hub::on_write(const WriteNotice& notice) noexcept {
   try {
     const notify::FeedEntryText entry{std::string(notice.change)};
     const std::int64_t lag = engine_.options().clock() - entry.write().timestamp_ns;
-    for (std::int64_t seen = core_->stats.max_commit_lag_ns.load(); lag > seen;) {
-      if (core_->stats.max_commit_lag_ns.compare_exchange_weak(seen, lag)) break;
-    }
+    auto raise = [lag](std::atomic<std::int64_t>& max) {
+      for (std::int64_t seen = max.load(); lag > seen;) {
+        if (max.compare_exchange_weak(seen, lag)) break;
+      }
+    };
+    raise(core_->stats.max_commit_lag_ns);
+    // Polling, the hook only measures how far commits trail their times (the poll's window).
+    if (options_.poll) return raise(poll_lag_ns_);
     fan_out(entry, notice.key, [&] { return notice.after; });
   } catch (const std::exception& e) {  // a malformed entry: the engine's mistake; nothing to send
     std::fprintf(stderr, "shadowd: a live event could not be built: %s\n", e.what());
@@ -415,6 +416,7 @@ void Hub::poll_loop() {
   using Seen = std::tuple<std::int64_t, std::string, std::string, std::string>;  // time, thing, name, id
   std::set<Seen> seen;
   std::optional<std::int64_t> swept_to;  // the sweep has read every event up to this time; nullopt: idle
+  std::int64_t lag_peak = 0;             // commit lag seen lately, decaying by 1/32 a poll
   Store& store = engine_.store();
   constexpr std::size_t kPage = 1000;
   // Reads the events from `since` to `until`, page by page, into `out`.
@@ -440,16 +442,21 @@ void Hub::poll_loop() {
     beat_lock.unlock();
     try {
       const std::int64_t now = engine_.options().clock();
+      // The window read again: `recent`, or twice the longest time this process's writes took
+      // from their times to their commits lately (a loaded table: others' take as long), at
+      // most half of `settle`.
+      lag_peak = std::max<std::int64_t>(poll_lag_ns_.exchange(0), lag_peak - lag_peak / 32);
+      const std::int64_t window = std::clamp<std::int64_t>(2 * lag_peak, ns(poll.recent), ns(poll.settle) / 2);
       std::vector<ShadowHistoryEvent> events;
       if (!swept_to) {
-        read(now - ns(poll.settle), now - ns(poll.recent) - 1, events);
+        read(now - ns(poll.settle), now - window - 1, events);
         for (const ShadowHistoryEvent& e : events) seen.emplace(e.event.timestamp_ns, e.key.thing, e.key.name, e.event.id);
         events.clear();
         swept_to = now - ns(poll.settle);
       }
       const std::int64_t settled = now - ns(poll.settle);
       if (settled > *swept_to) read(*swept_to, settled, events);
-      read(now - ns(poll.recent), std::numeric_limits<std::int64_t>::max(), events);
+      read(now - window, std::numeric_limits<std::int64_t>::max(), events);
       ++core_->stats.polls;
       for (const ShadowHistoryEvent& e : events) {
         if (!seen.emplace(e.event.timestamp_ns, e.key.thing, e.key.name, e.event.id).second) continue;

@@ -57,8 +57,9 @@ struct HubOptions {
   // engine's write hook, so that writes of other processes on a shared store are seen.
   struct Poll {
     std::chrono::milliseconds interval{200};  // between polls, while a stream is open
-    // Each poll reads the events of this last while again: a write whose commit trails its
-    // time by less than this comes within one interval.
+    // Each poll reads the events of this last while again (or of twice the longest time this
+    // process's writes lately took from their times to their commits, up to half of settle): a
+    // write whose commit trails its time by less than that comes within one interval.
     std::chrono::milliseconds recent{1000};
     // Every event is read once more when it is this old: a write whose commit trails its time by
     // less than this (and the index behind the commit) comes at the latest then.
@@ -156,6 +157,7 @@ class Hub final : private WriteListener {
   bool stopping_ = false;
   std::thread beater_;
   std::thread poller_;  // with options.poll
+  std::atomic<std::int64_t> poll_lag_ns_{0};  // with options.poll: the longest commit lag since the last poll
 };
 
 }  // namespace deviceshadow::live
