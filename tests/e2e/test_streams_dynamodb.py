@@ -11,6 +11,7 @@ import uuid
 
 from harness import SHADOWD, ApiTestCase, eventually, shadow_path
 from test_dynamodb import ENDPOINT, ddb, dynamo_server, new_table
+import test_streams
 from test_streams import SSE, history_ids, report
 
 
@@ -137,6 +138,14 @@ class TwoServersOneTable(ApiTestCase):
         s.close()
         for thing in things:
             self.assertEqual(order[thing], expected[thing], thing)  # every one, in version order
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+class TokenPatternsOnDynamoDb(test_streams.TokenPatterns):
+    def setUp(self):
+        table = new_table()
+        self.addCleanup(ddb().delete_table, TableName=table)
+        self.store = ("--store", f"dynamodb:{table}", "--dynamodb-endpoint", ENDPOINT)
 
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
