@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Live change streams (docs/streams.md) on one shadowd with SQLite (durable commits):
+"""Live change streams (docs/streams.md) on one shadowd with SQLite (durable commits), or with
+--dynamodb ENDPOINT on two shadowd sharing one DynamoDB table (a new one, dropped after), where
+the writes go to both in turn and the streams are opened on both in turn, so half the messages
+cross from one shadowd to the other (history's time index, polled):
 
 1. latency: S streams open, each following one of S shadows; writers report round-robin over the
    shadows at R writes/s for T seconds. Each message's latency is its arrival time minus the
@@ -7,7 +10,7 @@
    bound of the acknowledged-write-to-message latency. Prints p50, p99, max and the rate reached.
 2. idle streams: RSS of shadowd before and after opening N idle streams, per stream.
 
-Usage: bench/sse_bench.py [--streams 100] [--rate 1000] [--seconds 10] [--idle 2000]
+Usage: bench/sse_bench.py [--streams 100] [--rate 1000] [--seconds 10] [--idle 2000] [--dynamodb URL]
 """
 import argparse
 import http.client
@@ -30,8 +33,9 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 SHADOWD = os.environ.get("SHADOWD", os.path.join(ROOT, "build/default/shadowd"))
 
 
-def start(data):
-    proc = subprocess.Popen([SHADOWD, "--listen", "127.0.0.1:0", "--store", f"sqlite:{data}/s.db",
+def start(data, store_args=None):
+    store_args = store_args or ["--store", f"sqlite:{data}/s.db"]
+    proc = subprocess.Popen([SHADOWD, "--listen", "127.0.0.1:0", *store_args,
                              "--max-streams", "100000", "--max-connections", "100000"],
                             stderr=subprocess.PIPE, text=True)
     while True:
@@ -54,8 +58,27 @@ def open_stream(port, path):
     return s
 
 
-def latency(port, streams, rate, seconds):
-    socks = [open_stream(port, f"/v1/things/sse-{i}/shadows/main/events") for i in range(streams)]
+def dynamodb_table(endpoint):
+    """A table in shadowd's layout without a stream (DynamoDB Local slows down with one)."""
+    import boto3
+    import uuid
+    ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+                       aws_access_key_id="local", aws_secret_access_key="local")
+    name = "bench-" + uuid.uuid4().hex[:8]
+    index = lambda n, attrs: {"IndexName": n, "KeySchema": [{"AttributeName": n + "PK", "KeyType": "HASH"},
+                                                            {"AttributeName": n + "SK", "KeyType": "RANGE"}],
+                              "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": attrs}}
+    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                     AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"}
+                                           for a in ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK")],
+                     KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+                     GlobalSecondaryIndexes=[index("GSI1", ["liveCount"]), index("GSI2", ["timestamp", "expires", "event"])])
+    return name, lambda: ddb.delete_table(TableName=name)
+
+
+def latency(ports, streams, rate, seconds):
+    """`ports`: the shadowd to write to and open streams on, in turn."""
+    socks = [open_stream(ports[i % len(ports)], f"/v1/things/sse-{i}/shadows/main/events") for i in range(streams)]
     latencies, stop = [], threading.Event()
     sel = selectors.DefaultSelector()
     for s in socks:
@@ -75,7 +98,7 @@ def latency(port, streams, rate, seconds):
     end = time.time() + seconds
 
     def write(w):
-        conn = http.client.HTTPConnection("127.0.0.1", port)
+        conn = http.client.HTTPConnection("127.0.0.1", ports[w % len(ports)])
         n, start = w, time.time()
         while time.time() < end:
             due = start + (n // writers) * writers / rate
@@ -92,7 +115,7 @@ def latency(port, streams, rate, seconds):
         t.start()
     for t in threads:
         t.join()
-    time.sleep(1)
+    time.sleep(3 if len(ports) > 1 else 1)
     stop.set()
     reader.join()
     for s in socks:
@@ -119,15 +142,28 @@ def main():
     p.add_argument("--rate", type=int, default=1000)
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--idle", type=int, default=2000)
+    p.add_argument("--dynamodb", default="", help="a DynamoDB (Local) endpoint: two shadowd on a new table there")
     a = p.parse_args()
     data = tempfile.mkdtemp()
-    proc, port = start(data)
+    procs, drop = [], None
     try:
-        latency(port, a.streams, a.rate, a.seconds)
-        idle(proc, port, a.idle)
+        if a.dynamodb:
+            table, drop = dynamodb_table(a.dynamodb)
+            env = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+            os.environ.update({k: os.environ.get(k, v) for k, v in env.items()})
+            procs = [start(data, ["--store", f"dynamodb:{table}", "--dynamodb-endpoint", a.dynamodb,
+                                  "--region", "us-east-1"]) for _ in range(2)]
+        else:
+            procs = [start(data)]
+        latency([port for _, port in procs], a.streams, a.rate, a.seconds)
+        if a.idle:
+            idle(*procs[0], a.idle)
     finally:
-        proc.terminate()
-        proc.wait()
+        for proc, _ in procs:
+            proc.terminate()
+            proc.wait()
+        if drop:
+            drop()
         shutil.rmtree(data, ignore_errors=True)
 
 

@@ -7,7 +7,7 @@
 // | desired (separate)  | DS#{thing}          | DSD#{name}                          |
 // | both (combined)     | DS#{thing}          | DSC#{name}                          |
 // | thing index         | DS#{thing}          | T#   (GSI1: THINGS#{shard}, thing)  |
-// | history event       | DH#{thing}#{name}   | {timestamp ns, 20 digits}#{R|D|C|X}{version} |
+// | history event       | DH#{thing}#{name}   | {timestamp ns, 20 digits}#{R|D|C|X}{version} (GSI2: HT#{0-3}, the id) |
 //
 // Every write is conditional on the version read; several items go in one
 // TransactWriteItems. Reads are strongly consistent. Thread-safe.

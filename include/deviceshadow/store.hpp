@@ -159,8 +159,8 @@ class Store {
   virtual std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) = 0;
   // The history of every shadow in time order, for live streams resuming at a time (docs/streams.md):
   // events with timestamp_ns >= since_ns, ordered by (timestamp, thing, name, id), strictly
-  // after `after` in that order when given, at most limit. A store that cannot (DynamoDB)
-  // throws Error(unavailable).
+  // after `after` in that order when given, at most limit. DynamoDB reads its time index (eventually
+  // consistent; a table without it throws Error(unavailable)).
   virtual std::vector<ShadowHistoryEvent> history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
                                                         std::size_t limit) = 0;
   // Stores history events on their own, not with their writes (DynamoDB: written from the

@@ -46,9 +46,10 @@ struct ApiOptions {
   // random key per process, so that cursors do not survive a restart).
   query::QueryOptions queries;
   std::shared_ptr<const query::CursorKey> cursor_key;
-  // Serves the live change streams (docs/streams.md, src/api/streams.cpp); nullptr: they answer 400
-  // saying the store does not offer them (DynamoDB).
+  // Serves the live change streams (docs/streams.md, src/api/streams.cpp); nullptr: they answer
+  // 400 invalid_request with `streams_off` (why they are off, and how to turn them on).
   live::Hub* streams = nullptr;
+  std::string streams_off = "live change streams are off";
   // Runs the bulk jobs (docs/jobs.md, src/api/jobs.cpp); nullptr: /v1/jobs answers 400 saying
   // the store does not keep them (DynamoDB).
   jobs::JobRunner* jobs = nullptr;

@@ -65,10 +65,7 @@ HttpResponse Api::events(Context& ctx) {
   }
 
   live::Hub* hub = options_.streams;
-  if (!hub) {
-    throw Error::invalid_request(
-        "live change streams are not available on the DynamoDB store yet: they need the SQLite or memory store");
-  }
+  if (!hub) throw Error::invalid_request(options_.streams_off);
   std::shared_ptr<live::Hub::Admission> admission = hub->admit(request.after.has_value());
   if (!admission) {
     HttpResponse busy{503, "application/json",

@@ -15,7 +15,9 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
+#include <tuple>
 
 namespace deviceshadow::live {
 
@@ -111,7 +113,8 @@ struct Hub::Subscription {
   bool replaying = false;
   std::vector<Held> held;  // live events that came during the replay
   std::size_t held_bytes = 0;
-  // Read and written by the replaying thread alone: the last id replayed of each shadow.
+  // The last id replayed of each shadow: written by the replaying thread alone while
+  // `replaying`, read under `mutex` after.
   std::map<ShadowKey, std::string> replayed;
 
   Subscription(std::shared_ptr<http::ResponseStream> o, StreamRequest r, std::shared_ptr<Admission> a, HubStats& s,
@@ -142,10 +145,14 @@ struct Hub::Subscription {
     out->finish(kOverflow);
   }
 
-  // A live event: held during a replay, else sent.
+  // A live event: held during a replay, else sent unless the replay sent it (a poll may find
+  // events again that a replay has sent: HubOptions::poll).
   void deliver(const notify::FeedWrite& w, const std::string& m) {
     std::lock_guard lock(mutex);
-    if (!replaying) return send(m);
+    if (!replaying) {
+      if (auto it = replayed.find({std::string(w.thing), std::string(w.name)}); it != replayed.end() && w.id <= it->second) return;
+      return send(m);
+    }
     held_bytes += m.size();
     if (held_bytes > limit) return overflow();
     held.push_back({{std::string(w.thing), std::string(w.name)}, std::string(w.id), m});
@@ -184,6 +191,10 @@ struct Hub::Subscription {
 
 Hub::Hub(Engine& engine, HubOptions options)
     : engine_(engine), options_(options), core_(std::make_shared<Core>()) {
+  if (options_.poll) {
+    options_.reach_back = std::max(options_.reach_back, options_.poll->settle);
+    poller_ = std::thread([this] { poll_loop(); });
+  }
   engine_.add_write_listener(*this);
   beater_ = std::thread([this] { heartbeats(); });
 }
@@ -195,6 +206,7 @@ Hub::~Hub() {
   }
   beat_.notify_all();
   beater_.join();
+  if (poller_.joinable()) poller_.join();
   engine_.remove_write_listener(*this);
   std::vector<std::shared_ptr<Subscription>> open;
   {
@@ -267,7 +279,7 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
   // Every event after the horizon is still kept (an event expires retention after its time);
   // without history nothing is.
   const std::int64_t horizon =
-      engine.history ? saturating_sub(now, std::chrono::duration_cast<std::chrono::nanoseconds>(engine.history_retention).count())
+      engine.keeps_history() ? saturating_sub(now, std::chrono::duration_cast<std::chrono::nanoseconds>(engine.history_retention).count())
                      : now;
   bool gap = point.ns < horizon;
   auto announce_gap = [&](std::string_view oldest) {
@@ -340,32 +352,117 @@ void Hub::on_write(const WriteNotice& notice) noexcept {
   if (core_->count.load(std::memory_order_relaxed) == 0 || notice.change.empty()) return;
   try {
     const notify::FeedEntryText entry{std::string(notice.change)};
-    const notify::FeedWrite& w = entry.write();
-    const std::int64_t lag = engine_.options().clock() - w.timestamp_ns;
-    for (std::int64_t seen = core_->stats.max_commit_lag_ns.load(); lag > seen;) {
-      if (core_->stats.max_commit_lag_ns.compare_exchange_weak(seen, lag)) break;
-    }
-    // Rendered once per kind of stream (sections × include) that wants the write.
-    std::array<std::string, 3 * 8> rendered;
-    // The shadow after the write, for streams with a filter: built for the first one.
-    std::optional<query::Subject> subject;
-    std::shared_lock lock(core_->mutex);
-    for (const auto& sub : core_->subs) {
-      if (!sub->follows(w)) continue;
-      if (!sub->request.selection.filter.empty()) {
-        if (!subject) subject.emplace(notice.key, notice.after, engine_.options().document.timestamp_keys);
-        if (!passes(sub->request.selection, *subject, w.timestamp_ns)) continue;
+    const std::int64_t lag = engine_.options().clock() - entry.write().timestamp_ns;
+    auto raise = [lag](std::atomic<std::int64_t>& max) {
+      for (std::int64_t seen = max.load(); lag > seen;) {
+        if (max.compare_exchange_weak(seen, lag)) break;
       }
-      const notify::Registration& r = sub->request.selection;
-      std::string& m = rendered[static_cast<std::size_t>(r.sections) * 8 + (r.include_old ? 4 : 0) + (r.include_new ? 2 : 0) +
-                                (r.include_diff ? 1 : 0)];
-      // An event past half the buffer goes without old and new ("truncated"), as notifications
-      // do past a target's limit, so that one large write cannot overflow every stream for good.
-      if (m.empty()) m = message(w, notify::build_event(r, entry, options_.stream_buffer / 2));
-      sub->deliver(w, m);
-    }
+    };
+    raise(core_->stats.max_commit_lag_ns);
+    // Polling, the hook only measures how far commits trail their times (the poll's window).
+    if (options_.poll) return raise(poll_lag_ns_);
+    fan_out(entry, notice.key, [&] { return notice.after; });
   } catch (const std::exception& e) {  // a malformed entry: the engine's mistake; nothing to send
     std::fprintf(stderr, "shadowd: a live event could not be built: %s\n", e.what());
+  }
+}
+
+void Hub::fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, const std::function<ShadowRecord()>& after) {
+  const notify::FeedWrite& w = entry.write();
+  // Rendered once per kind of stream (sections × include) that wants the write.
+  std::array<std::string, 3 * 8> rendered;
+  // The shadow for streams with a filter: built for the first one.
+  std::optional<ShadowRecord> record;
+  std::optional<query::Subject> subject;
+  std::shared_lock lock(core_->mutex);
+  for (const auto& sub : core_->subs) {
+    if (!sub->follows(w)) continue;
+    if (!sub->request.selection.filter.empty()) {
+      if (!subject) subject.emplace(key, record.emplace(after()), engine_.options().document.timestamp_keys);
+      if (!passes(sub->request.selection, *subject, w.timestamp_ns)) continue;
+    }
+    const notify::Registration& r = sub->request.selection;
+    std::string& m = rendered[static_cast<std::size_t>(r.sections) * 8 + (r.include_old ? 4 : 0) + (r.include_new ? 2 : 0) +
+                              (r.include_diff ? 1 : 0)];
+    // An event past half the buffer goes without old and new ("truncated"), as notifications
+    // do past a target's limit, so that one large write cannot overflow every stream for good.
+    if (m.empty()) m = message(w, notify::build_event(r, entry, options_.stream_buffer / 2));
+    sub->deliver(w, m);
+  }
+}
+
+// The poll (HubOptions::poll): while a stream is open, every `interval` it reads the store's
+// history across shadows of the last `recent` while, and (the sweep) the events that became
+// `settle` old since the previous poll, and sends each event it has not seen yet. Seen events
+// are remembered until the sweep has passed them. When the first stream opens the poll starts
+// by taking what is already there as seen, except the last `recent` while (so a write that
+// committed just after the stream opened but took its time before is sent): a new stream may get
+// events of up to `recent` before it opened, as at-least-once allows.
+void Hub::poll_loop() {
+  const HubOptions::Poll& poll = *options_.poll;
+  auto ns = [](std::chrono::milliseconds d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
+  using Seen = std::tuple<std::int64_t, std::string, std::string, std::string>;  // time, thing, name, id
+  std::set<Seen> seen;
+  std::optional<std::int64_t> swept_to;  // the sweep has read every event up to this time; nullopt: idle
+  std::int64_t lag_peak = 0;             // commit lag seen lately, decaying by 1/32 a poll
+  Store& store = engine_.store();
+  constexpr std::size_t kPage = 1000;
+  // Reads the events from `since` to `until`, page by page, into `out`.
+  auto read = [&](std::int64_t since, std::int64_t until, std::vector<ShadowHistoryEvent>& out) {
+    std::optional<ShadowHistoryEvent> last;
+    for (;;) {
+      std::vector<ShadowHistoryEvent> page = store.history_since(since, last ? &*last : nullptr, kPage);
+      for (ShadowHistoryEvent& e : page) {
+        if (e.event.timestamp_ns > until) return;
+        out.push_back(std::move(e));
+      }
+      if (page.size() < kPage) return;
+      last = out.back();
+    }
+  };
+  std::unique_lock beat_lock(beat_mutex_);
+  while (!beat_.wait_for(beat_lock, poll.interval, [&] { return stopping_; })) {
+    if (core_->count.load() == 0) {
+      swept_to.reset();
+      seen.clear();
+      continue;
+    }
+    beat_lock.unlock();
+    try {
+      const std::int64_t now = engine_.options().clock();
+      // The window read again: `recent`, or twice the longest time this process's writes took
+      // from their times to their commits lately (a loaded table: others' take as long), at
+      // most half of `settle`.
+      lag_peak = std::max<std::int64_t>(poll_lag_ns_.exchange(0), lag_peak - lag_peak / 32);
+      const std::int64_t window = std::clamp<std::int64_t>(2 * lag_peak, ns(poll.recent), ns(poll.settle) / 2);
+      std::vector<ShadowHistoryEvent> events;
+      if (!swept_to) {
+        read(now - ns(poll.settle), now - window - 1, events);
+        for (const ShadowHistoryEvent& e : events) seen.emplace(e.event.timestamp_ns, e.key.thing, e.key.name, e.event.id);
+        events.clear();
+        swept_to = now - ns(poll.settle);
+      }
+      const std::int64_t settled = now - ns(poll.settle);
+      if (settled > *swept_to) read(*swept_to, settled, events);
+      read(now - window, std::numeric_limits<std::int64_t>::max(), events);
+      ++core_->stats.polls;
+      for (const ShadowHistoryEvent& e : events) {
+        if (!seen.emplace(e.event.timestamp_ns, e.key.thing, e.key.name, e.event.id).second) continue;
+        try {
+          const notify::FeedEntryText entry("{\"event\":" + e.event.json + "}");
+          // History keeps no whole state: a filter judges the shadow as it is now, as in a replay.
+          fan_out(entry, e.key, [&] { return store.read(e.key); });
+        } catch (const std::exception& error) {
+          std::fprintf(stderr, "shadowd: a polled event could not be sent: %s\n", error.what());
+        }
+      }
+      swept_to = std::max(*swept_to, settled);
+      seen.erase(seen.begin(), seen.lower_bound(Seen{*swept_to, {}, {}, {}}));
+    } catch (const std::exception& e) {  // the store failed: the next poll reads the same again
+      ++core_->stats.poll_failures;
+      std::fprintf(stderr, "shadowd: polling history for live streams failed: %s\n", e.what());
+    }
+    beat_lock.lock();
   }
 }
 
@@ -390,6 +487,11 @@ void Hub::render_metrics(std::string& out) const {
   sample("shadowd_stream_messages_total", "counter", "Events sent on live streams, replayed ones included.", s.messages.load());
   sample("shadowd_stream_overflows_total", "counter", "Streams closed with event: overflow for a slow reader.", s.overflows.load());
   sample("shadowd_stream_replays_total", "counter", "Streams that resumed from an event id or a time.", s.replays.load());
+  if (options_.poll) {
+    sample("shadowd_stream_polls_total", "counter", "Polls of the store's history for live streams (DynamoDB).", s.polls.load());
+    sample("shadowd_stream_poll_failures_total", "counter", "Polls of the store's history that failed (tried again).",
+           s.poll_failures.load());
+  }
 }
 
 }  // namespace deviceshadow::live

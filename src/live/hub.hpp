@@ -1,10 +1,15 @@
 // Live change streams (docs/streams.md): the hub that fans every stored write out to the open
 // Server-Sent Events streams that want it, and replays history to a stream that resumes.
 //
-// Live events come from the engine's write hook (WriteListener): it is told of each stored write
-// on the writing thread while that shadow's other writers wait, so one shadow's writes arrive in
-// version order, and it is told of every write this process stores, so nothing committed after a
-// stream subscribed can pass it by. A resuming stream subscribes first, then replays history,
+// Live events come from one of two sources. On a store only this process writes (SQLite, memory)
+// from the engine's write hook (WriteListener): it is told of each stored write on the writing
+// thread while that shadow's other writers wait, so one shadow's writes arrive in version order,
+// and it is told of every write this process stores, so nothing committed after a stream
+// subscribed can pass it by. On a store several processes write (DynamoDB) from a poll of the
+// store's history across shadows (HubOptions::poll, Store::history_since), once per process while
+// a stream is open: each poll reads again the most recent events, and every event once more when
+// it has settled, de-duplicated by id, so that a write that commits later than its time says is
+// still found. A resuming stream subscribes first, then replays history,
 // and holds the live events that arrive meanwhile; it sends them after the replay, leaving out
 // those the replay already sent (per shadow, an id at or below the last one replayed). Replayed
 // events come from history, which keeps each write's change event but not the sections' whole
@@ -22,12 +27,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+namespace deviceshadow::notify {
+class FeedEntryText;
+}
 
 namespace deviceshadow::live {
 
@@ -43,6 +53,19 @@ struct HubOptions {
   // time (docs/streams.md). The hub widens it to twice the longest timestamp-to-commit time it
   // has seen.
   std::chrono::milliseconds reach_back{5000};
+  // Set: live events come from polling the store's history across shadows instead of the
+  // engine's write hook, so that writes of other processes on a shared store are seen.
+  struct Poll {
+    std::chrono::milliseconds interval{200};  // between polls, while a stream is open
+    // Each poll reads the events of this last while again (or of twice the longest time this
+    // process's writes lately took from their times to their commits, up to half of settle): a
+    // write whose commit trails its time by less than that comes within one interval.
+    std::chrono::milliseconds recent{1000};
+    // Every event is read once more when it is this old: a write whose commit trails its time by
+    // less than this (and the index behind the commit) comes at the latest then.
+    std::chrono::milliseconds settle{10000};
+  };
+  std::optional<Poll> poll;
 };
 
 // Counters since the hub started (relaxed).
@@ -54,6 +77,8 @@ struct HubStats {
   std::atomic<std::uint64_t> overflows{0};        // streams closed for a slow reader
   std::atomic<std::uint64_t> replays{0};          // streams that resumed from a point
   std::atomic<std::int64_t> max_commit_lag_ns{0}; // longest time from a write's timestamp to its hook
+  std::atomic<std::uint64_t> polls{0};            // polls of the store's history (HubOptions::poll)
+  std::atomic<std::uint64_t> poll_failures{0};    // polls the store failed (tried again next time)
 };
 
 // Where a stream resumes: after an event id ("{20-digit ns}#{letter}{version}") or a time.
@@ -95,7 +120,8 @@ class Hub final : private WriteListener {
     bool replay_;
   };
 
-  // Listens to `engine`'s writes from now on; destroy the hub after writes end.
+  // Listens to `engine`'s writes from now on (or, with options.poll, polls its store's history
+  // while a stream is open); destroy the hub after writes end.
   Hub(Engine& engine, HubOptions options);
   ~Hub() override;
   Hub(const Hub&) = delete;
@@ -116,8 +142,12 @@ class Hub final : private WriteListener {
  private:
   struct Subscription;
   void on_write(const WriteNotice& write) noexcept override;
+  // Sends one write (its feed entry) to every stream that wants it; `after` gives the shadow the
+  // filters judge, asked only for a stream with a filter, once.
+  void fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, const std::function<ShadowRecord()>& after);
   void replay(Subscription& sub, const ResumePoint& point);
   void heartbeats();
+  void poll_loop();
 
   Engine& engine_;
   HubOptions options_;
@@ -126,6 +156,8 @@ class Hub final : private WriteListener {
   std::condition_variable beat_;
   bool stopping_ = false;
   std::thread beater_;
+  std::thread poller_;  // with options.poll
+  std::atomic<std::int64_t> poll_lag_ns_{0};  // with options.poll: the longest commit lag since the last poll
 };
 
 }  // namespace deviceshadow::live

@@ -233,13 +233,30 @@ int serve(const Settings& s) {
   notify::Dispatcher dispatcher(engine, delivery, notify_options, notify::make_target, notify_log,
                                 stream ? &stream->feed() : nullptr);
   metrics.add_section([&dispatcher](std::string& out) { notify::render_metrics(out, dispatcher.statuses()); });
-  // Live change streams follow this process's writes: on SQLite and memory every write (docs/streams.md).
+  // Live change streams follow this process's writes on SQLite and memory; on DynamoDB they poll
+  // history's time index, which holds the writes of every shadowd on the table (docs/streams.md).
   std::unique_ptr<ds::live::Hub> hub;
-  if (!on_dynamodb) {
-    hub = std::make_unique<ds::live::Hub>(
-        engine, ds::live::HubOptions{.heartbeat = parse_duration(s.stream_heartbeat), .stream_buffer = s.stream_buffer,
+  std::string streams_off;
+  if (on_dynamodb && !options.keeps_history()) {
+    streams_off = "live change streams on the DynamoDB store read history, which --history false does not keep: "
+                  "run shadowd with --history true or stream";
+  } else if (on_dynamodb) {
+    try {  // a table made before history's time index says so here
+      store.history_since(engine.options().clock(), nullptr, 1);
+    } catch (const ds::Error& e) {  // any other failure (the table unreachable for now) is for the readiness check
+      if (std::string_view(e.what()).find("time index") != std::string_view::npos) {
+        streams_off = std::string("live change streams are off: ") + e.what();
+        logger.log(srv::LogLevel::error, "live change streams are off", {{"error", e.what()}});
+      }
+    }
+  }
+  if (streams_off.empty()) {
+    ds::live::HubOptions hub_options{.heartbeat = parse_duration(s.stream_heartbeat), .stream_buffer = s.stream_buffer,
                                      .max_streams = s.max_streams,
-                                     .max_replays = std::max<std::size_t>(1, s.workers / 4)});
+                                     .max_replays = std::max<std::size_t>(1, s.workers / 4)};
+    // History from the table's stream trails the writes by the consumer's delay: read further back.
+    if (on_dynamodb) hub_options.poll = ds::live::HubOptions::Poll{.recent = std::chrono::milliseconds(history_from_stream ? 3000 : 1000)};
+    hub = std::make_unique<ds::live::Hub>(engine, hub_options);
     metrics.add_section([h = hub.get()](std::string& out) { h->render_metrics(out); });
   }
   // Bulk jobs run where the store keeps them (SQLite, memory); their runner takes up the jobs a
@@ -262,6 +279,7 @@ int serve(const Settings& s) {
   }
   api_options.streams = hub.get();
   api_options.jobs = job_runner.get();
+  api_options.streams_off = streams_off;
   ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, api_options);
   awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
                         {s.aws_classic_shadow, s.aws_acknowledge});

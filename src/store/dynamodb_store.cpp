@@ -12,12 +12,16 @@
 #include "store/dynamodb_client.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <future>
+#include <iterator>
+#include <limits>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <thread>
+#include <tuple>
 
 namespace deviceshadow {
 
@@ -26,6 +30,13 @@ using namespace dynamodb;
 namespace {
 
 constexpr int kShards = 16;
+// History's time index GSI2 (docs/storage.md, "History in time order"): every history item is
+// also in one of kHistoryIndexShards partitions of GSI2 (GSI2PK = HT#{shard}, the shard a stable
+// hash of the shadow), sorted by its event id (GSI2SK), whose first 20 digits are its time. No
+// key takes more than 1/kHistoryIndexShards of the table's history writes; a read in time order
+// queries every shard and merges. A layout constant: every shadowd on a table must agree.
+constexpr int kHistoryIndexShards = 4;
+constexpr std::string_view kHistoryIndex = "GSI2";
 
 // ---- request bodies (the shared part: store/dynamodb.hpp) ---------------------------
 void member_bool(std::string& out, std::string_view name, bool value) {
@@ -124,10 +135,26 @@ constexpr std::string_view kFeedEventAttribute = "feedEvent";
 constexpr std::string_view kFeedEntryAttribute = "feedEntry";
 
 // FNV-1a: a stable hash, so a thing always lands on the same GSI shard.
-int shard_of(std::string_view thing) {
-  std::uint32_t h = 2166136261u;
-  for (unsigned char c : thing) h = (h ^ c) * 16777619u;
-  return static_cast<int>(h % kShards);
+std::uint32_t fnv1a(std::string_view text, std::uint32_t h = 2166136261u) {
+  for (unsigned char c : text) h = (h ^ c) * 16777619u;
+  return h;
+}
+int shard_of(std::string_view thing) { return static_cast<int>(fnv1a(thing) % kShards); }
+std::string history_index_pk(int shard) { return "HT#" + std::to_string(shard); }
+std::string history_index_pk(const ShadowKey& key) {
+  return history_index_pk(static_cast<int>(fnv1a(key.name, fnv1a("#", fnv1a(key.thing))) % kHistoryIndexShards));
+}
+// The shadow of a history item's PK, "DH#{thing}#{name}" (names have no '#', things may).
+ShadowKey history_key(std::string_view pk) {
+  pk.remove_prefix(kHistoryPkPrefix.size());
+  const std::size_t hash = pk.rfind('#');
+  return {std::string(pk.substr(0, hash)), std::string(pk.substr(hash + 1))};
+}
+// The smallest event id at time `ns` and after (ids start with 20 digits of time).
+std::string id_at(std::int64_t ns) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(std::max<std::int64_t>(ns, 0)));
+  return buf;
 }
 
 // Section metadata as attributes: of a separate-layout item, or of the "{section}Meta" map
@@ -374,10 +401,77 @@ std::vector<std::string> DynamoDbStore::list_things(std::string_view prefix, std
   return merged;
 }
 
-// History is one partition per shadow, with no index across shadows: live streams that resume at
-// a time are not served on DynamoDB (docs/streams.md).
-std::vector<ShadowHistoryEvent> DynamoDbStore::history_since(std::int64_t, const ShadowHistoryEvent*, std::size_t) {
-  throw Error(ErrorCode::unavailable, "history across shadows is not kept in time order on DynamoDB");
+// Every shadow's history in time order, from the time index GSI2: each of its shards is read in
+// event-id order from the lower bound, and the shards are merged. A shard read until it has
+// `limit` events after `after`, and all of those at the same time as the last of them, holds
+// every event of its up to that time; the merged page stops at the earliest such time of a shard
+// that had more. The index is eventually consistent: an event shows up in it shortly after its
+// write (the hub's poll allows for that, docs/streams.md).
+std::vector<ShadowHistoryEvent> DynamoDbStore::history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
+                                                            std::size_t limit) {
+  auto order = [](const ShadowHistoryEvent& a, const ShadowHistoryEvent& b) {
+    return std::tie(a.event.timestamp_ns, a.key.thing, a.key.name, a.event.id) <
+           std::tie(b.event.timestamp_ns, b.key.thing, b.key.name, b.event.id);
+  };
+  const std::int64_t from = after ? std::max(since_ns, after->event.timestamp_ns) : since_ns;
+  struct Part {
+    std::vector<ShadowHistoryEvent> events;
+    std::optional<std::int64_t> complete_to;  // nullopt: the shard was read to its end
+  };
+  auto read_shard = [&](int shard) {
+    json::object q{{"TableName", options_.table},
+                   {"IndexName", kHistoryIndex},
+                   {"KeyConditionExpression", "GSI2PK = :pk AND GSI2SK >= :from"},
+                   {"ExpressionAttributeValues", json::object{{":pk", S(history_index_pk(shard))}, {":from", S(id_at(from))}}}};
+    Part part;
+    std::size_t wanted = 0;  // events after `after`
+    for (;;) {
+      q["Limit"] = static_cast<std::int64_t>(std::min<std::size_t>(limit + 1, 1000));
+      json::value page = call("Query", q, true);
+      for (const json::value& v : page.at("Items").as_array()) {
+        const json::object& item = v.as_object();
+        ShadowHistoryEvent e{history_key(get_s(item, "PK")),
+                             {get_s(item, "SK"), get_n(item, "timestamp"), get_n(item, "expires"), get_s(item, "event")}};
+        if (e.event.timestamp_ns < since_ns || (after && !order(*after, e))) continue;
+        if (wanted >= limit && e.event.timestamp_ns > part.events.back().event.timestamp_ns) {
+          part.complete_to = part.events.back().event.timestamp_ns;
+          return part;
+        }
+        ++wanted;
+        part.events.push_back(std::move(e));
+      }
+      const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+      if (!last) return part;
+      q["ExclusiveStartKey"] = *last;
+    }
+  };
+  std::vector<std::future<Part>> shards;
+  for (int shard = 0; shard < kHistoryIndexShards; ++shard) {
+    shards.push_back(std::async(std::launch::async, read_shard, shard));
+  }
+  std::vector<ShadowHistoryEvent> merged;
+  std::int64_t complete_to = std::numeric_limits<std::int64_t>::max();
+  std::optional<Error> failed;
+  for (auto& f : shards) {
+    try {
+      Part part = f.get();
+      if (part.complete_to) complete_to = std::min(complete_to, *part.complete_to);
+      std::move(part.events.begin(), part.events.end(), std::back_inserter(merged));
+    } catch (const Error& e) {
+      if (!failed) failed = e;
+    }
+  }
+  if (failed) {
+    if (std::string_view(failed->what()).find("specified index") != std::string_view::npos) {
+      throw Error(ErrorCode::unavailable, "table " + options_.table + " has no time index of history (" +
+                                              std::string(kHistoryIndex) + "): add it (docs/storage.md)");
+    }
+    throw *failed;
+  }
+  std::erase_if(merged, [&](const ShadowHistoryEvent& e) { return e.event.timestamp_ns > complete_to; });
+  std::sort(merged.begin(), merged.end(), order);
+  if (merged.size() > limit) merged.resize(limit);
+  return merged;
 }
 
 std::vector<HistoryEvent> DynamoDbStore::history(const ShadowKey& key, const HistoryQuery& query) {
@@ -728,6 +822,8 @@ void DynamoDbStore::append_history_item(std::string& out, const ShadowKey& key, 
   member_n(out, "expires", event.expires_ns);
   member_n(out, "ttl", ttl_seconds(event.expires_ns));
   member_s(out, "event", event.json);
+  member_s(out, "GSI2PK", history_index_pk(key));
+  member_s(out, "GSI2SK", event.id);
   close(out, '}');
 }
 
@@ -824,6 +920,19 @@ void delete_dynamodb_table(const DynamoDbOptions& given) {
   call_translated(*client, "DeleteTable", json::object{{"TableName", options.table}}, true);
 }
 
+namespace {
+
+// GSI2, the time index of history (kHistoryIndexShards).
+json::object history_time_index() {
+  auto key = [](const char* name, const char* type) { return json::object{{"AttributeName", name}, {"KeyType", type}}; };
+  return {{"IndexName", kHistoryIndex},
+          {"KeySchema", json::array{key("GSI2PK", "HASH"), key("GSI2SK", "RANGE")}},
+          {"Projection", json::object{{"ProjectionType", "INCLUDE"},
+                                      {"NonKeyAttributes", json::array{"timestamp", "expires", "event"}}}}};
+}
+
+}  // namespace
+
 void create_dynamodb_table(const DynamoDbOptions& given, bool with_stream) {
   DynamoDbOptions options = given;
   auto client = make_client(options);
@@ -833,13 +942,15 @@ void create_dynamodb_table(const DynamoDbOptions& given, bool with_stream) {
   json::object create{
       {"TableName", options.table},
       {"BillingMode", "PAY_PER_REQUEST"},
-      {"AttributeDefinitions", json::array{attr("PK"), attr("SK"), attr("GSI1PK"), attr("GSI1SK")}},
+      {"AttributeDefinitions",
+       json::array{attr("PK"), attr("SK"), attr("GSI1PK"), attr("GSI1SK"), attr("GSI2PK"), attr("GSI2SK")}},
       {"KeySchema", json::array{key("PK", "HASH"), key("SK", "RANGE")}},
       {"GlobalSecondaryIndexes",
        json::array{json::object{{"IndexName", "GSI1"},
                                 {"KeySchema", json::array{key("GSI1PK", "HASH"), key("GSI1SK", "RANGE")}},
                                 {"Projection", json::object{{"ProjectionType", "INCLUDE"},
-                                                            {"NonKeyAttributes", json::array{"liveCount"}}}}}}},
+                                                            {"NonKeyAttributes", json::array{"liveCount"}}}}},
+                   history_time_index()}},
       {"StreamSpecification", json::object{{"StreamEnabled", true}, {"StreamViewType", "NEW_AND_OLD_IMAGES"}}}};
   if (!with_stream) create.erase("StreamSpecification");
   call("CreateTable", create);

@@ -412,13 +412,15 @@ class Limits(ApiTestCase):
 
 
 class TokenPatterns(ApiTestCase):
+    store = ("--store", "memory")  # test_streams_dynamodb.py runs it on DynamoDB Local
+
     def test_a_stream_shows_only_the_things_a_token_covers(self):
         fd, tokens = tempfile.mkstemp()
         with os.fdopen(fd, "w") as f:
             f.write(hashlib.sha256(b"admin-t").hexdigest() + " admin\n")
             f.write(hashlib.sha256(b"house-t").hexdigest() + " device house-*\n")
         try:
-            with Server("--store", "memory", "--tokens", tokens) as server:
+            with Server(*self.store, "--tokens", tokens) as server:
                 self.assertEqual(SSE(server, "/v1/events").status, 401)
                 forbidden = SSE(server, shadow_path("garage-1", "main", "events"), token="house-t")
                 self.assertEqual(forbidden.status, 403)

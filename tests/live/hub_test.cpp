@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 namespace ds = deviceshadow;
 namespace live = deviceshadow::live;
@@ -317,6 +318,52 @@ TEST(HistorySince, EveryShadowInTimeOrderOnMemoryAndSqlite) {
     EXPECT_EQ(ids(store->history_since(0, &first[0], 2)), (std::vector<std::string>{"b10#R1", "a20#R1"}));
   }
   std::filesystem::remove(path);
+}
+
+
+// A hub that polls its store's history (DynamoDB's way) sees the writes another process makes on
+// the same store (here another engine), and a write that commits well after its time (a history
+// event appended late) when it settles; each event once.
+TEST(PollingHub, SeesWritesOfAnotherEngineOnTheSameStoreOnce) {
+  std::unique_ptr<ds::Store> store = ds::make_memory_store();
+  ds::Engine mine{*store};
+  ds::Engine other{*store};
+  live::HubOptions options{.heartbeat = std::chrono::hours(1), .max_streams = 3};
+  options.poll = live::HubOptions::Poll{.interval = std::chrono::milliseconds(10), .recent = std::chrono::milliseconds(300),
+                                        .settle = std::chrono::milliseconds(1500)};
+  live::Hub hub{mine, options};
+  auto stream = std::make_shared<FakeStream>();
+  live::StreamRequest request;
+  request.selection = ds::notify::parse_selection(ds::json::object{});
+  hub.serve(stream, std::move(request), hub.admit(false));
+  auto eventually = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 1000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return done();
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the poll has started
+  ds::UpdateRequest r;
+  r.key = {"t1", "main"};
+  r.section = ds::Section::reported;
+  r.state = ds::parse_json(R"({"a":1})").as_object();
+  other.update(r);
+  r.state = ds::parse_json(R"({"a":2})").as_object();
+  other.update(r);
+  const auto history = other.history(r.key, {.limit = 10, .descending = false}).events;
+  ASSERT_EQ(history.size(), 2u);
+  ASSERT_TRUE(eventually([&] { return stream->ids().size() >= 2; }));
+  // Committed late: its time is past `recent` when it shows up; the sweep sends it.
+  const std::int64_t late = ds::now().unix_nanos() - 700'000'000;
+  char id[48];
+  std::snprintf(id, sizeof id, "%020lld#R7", static_cast<long long>(late));
+  std::string json = history[1].json;  // the same change, as t2's, with the late id
+  json.replace(json.find(history[1].id), history[1].id.size(), id);
+  json.replace(json.find("\"t1\""), 4, "\"t2\"");
+  const std::vector<ds::ShadowHistoryEvent> appended{{{"t2", "main"}, {id, late, INT64_MAX, json}}};
+  store->append_history(appended);
+  ASSERT_TRUE(eventually([&] { return stream->ids().size() >= 3; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));  // every event has settled and been swept
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id, history[1].id, id}));
+  EXPECT_GT(hub.stats().polls.load(), 0u);
 }
 
 }  // namespace

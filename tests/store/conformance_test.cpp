@@ -283,6 +283,43 @@ TEST_P(Conformance, AppendedHistoryJoinsWrittenHistoryOnceAndExpiresAlike) {
   EXPECT_EQ(store().history({"many", "main"}, all).size(), 60u);
 }
 
+// history_since: every shadow's history in (time, thing, name, id) order, from a time and after
+// a cursor, in pages; events written with their writes and appended ones alike.
+TEST_P(Conformance, HistoryOfEveryShadowReadsInTimeOrderWithCursor) {
+  const std::vector<ds::ShadowHistoryEvent> events = {
+      {{"b", "main"}, event(10, 1)}, {{"a", "main"}, event(20, 1)}, {{"a", "main"}, event(10, 1)},
+      {{"b", "main"}, event(30, 2)}, {{"a#x", "n"}, event(25, 3)},
+  };
+  store().append_history(events);
+  ds::ShadowWrite w = put({"c", "main"}, ds::Section::reported, 0, record(1, "{}"));
+  w.event = event(15, 1);
+  store().write(w);
+  auto ids = [](const std::vector<ds::ShadowHistoryEvent>& page) {
+    std::vector<std::string> out;
+    for (const auto& e : page) out.push_back(e.key.thing + "/" + e.key.name + "@" + std::to_string(e.event.timestamp_ns));
+    return out;
+  };
+  EXPECT_EQ(ids(store().history_since(0, nullptr, 10)),
+            (std::vector<std::string>{"a/main@10", "b/main@10", "c/main@15", "a/main@20", "a#x/n@25", "b/main@30"}));
+  EXPECT_EQ(ids(store().history_since(16, nullptr, 10)), (std::vector<std::string>{"a/main@20", "a#x/n@25", "b/main@30"}));
+  // Paged one event at a time, then two: the same order, nothing twice, nothing left out.
+  std::vector<std::string> paged;
+  for (std::optional<ds::ShadowHistoryEvent> last;;) {
+    auto page = store().history_since(0, last ? &*last : nullptr, paged.size() < 3 ? 1 : 2);
+    if (page.empty()) break;
+    auto part = ids(page);
+    paged.insert(paged.end(), part.begin(), part.end());
+    last = page.back();
+  }
+  EXPECT_EQ(paged, ids(store().history_since(0, nullptr, 100)));
+  const auto all = store().history_since(0, nullptr, 100);
+  ASSERT_EQ(all.size(), 6u);
+  EXPECT_EQ(all[2].event.json, w.event->json);
+  EXPECT_EQ(all[2].event.id, w.event->id);
+  EXPECT_TRUE(store().history_since(31, nullptr, 10).empty());
+  EXPECT_TRUE(store().history_since(0, &all.back(), 10).empty());
+}
+
 // Images are stored with their write's event, found at or before an event id, and expire like
 // events.
 TEST_P(Conformance, ImagesAreFoundAtOrBeforeAnEventAndExpireLikeEvents) {
