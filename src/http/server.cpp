@@ -327,22 +327,27 @@ class Session : public std::enable_shared_from_this<Session> {
     request.body = std::move(req.body());
     request.headers.reserve(static_cast<std::size_t>(std::distance(req.begin(), req.end())));
     for (const auto& field : req) request.headers.emplace_back(field.name_string(), field.value());
+    if (service_->runs_inline(request)) return write(answer(*service_, request), keep_alive, version, head);
     stream_.expires_never();  // the handler may take its time; the client waits
     // The work guard keeps the I/O loop running (even while stopping) until the response is out.
     auto work = asio::make_work_guard(stream_.get_executor());
     asio::post(server_.workers, [self = shared_from_this(), request = std::move(request), keep_alive, version, head,
                                  work = std::move(work)]() mutable {
-      HttpResponse response;
-      try {
-        response = self->service_->handle(request);
-      } catch (const std::exception&) {  // handlers must not throw; if one does, the client still hears
-        response = self->service_->refuse(500, "internal error");
-      }
+      HttpResponse response = answer(*self->service_, request);
       asio::post(self->stream_.get_executor(), [self, response = std::move(response), keep_alive, version, head]() mutable {
         self->write(std::move(response), keep_alive, version, head);
       });
       work.reset();
     });
+  }
+
+  // The service's response; a 500 if the handler broke its promise not to throw.
+  static HttpResponse answer(Service& service, const HttpRequest& request) {
+    try {
+      return service.handle(request);
+    } catch (const std::exception&) {
+      return service.refuse(500, "internal error");
+    }
   }
 
   void on_error(beast::error_code ec) {
