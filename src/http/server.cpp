@@ -71,7 +71,7 @@ std::string ambiguous_framing(const bhttp::request_parser<bhttp::string_body>::v
 
 // Renders a response's status line and headers into `out` as Beast's serializer would: Server,
 // Content-Type, the response's own headers (a later one replaces an earlier one of the same
-// name; the transport's framing headers cannot be set), Connection when it departs from the
+// name; Server and the framing headers are the transport's), Connection when it departs from the
 // version's default, Content-Length (of the body a GET would get, also for HEAD) unless
 // `bodiless`.
 void render_head(const HttpResponse& response, unsigned version, bool keep_alive, bool bodiless, std::string& out) {
@@ -511,12 +511,11 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  // Kept between requests to spare an allocation each, unless a large response grew them.
+  // The body goes at once (an idle connection holds none); the head's string is kept for the
+  // next response, to spare an allocation, unless unusual headers grew it.
   void release_response_buffers() {
-    constexpr std::size_t kKeep = 16 << 10;
-    if (head_.capacity() > kKeep) std::string().swap(head_);
-    if (body_.capacity() > kKeep) std::string().swap(body_);
-    else body_.clear();
+    std::string().swap(body_);
+    if (head_.capacity() > (4 << 10)) std::string().swap(head_);
   }
 
   void close() {

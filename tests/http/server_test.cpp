@@ -132,6 +132,33 @@ TEST(HttpServer, HandlersThatNeverBlockRunOnTheIoThreadInRequestOrder) {
   }
 }
 
+TEST(HttpServer, TheTransportOwnsTheFramingHeaders) {
+  srv::HttpServerOptions options;
+  options.port = 0;
+  options.workers = 2;
+  srv::HttpServer server(
+      options,
+      [](const srv::HttpRequest&) {
+        return srv::HttpResponse{200, "application/json", "four",
+                                 {{"content-type", "text/plain"}, {"Connection", "close"}, {"Content-Length", "99"},
+                                  {"X-A", "1"}, {"x-a", "2"}}};
+      },
+      [](int status, const std::string&) { return srv::HttpResponse{status, "application/json", "{}", {}}; });
+  std::thread runner([&] { server.run(); });
+  // HTTP/1.0 asking to keep the connection: kept (the second answer comes), said so, and the
+  // service's Connection and Content-Length do not count.
+  const std::string out = exchange(server.port(), "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+                                                  "GET /b HTTP/1.0\r\n\r\n");
+  const std::string first = out.substr(0, out.find("HTTP/1.0 200", 1));
+  EXPECT_EQ(first,
+            "HTTP/1.0 200 OK\r\nServer: shadowd\r\ncontent-type: text/plain\r\nx-a: 2\r\n"
+            "Connection: keep-alive\r\nContent-Length: 4\r\n\r\nfour")
+      << out;
+  EXPECT_NE(out.find("HTTP/1.0 200", 1), std::string::npos) << out;
+  server.stop();
+  runner.join();
+}
+
 int connect_to(unsigned short port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
