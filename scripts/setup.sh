@@ -8,6 +8,7 @@ PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
   libsqlite3-dev sqlite3 libssl-dev libcurl4-openssl-dev libfmt-dev
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libre2-dev valgrind curl wrk
+  nginx-light   # bench/http_bench.sh: the independent ceiling (one worker, `return 200`)
   libpugixml-dev libmosquitto-dev mosquitto mosquitto-clients
   python3-yaml  # the build embeds docs/openapi.yaml in shadowd as JSON
   chromium      # the web console's browser tests (tests/e2e/test_console.py, with playwright-core)

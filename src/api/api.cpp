@@ -175,6 +175,11 @@ HttpResponse Api::refuse(int status, const std::string& message) const {
   return json_response(status, render_error(Error(http::refusal_code(status), message)));
 }
 
+bool Api::runs_inline(const HttpRequest& request) const {
+  const std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
+  return path == "/healthz" || path == "/v1/openapi.json";
+}
+
 HttpResponse Api::handle(const HttpRequest& request) {
   auto start = std::chrono::steady_clock::now();
   metrics_.request_started();

@@ -66,6 +66,8 @@ class Api final : public http::Service {
   HttpResponse handle(const HttpRequest& request) override;
   // The response for a request the transport refused (oversized, malformed, shed).
   HttpResponse refuse(int status, const std::string& message) const override;
+  // /healthz and /v1/openapi.json, which touch no store, run on the I/O thread.
+  bool runs_inline(const HttpRequest& request) const override;
   // Every route the API serves. Routing takes each route's methods from here, and a test
   // checks that docs/openapi.yaml documents exactly these.
   static std::span<const Route> routes() noexcept;

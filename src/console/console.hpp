@@ -40,6 +40,8 @@ class Console final : public http::Service {
 
   http::HttpResponse handle(const http::HttpRequest& request) override;
   http::HttpResponse refuse(int status, const std::string& message) const override;
+  // Its files are built in: every request runs on the I/O thread.
+  bool runs_inline(const http::HttpRequest&) const override { return true; }
 
  private:
   http::Metrics& metrics_;

@@ -8,6 +8,8 @@
 
 #include <pthread.h>
 
+#include <array>
+#include <charconv>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -65,6 +67,49 @@ std::string ambiguous_framing(const bhttp::request_parser<bhttp::string_body>::v
     return "repeated Content-Length";
   }
   return {};
+}
+
+// Renders a response's status line and headers into `out` as Beast's serializer would: Server,
+// Content-Type, the response's own headers (a later one replaces an earlier one of the same
+// name; Server and the framing headers are the transport's), Connection when it departs from the
+// version's default, Content-Length (of the body a GET would get, also for HEAD) unless
+// `bodiless`.
+void render_head(const HttpResponse& response, unsigned version, bool keep_alive, bool bodiless, std::string& out) {
+  const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(response.status));
+  out.assign(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  char number[24];
+  auto digits = [&number](auto n) { return std::string_view(number, std::to_chars(number, number + sizeof number, n).ptr); };
+  out.append(digits(response.status));
+  out += ' ';
+  out.append(reason.data(), reason.size());
+  out += "\r\nServer: shadowd\r\n";
+  auto field = [&out](std::string_view name, std::string_view value) {
+    out.append(name);
+    out += ": ";
+    out.append(value);
+    out += "\r\n";
+  };
+  auto replaced = [&response](std::size_t i) {  // by a later header of the same name
+    for (std::size_t j = i + 1; j < response.headers.size(); ++j) {
+      if (beast::iequals(response.headers[j].first, response.headers[i].first)) return true;
+    }
+    return false;
+  };
+  bool own_type = false;
+  for (const auto& [name, value] : response.headers) own_type = own_type || beast::iequals(name, "Content-Type");
+  if (!own_type) field("Content-Type", response.content_type);
+  for (std::size_t i = 0; i < response.headers.size(); ++i) {
+    const auto& [name, value] = response.headers[i];
+    if (beast::iequals(name, "Content-Length") || beast::iequals(name, "Transfer-Encoding") ||
+        beast::iequals(name, "Connection") || beast::iequals(name, "Server") || replaced(i)) {
+      continue;
+    }
+    field(name, value);
+  }
+  if (version == 10 && keep_alive) field("Connection", "keep-alive");
+  if (version != 10 && !keep_alive) field("Connection", "close");
+  if (!bodiless) field("Content-Length", digits(response.body.size()));
+  out += "\r\n";
 }
 
 const sigset_t& shutdown_signals() {
@@ -327,22 +372,27 @@ class Session : public std::enable_shared_from_this<Session> {
     request.body = std::move(req.body());
     request.headers.reserve(static_cast<std::size_t>(std::distance(req.begin(), req.end())));
     for (const auto& field : req) request.headers.emplace_back(field.name_string(), field.value());
+    if (service_->runs_inline(request)) return write(answer(*service_, request), keep_alive, version, head);
     stream_.expires_never();  // the handler may take its time; the client waits
     // The work guard keeps the I/O loop running (even while stopping) until the response is out.
     auto work = asio::make_work_guard(stream_.get_executor());
     asio::post(server_.workers, [self = shared_from_this(), request = std::move(request), keep_alive, version, head,
                                  work = std::move(work)]() mutable {
-      HttpResponse response;
-      try {
-        response = self->service_->handle(request);
-      } catch (const std::exception&) {  // handlers must not throw; if one does, the client still hears
-        response = self->service_->refuse(500, "internal error");
-      }
+      HttpResponse response = answer(*self->service_, request);
       asio::post(self->stream_.get_executor(), [self, response = std::move(response), keep_alive, version, head]() mutable {
         self->write(std::move(response), keep_alive, version, head);
       });
       work.reset();
     });
+  }
+
+  // The service's response; a 500 if the handler broke its promise not to throw.
+  static HttpResponse answer(Service& service, const HttpRequest& request) {
+    try {
+      return service.handle(request);
+    } catch (const std::exception&) {
+      return service.refuse(500, "internal error");
+    }
   }
 
   void on_error(beast::error_code ec) {
@@ -443,22 +493,29 @@ class Session : public std::enable_shared_from_this<Session> {
       bytes = response.body.size();
     }
     stats.response_bytes_in_flight += bytes;
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(response.status), version);
-    res->set(bhttp::field::server, "shadowd");
-    res->set(bhttp::field::content_type, response.content_type);
-    for (auto& [name, value] : response.headers) res->set(name, value);
-    // 1xx, 204 and 304 have no body (RFC 9110 §6.4.1); Beast refuses to write one.
+    // 1xx, 204 and 304 have no body (RFC 9110 §6.4.1).
     const bool bodiless = response.status < 200 || response.status == 204 || response.status == 304;
-    if (!bodiless) res->body() = std::move(response.body);
-    res->keep_alive(keep_alive && !server_.stopping);
-    res->prepare_payload();
-    if (head) res->body().clear();
+    if (bodiless) response.body.clear();
+    const bool keep = keep_alive && !server_.stopping;
+    render_head(response, version, keep, bodiless, head_);
+    if (head) response.body.clear();
+    body_ = std::move(response.body);
+    // Headers and body leave in one gathering write (one sendmsg when the socket takes them).
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(head_), asio::buffer(body_)};
     stream_.expires_after(server_.options.read_timeout);
-    bhttp::async_write(stream_, *res, [self = shared_from_this(), res, bytes](beast::error_code ec, std::size_t) {
+    asio::async_write(stream_, buffers, [self = shared_from_this(), bytes, keep](beast::error_code ec, std::size_t) {
       self->server_.stats.response_bytes_in_flight -= bytes;
-      if (ec || !res->keep_alive()) return self->close();
+      self->release_response_buffers();
+      if (ec || !keep) return self->close();
       self->await_next_request();
     });
+  }
+
+  // The body goes at once (an idle connection holds none); the head's string is kept for the
+  // next response, to spare an allocation, unless unusual headers grew it.
+  void release_response_buffers() {
+    std::string().swap(body_);
+    if (head_.capacity() > (4 << 10)) std::string().swap(head_);
   }
 
   void close() {
@@ -468,6 +525,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
+  std::string head_;  // the status line and headers of the response being written
+  std::string body_;  // its body
   beast::flat_buffer buffer_;  // bounded: max_header_bytes + kReadSlack
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_header_;
@@ -494,7 +553,11 @@ bool StreamState::schedule(std::unique_lock<std::mutex>& lock) {
 }
 
 void HttpServer::Impl::accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+  // A connection's handlers run one at a time: on its strand, or trivially with one I/O thread
+  // (a strand would cost a lock and a shared_ptr copy per handler there).
+  const asio::any_io_executor executor =
+      options.io_threads > 1 ? asio::any_io_executor(asio::make_strand(io)) : asio::any_io_executor(io.get_executor());
+  acceptor.async_accept(executor, [this](beast::error_code ec, tcp::socket socket) {
     if (!acceptor.is_open()) return;  // stopped
     if (ec) {
       // Out of descriptors (or another transient failure): the pending connection stays in

@@ -2,7 +2,8 @@
 // a bodiless status is written without the body a handler gave it; HEAD gets the headers of the
 // GET without its body; streamed responses send
 // their headers first and chunks pushed later, bound what waits for a slow reader, notice a
-// client that goes away and end on stop().
+// client that goes away and end on stop(); handlers a service says never block run on the I/O
+// thread, the others on the pool, in request order either way.
 #include "http/server.hpp"
 
 #include <arpa/inet.h>
@@ -15,9 +16,13 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace srv = deviceshadow::http;
 
@@ -66,6 +71,90 @@ TEST(HttpServer, HandlerMistakesNeverEndTheServer) {
   const std::string empty = exchange(server.port(), "GET /204 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(empty.rfind("HTTP/1.1 204", 0), 0u) << empty;
   EXPECT_EQ(empty.find("a body"), std::string::npos) << empty;
+  server.stop();
+  runner.join();
+}
+
+// /inline/… runs on the I/O thread, the rest on the pool; /…/throw throws.
+class SplitService final : public srv::Service {
+ public:
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::thread::id>> served;  // target, thread
+
+  srv::HttpResponse handle(const srv::HttpRequest& r) override {
+    {
+      std::lock_guard lock(mutex);
+      served.emplace_back(r.target, std::this_thread::get_id());
+    }
+    if (r.target.ends_with("/throw")) throw std::runtime_error("handler bug");
+    return {200, "text/plain", r.target, {}};
+  }
+  srv::HttpResponse refuse(int status, const std::string& message) const override {
+    return {status, "text/plain", message, {}};
+  }
+  bool runs_inline(const srv::HttpRequest& r) const override { return r.target.starts_with("/inline/"); }
+};
+
+TEST(HttpServer, HandlersThatNeverBlockRunOnTheIoThreadInRequestOrder) {
+  srv::HttpServerOptions options;
+  options.port = 0;
+  options.workers = 2;
+  SplitService service;
+  srv::HttpServer server(options, [&service](std::string_view) -> srv::Service& { return service; });
+  std::promise<std::thread::id> io_thread;  // run() serves I/O on its caller's thread (io_threads = 1)
+  std::thread runner([&] {
+    io_thread.set_value(std::this_thread::get_id());
+    server.run();
+  });
+  const std::thread::id io = io_thread.get_future().get();
+  // Pipelined on one connection, alternating: the answers come in request order.
+  const std::string out = exchange(server.port(), "GET /pool/1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                  "GET /inline/2 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                  "GET /inline/throw HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                  "GET /pool/3 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                  "GET /inline/4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  std::size_t at = 0;
+  for (const char* body : {"/pool/1", "/inline/2", "internal error", "/pool/3", "/inline/4"}) {
+    const std::size_t found = out.find(body, at);
+    ASSERT_NE(found, std::string::npos) << body << " in order in " << out;
+    at = found;
+  }
+  EXPECT_NE(out.find("HTTP/1.1 500"), std::string::npos) << out;
+  server.stop();
+  runner.join();
+  ASSERT_EQ(service.served.size(), 5u);
+  for (const auto& [target, thread] : service.served) {
+    if (target.starts_with("/inline/")) {
+      EXPECT_EQ(thread, io) << target;
+    } else {
+      EXPECT_NE(thread, io) << target;
+    }
+  }
+}
+
+TEST(HttpServer, TheTransportOwnsTheFramingHeaders) {
+  srv::HttpServerOptions options;
+  options.port = 0;
+  options.workers = 2;
+  srv::HttpServer server(
+      options,
+      [](const srv::HttpRequest&) {
+        return srv::HttpResponse{200, "application/json", "four",
+                                 {{"content-type", "text/plain"}, {"Connection", "close"}, {"Content-Length", "99"},
+                                  {"X-A", "1"}, {"x-a", "2"}}};
+      },
+      [](int status, const std::string&) { return srv::HttpResponse{status, "application/json", "{}", {}}; });
+  std::thread runner([&] { server.run(); });
+  // HTTP/1.0 asking to keep the connection: kept (the second answer comes), said so, and the
+  // service's Connection and Content-Length do not count.
+  const std::string out = exchange(server.port(), "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+                                                  "GET /b HTTP/1.0\r\n\r\n");
+  const std::string first = out.substr(0, out.find("HTTP/1.0 200", 1));
+  EXPECT_EQ(first,
+            "HTTP/1.0 200 OK\r\nServer: shadowd\r\ncontent-type: text/plain\r\nx-a: 2\r\n"
+            "Connection: keep-alive\r\nContent-Length: 4\r\n\r\nfour")
+      << out;
+  EXPECT_NE(out.find("HTTP/1.0 200", 1), std::string::npos) << out;
   server.stop();
   runner.join();
 }
