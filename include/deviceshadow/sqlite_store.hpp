@@ -1,4 +1,4 @@
-// The embedded default store (Store and DeliveryStore): one SQLite database file in WAL mode.
+// The embedded default store (Store, DeliveryStore and JobStore): one SQLite database file in WAL mode.
 //
 // Writes go through a single writer thread that commits whatever writes are queued together
 // in one transaction (group commit), each in its own savepoint, so a failed condition rolls
@@ -35,6 +35,6 @@ struct SqliteOptions {
 std::unique_ptr<StoreBackend> open_sqlite_store(const SqliteOptions& options);
 
 // The schema version this build writes.
-inline constexpr int kSqliteSchemaVersion = 7;
+inline constexpr int kSqliteSchemaVersion = 8;
 
 }  // namespace deviceshadow

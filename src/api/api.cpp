@@ -47,6 +47,9 @@ constexpr Route kRoutes[] = {
     {"/v1/shadows/search", "POST"},
     {"/v1/shadows/count", "GET"},
     {"/v1/shadows/aggregate", "POST"},
+    {"/v1/jobs", "GET, POST"},
+    {"/v1/jobs/{id}", "GET"},
+    {"/v1/jobs/{id}/cancel", "POST"},
 };
 
 HttpResponse json_response(int status, std::string body) { return {status, "application/json", std::move(body), {}}; }
@@ -314,6 +317,18 @@ HttpResponse Api::route(Context& ctx) {
   if (s.size() == 3 && s[0] == "v1" && s[1] == "shadows" && s[2] == "aggregate") {
     only("/v1/shadows/aggregate");
     return aggregate(ctx);
+  }
+  if (s.size() >= 2 && s[0] == "v1" && s[1] == "jobs" && s.size() <= 4) {
+    if (s.size() == 2) {
+      only("/v1/jobs");
+    } else if (s.size() == 3) {
+      only("/v1/jobs/{id}");
+    } else if (s[3] == "cancel") {
+      only("/v1/jobs/{id}/cancel");
+    } else {
+      throw Error::not_found("no such endpoint: " + m + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
+    }
+    return jobs(ctx);
   }
   throw Error::not_found("no such endpoint: " + ctx.request.method + " " + std::string(ctx.request.target.substr(0, ctx.request.target.find('?'))));
 }

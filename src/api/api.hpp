@@ -23,6 +23,9 @@ class CursorKey;
 namespace deviceshadow::live {
 class Hub;
 }
+namespace deviceshadow::jobs {
+class JobRunner;
+}
 
 namespace deviceshadow::api {
 
@@ -46,6 +49,9 @@ struct ApiOptions {
   // Serves the live change streams (docs/streams.md, src/api/streams.cpp); nullptr: they answer 400
   // saying the store does not offer them (DynamoDB).
   live::Hub* streams = nullptr;
+  // Runs the bulk jobs (docs/jobs.md, src/api/jobs.cpp); nullptr: /v1/jobs answers 400 saying
+  // the store does not keep them (DynamoDB).
+  jobs::JobRunner* jobs = nullptr;
 };
 
 class Api final : public http::Service {
@@ -83,6 +89,7 @@ class Api final : public http::Service {
   HttpResponse count(Context& ctx);   // queries.cpp
   HttpResponse aggregate(Context& ctx);  // queries.cpp
   HttpResponse events(Context& ctx);  // streams.cpp
+  HttpResponse jobs(Context& ctx);    // jobs.cpp
   void authorize(Context& ctx, Action action, std::string_view thing) const;
 
   Engine& engine_;

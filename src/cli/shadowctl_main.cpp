@@ -17,6 +17,9 @@
 #include <functional>
 #include <iostream>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 namespace ds = deviceshadow;
 namespace json = boost::json;
@@ -195,6 +198,59 @@ std::string describe_target(const json::object& registration) {
   }
   if (target.contains("topic")) type += " topic " + field(target, "topic");
   return type;
+}
+
+// One job as GET /v1/jobs/{id} shows it; `brief`: its first line only (a listing).
+void print_job(const json::object& j, bool brief) {
+  std::cout << field(j, "id") << "  " << field(j, "status") << "  " << field(j, "targets") << " targets: "
+            << field(j, "succeeded") << " succeeded, " << field(j, "failed") << " failed, " << field(j, "skipped")
+            << " skipped\n";
+  if (brief) return;
+  std::cout << "  filter " << field(j, "filter") << "\n  ";
+  if (j.contains("desired")) {
+    std::cout << "desired " << ds::escape_controls(ds::to_json(j.at("desired")));
+  } else {
+    std::cout << "delete desired";
+  }
+  std::cout << "  clientToken " << field(j, "clientToken");
+  for (const char* k : {"ratePerSecond", "abortAfterFailures"}) {
+    if (j.contains(k)) std::cout << "  " << k << " " << field(j, k);
+  }
+  std::cout << "\n  created " << field(j, "createdAt");
+  if (j.contains("finishedAt")) std::cout << "  finished " << field(j, "finishedAt");
+  std::cout << "\n";
+  if (j.contains("reason")) std::cout << "  " << field(j, "reason") << "\n";
+  if (const json::value* errors = j.if_contains("errors"); errors && !errors->as_array().empty()) {
+    std::cout << "errors (the first " << errors->as_array().size() << ")\n";
+    for (const auto& e : errors->as_array()) {
+      const json::object& o = e.as_object();
+      const json::object& error = o.at("error").as_object();
+      std::cout << "  " << field(o, "thing") << "  " << field(o, "name") << "  " << field(error, "code") << ": "
+                << field(error, "message") << "\n";
+    }
+  }
+}
+
+// Polls the job until it finishes; on a terminal, draws its progress on stderr meanwhile.
+json::object follow_job(const Client& client, const std::string& id) {
+  const bool terminal = isatty(STDERR_FILENO);
+  while (true) {
+    json::object j = parse_reply(call(client, "GET", "/v1/jobs/" + ds::percent_encode(id))).as_object();
+    const auto count = [&](const char* k) { return j.at(k).to_number<std::uint64_t>(); };
+    const std::uint64_t targets = count("targets"), done = count("succeeded") + count("failed") + count("skipped");
+    if (terminal) {
+      constexpr int kWidth = 30;
+      const int filled = targets ? static_cast<int>(done * kWidth / targets) : kWidth;
+      std::cerr << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '-') << "] " << done << "/" << targets
+                << "  failed " << count("failed") << "  skipped " << count("skipped") << "  " << field(j, "status")
+                << "   " << std::flush;
+    }
+    if (field(j, "status") != "running") {
+      if (terminal) std::cerr << "\n";
+      return j;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
 }
 
 void print_registrations(const json::object& r) {
@@ -444,6 +500,32 @@ int main(int argc, char** argv) {
   for (CLI::App* c : {reg_redrive, reg_purge}) c->add_option("event_id", event_ids, "dead letters, by event id");
   reg_purge->add_flag("--all", all, "every dead letter of the registration");
 
+  // Bulk jobs (docs/jobs.md).
+  std::string job_id, desired_state;
+  bool delete_desired = false, dry_run = false, wait = false;
+  std::optional<double> rate;
+  std::optional<std::uint64_t> abort_after;
+  CLI::App* jobs = app.add_subcommand("jobs", "bulk jobs: one desired write to every shadow a filter matches (docs/jobs.md)");
+  jobs->require_subcommand(1);
+  CLI::App* job_start = jobs->add_subcommand("start", "start a job (or --dry-run: count its targets)");
+  CLI::App* job_get = jobs->add_subcommand("get", "show a job and its progress");
+  CLI::App* job_list = jobs->add_subcommand("list", "list jobs, newest first");
+  CLI::App* job_cancel = jobs->add_subcommand("cancel", "cancel a running job");
+  job_start->add_option("filter", filter, "the shadows to write, e.g. 'lt(reported/fw,\"1.3.0\")'")->required();
+  CLI::Option* desired_opt = job_start->add_option("--desired", desired_state, "the desired state as JSON, @FILE or - (stdin)");
+  job_start->add_flag("--delete-desired", delete_desired, "delete each target's desired section instead")->excludes(desired_opt);
+  job_start->add_option("--mode", mode, "server_is_master (default) or client_is_master");
+  job_start->add_option("--client-token", client_token, "the writes' client token (default job:<id>)");
+  job_start->add_option("--rate", rate, "targets per second at most (0.1-100000)");
+  job_start->add_option("--abort-after", abort_after, "end the job as failed once this many targets failed");
+  job_start->add_flag("--dry-run", dry_run, "write nothing: print how many shadows would be targets, and the first 100");
+  for (CLI::App* c : {job_get, job_cancel}) c->add_option("id", job_id, "job id")->required();
+  for (CLI::App* c : {job_start, job_get}) {
+    c->add_flag("--wait", wait, "follow the job until it finishes (a progress bar on a terminal); exit status 1 unless it succeeded");
+  }
+  job_list->add_option("--limit", limit, "page size (1-1000)");
+  job_list->add_option("--cursor", cursor, "continue after a previous page");
+
   cli::ListenOptions listen_options;
   CLI::App* listen_cmd = app.add_subcommand("listen", "receive webhook notifications and print each event");
   listen_cmd->add_option("--port", listen_options.port, "port to listen on; 0 picks a free one")->required();
@@ -650,6 +732,59 @@ int main(int argc, char** argv) {
         }
         if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
       };
+    } else if (*jobs) {
+      auto print_full = [](const json::object& r) { print_job(r, false); };
+      if (*job_start) {
+        if (desired_state.empty() == !delete_desired) throw std::runtime_error("jobs start: give --desired STATE or --delete-desired");
+        json::object request;
+        request["filter"] = filter;
+        if (delete_desired) {
+          request["delete"] = "desired";
+        } else {
+          request["desired"] = ds::parse_json(read_state_argument(desired_state));
+        }
+        if (!mode.empty()) request["mode"] = mode;
+        if (!client_token.empty()) request["clientToken"] = client_token;
+        if (rate) request["ratePerSecond"] = *rate;
+        if (abort_after) request["abortAfterFailures"] = *abort_after;
+        if (dry_run) request["dryRun"] = true;
+        const std::string text = ds::to_json(request);
+        reply = call(client, "POST", "/v1/jobs", &text);
+        if (dry_run) {
+          print = [](const json::object& r) {
+            std::cout << field(r, "targets") << " targets\n";
+            for (const auto& t : r.at("sample").as_array()) {
+              std::cout << "  " << field(t.as_object(), "thing") << "  " << field(t.as_object(), "name") << "\n";
+            }
+          };
+        } else {
+          print = print_full;
+          if (wait) job_id = field(parse_reply(reply).as_object(), "id");
+        }
+      } else if (*job_get) {
+        reply = call(client, "GET", "/v1/jobs/" + ds::percent_encode(job_id));
+        print = print_full;
+      } else if (*job_list) {
+        reply = call(client, "GET", "/v1/jobs" + query);
+        print = [](const json::object& r) {
+          for (const auto& j : r.at("jobs").as_array()) print_job(j.as_object(), true);
+          if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
+        };
+      } else if (*job_cancel) {
+        reply = call(client, "POST", "/v1/jobs/" + ds::percent_encode(job_id) + "/cancel");
+        print = print_full;
+      }
+      if (wait && !job_id.empty()) {
+        parse_reply(reply);  // a refused start or an unknown job fails here
+        const json::object finished = follow_job(client, job_id);
+        reply = {200, ds::to_json(finished)};
+        if (as_json) {
+          std::cout << reply.body << "\n";
+        } else {
+          print_job(finished, false);
+        }
+        return field(finished, "status") == "succeeded" ? 0 : 1;
+      }
     } else if (*regs) {
       const std::string path = "/v1/registrations" + (registration.empty() ? "" : "/" + ds::percent_encode(registration));
       const std::string dead_letters = path + "/dead-letters";

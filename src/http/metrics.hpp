@@ -66,6 +66,7 @@ class MeteredStore final : public StoreBackend {
   std::size_t purge(std::int64_t now_ns) override;
   std::optional<std::string> unready() override { return inner_.unready(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
+  JobStore* job_store() noexcept override { return inner_.job_store(); }
 
   bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override;
   std::size_t purge_dead_letters(std::int64_t now_ns) override;

@@ -21,6 +21,7 @@
 #include "http/log.hpp"
 #include "http/metrics.hpp"
 #include "query/cursor.hpp"
+#include "jobs/runner.hpp"
 #include "live/hub.hpp"
 #include "shadowd/options.hpp"
 
@@ -233,12 +234,27 @@ int serve(const Settings& s) {
                                      .max_replays = std::max<std::size_t>(1, s.workers / 4)});
     metrics.add_section([h = hub.get()](std::string& out) { h->render_metrics(out); });
   }
+  // Bulk jobs run where the store keeps them (SQLite, memory); their runner takes up the jobs a
+  // crash or restart interrupted.
+  std::unique_ptr<ds::jobs::JobRunner> job_runner;
+  if (ds::JobStore* job_store = backend->job_store()) {
+    ds::jobs::JobOptions o;
+    o.max_active = s.max_jobs;
+    o.limits.max_targets = s.max_job_targets;
+    o.parallelism = options.batch_parallelism;
+    o.on_error = [&logger](const std::string& job, const std::string& error) {
+      logger.log(srv::LogLevel::error, "a job could not go on", {{"job", job}, {"error", error}});
+    };
+    job_runner = std::make_unique<ds::jobs::JobRunner>(engine, *job_store, std::move(o));
+    job_runner->start();
+  }
   ds::api::ApiOptions api_options{.private_readyz = s.private_readyz};
   api_options.queries = {.budget = s.query_budget, .scan_needs_consent = on_dynamodb};
   if (std::string key_file = cursor_key_file(s, store_spec); !key_file.empty()) {
     api_options.cursor_key = std::make_shared<const ds::query::CursorKey>(ds::query::CursorKey::from_file(key_file));
   }
   api_options.streams = hub.get();
+  api_options.jobs = job_runner.get();
   ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, api_options);
   awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
                         {s.aws_classic_shadow, s.aws_acknowledge});

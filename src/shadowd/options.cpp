@@ -255,6 +255,11 @@ Command parse_command_line(int argc, const char* const* argv) {
                  "shadows one fleet query (search, count) may examine; past it the query is refused with 400 "
                  "query_too_expensive")
       ->envname(env("QUERY_BUDGET"))->check(whole(1, 1000000000))->capture_default_str();
+  app.add_option("--max-jobs", s.max_jobs, "bulk jobs running at once at most; starting another is refused with 429")
+      ->envname(env("MAX_JOBS"))->check(whole(1, 1000))->capture_default_str();
+  app.add_option("--max-job-targets", s.max_job_targets,
+                 "shadows one bulk job may target at most; a job (or dry run) matching more is refused with 400")
+      ->envname(env("MAX_JOB_TARGETS"))->check(whole(1, 100000000))->capture_default_str();
   app.add_option("--cursor-key-file", s.cursor_key_file,
                  "file holding the key that seals fleet-query cursors, created (mode 0600, 32 random bytes) if missing; "
                  "shadowd instances sharing a store should share it. Default: cursor.key beside the SQLite database; "

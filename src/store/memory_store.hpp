@@ -1,5 +1,5 @@
 // The memory store's one object (not public API): its shadows in memory_store.cpp, its delivery
-// state in memory_delivery.cpp, under one lock.
+// state in memory_delivery.cpp, its bulk jobs in memory_jobs.cpp, under one lock.
 #pragma once
 
 #include "deviceshadow/store_backend.hpp"
@@ -11,7 +11,7 @@
 
 namespace deviceshadow {
 
-class MemoryStore final : public StoreBackend {
+class MemoryStore final : public StoreBackend, public JobStore {
  public:
   // Store
   std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override;
@@ -46,6 +46,18 @@ class MemoryStore final : public StoreBackend {
   std::uint64_t feed_end() override;
   void set_feed_listener(std::function<void()> listener) override { feed_listener_.set(std::move(listener)); }
 
+  // JobStore (memory_jobs.cpp)
+  JobStore* job_store() noexcept override { return this; }
+  void create_job(const JobRecord& job) override;
+  bool update_job(const JobRecord& job, std::uint64_t expected_revision) override;
+  std::optional<JobRecord> job(std::string_view id) override;
+  std::vector<JobRecord> jobs(std::string_view before, std::size_t limit) override;
+  std::vector<JobRecord> active_jobs() override;
+  void remove_job(std::string_view id) override;
+  void put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) override;
+  std::vector<ShadowKey> targets(std::string_view job, std::uint64_t page) override;
+  void remove_targets(std::string_view job) override;
+
  private:
   std::shared_mutex mutex_;
   std::map<ShadowKey, ShadowRecord> shadows_;
@@ -57,6 +69,8 @@ class MemoryStore final : public StoreBackend {
   std::deque<FeedEntry> feed_;  // in seq order; appended by write
   FeedListener feed_listener_;
   std::uint64_t last_seq_ = 0;
+  std::map<std::string, JobRecord, std::greater<>> jobs_;  // newest first
+  std::map<std::pair<std::string, std::uint64_t>, std::vector<ShadowKey>> job_targets_;
 };
 
 }  // namespace deviceshadow

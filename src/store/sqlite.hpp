@@ -1,6 +1,7 @@
 // The SQLite store's one object (not public API): its shadows and the machinery (the writer
 // thread and its group commit, the reader pool, the checkpoint thread) in sqlite_store.cpp, its
-// delivery state in sqlite_delivery.cpp. Both write through the one writer connection.
+// delivery state in sqlite_delivery.cpp, its bulk jobs in sqlite_jobs.cpp. All write through the
+// one writer connection.
 #pragma once
 
 #include "deviceshadow/error.hpp"
@@ -137,7 +138,7 @@ class Connection {
 
 }  // namespace sqlite
 
-class SqliteStore final : public StoreBackend {
+class SqliteStore final : public StoreBackend, public JobStore {
  public:
   explicit SqliteStore(const SqliteOptions& options);
   ~SqliteStore() override;
@@ -174,6 +175,18 @@ class SqliteStore final : public StoreBackend {
   void trim_feed(std::uint64_t up_to) override;
   std::uint64_t feed_end() override;
   void set_feed_listener(std::function<void()> listener) override { feed_listener_.set(std::move(listener)); }
+
+  // JobStore (sqlite_jobs.cpp)
+  JobStore* job_store() noexcept override { return this; }
+  void create_job(const JobRecord& job) override;
+  bool update_job(const JobRecord& job, std::uint64_t expected_revision) override;
+  std::optional<JobRecord> job(std::string_view id) override;
+  std::vector<JobRecord> jobs(std::string_view before, std::size_t limit) override;
+  std::vector<JobRecord> active_jobs() override;
+  void remove_job(std::string_view id) override;
+  void put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) override;
+  std::vector<ShadowKey> targets(std::string_view job, std::uint64_t page) override;
+  void remove_targets(std::string_view job) override;
 
  private:
   using Connection = sqlite::Connection;

@@ -91,6 +91,19 @@ CREATE INDEX IF NOT EXISTS images_expiry ON images(expires);
 PRAGMA user_version = 7;
 )sql";
 
+// Version 8: bulk jobs (docs/jobs.md) -- each job's record, and its target list in pages of
+// [[thing, name], …] JSON. IF NOT EXISTS, as version 7.
+constexpr const char* kSchemaV8 = R"sql(
+CREATE TABLE IF NOT EXISTS jobs(
+  id TEXT NOT NULL PRIMARY KEY, spec TEXT NOT NULL, progress TEXT NOT NULL, active INTEGER NOT NULL,
+  revision INTEGER NOT NULL, owner TEXT NOT NULL, lease_expires INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_active ON jobs(id) WHERE active = 1;
+CREATE TABLE IF NOT EXISTS job_targets(
+  job TEXT NOT NULL, page INTEGER NOT NULL, targets TEXT NOT NULL,
+  PRIMARY KEY (job, page)) WITHOUT ROWID;
+PRAGMA user_version = 8;
+)sql";
+
 constexpr const char* kSelectSections =
     "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires, times "
     "FROM sections WHERE thing = ?1 AND name = ?2";
@@ -362,7 +375,7 @@ void SqliteStore::migrate(Connection& c) {
   // Each step runs in its own transaction, so an interrupted migration resumes where it stopped.
   for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
                            std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5},
-                           std::pair{5, kSchemaV6}, std::pair{6, kSchemaV7}}) {
+                           std::pair{5, kSchemaV6}, std::pair{6, kSchemaV7}, std::pair{7, kSchemaV8}}) {
     if (version > from) continue;
     c.exec("BEGIN IMMEDIATE");
     c.exec(sql);

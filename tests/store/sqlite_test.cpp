@@ -189,6 +189,31 @@ TEST(Sqlite, MigratesVersion6ToKeepImages) {
   EXPECT_FALSE(store->image_before(w.key, "00000000000000000010#R1").has_value());
 }
 
+// Version 8 adds the bulk jobs' tables to a version 7 database, keeping its shadows.
+TEST(Sqlite, MigratesVersion7ByAddingTheJobTables) {
+  TempDir dir;
+  auto db = dir.path() / "nested" / "dir" / "shadows.db";
+  {
+    auto store = ds::open_sqlite_store(options_in(dir));
+    ds::Engine engine(*store);
+    ds::UpdateRequest r;
+    r.key = {"t", "main"};
+    r.state["a"] = 1;
+    engine.update(r);
+  }
+  scalar(db, "DROP TABLE jobs");
+  scalar(db, "DROP TABLE job_targets");
+  scalar(db, "PRAGMA user_version = 7");
+  auto store = ds::open_sqlite_store(options_in(dir));
+  EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+  EXPECT_TRUE(store->read(ds::ShadowKey{"t", "main"}).reported.exists());
+  ds::JobStore& jobs = *store->job_store();
+  jobs.create_job({"0000000000000001-00000001", "{}", "{}", true, 1, "", 0});
+  jobs.put_targets("0000000000000001-00000001", 0, std::vector<ds::ShadowKey>{{"t", "main"}});
+  EXPECT_EQ(jobs.active_jobs().size(), 1u);
+  EXPECT_EQ(jobs.targets("0000000000000001-00000001", 0).size(), 1u);
+}
+
 // Dead letters stored before version 5 had no expiry: they expire 14 days (the default
 // retention) after they failed, and purge_dead_letters drops them then.
 TEST(Sqlite, MigratesVersion4DeadLettersToExpireAfterTheDefaultRetention) {

@@ -1,0 +1,82 @@
+// Bulk jobs (docs/jobs.md): POST /v1/jobs (start, or a dry run), GET /v1/jobs[/{id}], POST
+// /v1/jobs/{id}/cancel. Starting and cancelling need a role that may write desired (delete, for a
+// job deleting desired); reading, one that may read. A token limited to some things selects
+// targets among those only.
+#include "api/api.hpp"
+#include "api/handlers.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+#include "jobs/runner.hpp"
+
+#include <algorithm>
+
+namespace deviceshadow::api {
+namespace {
+
+// Job ids as the runner makes them: 16 hex digits, '-', 8 hex digits.
+void check_job_id(const std::string& id) {
+  const bool valid = id.size() == 25 && id[16] == '-' && std::all_of(id.begin(), id.end(), [](char c) {
+                       return c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                     });
+  if (!valid) throw Error::invalid_request("not a job id: " + id.substr(0, 64), "id");
+}
+
+}  // namespace
+
+HttpResponse Api::jobs(Context& ctx) {
+  if (!options_.jobs) {
+    throw Error::invalid_request("bulk jobs are not available on this store (DynamoDB): run them on SQLite or memory");
+  }
+  jobs::JobRunner& runner = *options_.jobs;
+  const std::vector<std::string>& s = ctx.segments;
+  std::span<const ThingPattern> scope = ctx.token ? std::span<const ThingPattern>(ctx.token->patterns) : std::span<const ThingPattern>();
+  if (s.size() == 2 && ctx.request.method == "POST") {
+    http::allow_only(ctx.query, {});
+    authorize(ctx, Action::write_desired, "");
+    const jobs::JobSpec spec = jobs::parse_job_request(ctx.request.body, engine_.options().document,
+                                                      runner.options().limits, engine_.options().clock());
+    if (!spec.desired) authorize(ctx, Action::remove, "");
+    if (spec.dry_run) {
+      const jobs::DryRun dry = runner.dry_run(spec, scope);
+      std::string out = "{\"dryRun\":true,\"targets\":" + std::to_string(dry.targets) + ",\"sample\":[";
+      for (std::size_t i = 0; i < dry.sample.size(); ++i) {
+        out += i ? ",{\"thing\":" : "{\"thing\":";
+        append_json_string(out, dry.sample[i].thing);
+        out += ",\"name\":";
+        append_json_string(out, dry.sample[i].name);
+        out += '}';
+      }
+      return json_response(200, out + "]}");
+    }
+    const JobRecord job = runner.create(spec, scope);
+    return json_response(202, jobs::render_job(job));
+  }
+  if (s.size() == 2) {
+    http::allow_only(ctx.query, {"limit", "cursor"});
+    authorize(ctx, Action::read, "");
+    const std::size_t limit = parse_limit(ctx.query);
+    const std::string before = ctx.query.contains("cursor") ? decode_cursor(ctx.query["cursor"]) : "";
+    std::vector<JobRecord> list = runner.list(before, limit + 1);
+    std::string out = "{\"jobs\":[";
+    for (std::size_t i = 0; i < list.size() && i < limit; ++i) out += (i ? "," : "") + jobs::render_job(list[i], false);
+    out += ']';
+    if (list.size() > limit) {
+      out += ",\"cursor\":";
+      append_json_string(out, encode_cursor(list[limit - 1].id));
+    }
+    return json_response(200, out + "}");
+  }
+  http::allow_only(ctx.query, {});
+  check_job_id(s[2]);
+  if (s.size() == 4) {
+    authorize(ctx, Action::write_desired, "");
+    return json_response(200, jobs::render_job(runner.cancel(s[2])));
+  }
+  authorize(ctx, Action::read, "");
+  std::optional<JobRecord> job = runner.get(s[2]);
+  if (!job) throw Error::not_found("no job " + s[2]);
+  return json_response(200, jobs::render_job(*job));
+}
+
+}  // namespace deviceshadow::api

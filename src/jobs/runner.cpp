@@ -1,0 +1,435 @@
+#include "jobs/runner.hpp"
+
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+namespace deviceshadow::jobs {
+namespace {
+
+constexpr std::size_t kSample = 100;
+constexpr int kMaxJudgements = 5;  // reads and judgements of one target before it fails on conflicts
+
+std::string random_hex(int digits) {
+  static thread_local std::mt19937_64 random{std::random_device{}()};
+  std::string out;
+  for (int i = 0; i < digits; ++i) out += "0123456789abcdef"[random() % 16];
+  return out;
+}
+
+// 16 hex digits of the creation time in ns, '-', 8 random hex digits: ids sort by creation.
+std::string new_job_id(std::int64_t now_ns) {
+  char time[17];
+  std::snprintf(time, sizeof time, "%016llx", static_cast<unsigned long long>(now_ns));
+  return std::string(time) + "-" + random_hex(8);
+}
+
+enum class Outcome { pending, succeeded, failed, skipped };
+
+// Whether the job's write to `key` is already stored: the desired section was last written with
+// the job's token, or the shadow's history since the job began holds an event with it (history
+// is stored in the write's transaction). For the targets whose outcome a crash left unrecorded.
+bool already_written(Store& store, const ShadowKey& key, const ShadowRecord& record, const std::string& token,
+                     std::int64_t since_ns) {
+  if (record.desired.client_token == token && record.desired.timestamp_ns >= since_ns) return true;
+  HistoryQuery q;
+  q.limit = 100;
+  q.descending = false;
+  q.since_ns = since_ns;
+  while (true) {
+    std::vector<HistoryEvent> events = store.history(key, q);
+    for (const HistoryEvent& e : events) {
+      const json::value v = parse_json(e.json, 512);
+      const json::value* t = v.is_object() ? v.get_object().if_contains("clientToken") : nullptr;
+      if (t && t->is_string() && t->get_string() == token) return true;
+    }
+    if (events.size() < q.limit) return false;
+    q.after_id = events.back().id;
+  }
+}
+
+// Spreads the writes of a job with ratePerSecond over time, across its workers.
+class Pacer {
+ public:
+  explicit Pacer(std::optional<double> rate)
+      : interval_(rate ? std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / *rate)) : std::chrono::nanoseconds(0)) {}
+  // Waits for the next slot; false (without waiting it out) once `stop` is set.
+  bool wait(const std::atomic<bool>& stop, const std::atomic<bool>& stopping) {
+    if (interval_.count() == 0) return true;
+    std::chrono::steady_clock::time_point slot;
+    {
+      std::lock_guard lock(mutex_);
+      slot = std::max(next_, std::chrono::steady_clock::now());
+      next_ = slot + interval_;
+    }
+    while (std::chrono::steady_clock::now() < slot) {
+      if (stop || stopping) return false;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(slot - std::chrono::steady_clock::now(),
+                                                                                std::chrono::milliseconds(50)));
+    }
+    return true;
+  }
+
+ private:
+  std::chrono::nanoseconds interval_;
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point next_{};
+};
+
+}  // namespace
+
+struct JobRunner::Running {
+  JobRecord record;                 // as last stored
+  std::atomic<bool> stop{false};    // cancelled: take no more targets
+  std::atomic<bool> cancelled{false};
+  std::atomic<bool> done{false};
+  std::thread thread;
+};
+
+JobRunner::JobRunner(Engine& engine, JobStore& store, JobOptions options)
+    : engine_(engine), store_(store), options_(std::move(options)) {
+  if (options_.owner.empty()) options_.owner = "runner-" + random_hex(12);
+  options_.parallelism = std::max<std::size_t>(1, options_.parallelism);
+  options_.page_size = std::max<std::size_t>(1, options_.page_size);
+}
+
+JobRunner::~JobRunner() {
+  std::map<std::string, std::shared_ptr<Running>, std::less<>> running;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    running = running_;
+  }
+  wake_.notify_all();
+  if (supervisor_.joinable()) supervisor_.join();
+  for (auto& [id, r] : running) {
+    if (r->thread.joinable()) r->thread.join();
+  }
+}
+
+void JobRunner::start() {
+  take_up_jobs();
+  supervisor_ = std::thread([this] { supervise(); });
+}
+
+void JobRunner::supervise() {
+  std::unique_lock lock(mutex_);
+  while (!wake_.wait_for(lock, options_.poll, [&] { return stopping_.load(); })) {
+    lock.unlock();
+    try {
+      take_up_jobs();
+    } catch (const std::exception& e) {
+      if (options_.on_error) options_.on_error("", e.what());
+    }
+    lock.lock();
+  }
+}
+
+void JobRunner::take_up_jobs() {
+  std::vector<JobRecord> active = store_.active_jobs();
+  std::lock_guard lock(mutex_);
+  for (auto it = running_.begin(); it != running_.end();) {  // reap the finished
+    if (!it->second->done) {
+      ++it;
+      continue;
+    }
+    if (it->second->thread.joinable()) it->second->thread.join();
+    it = running_.erase(it);
+  }
+  const std::int64_t now = engine_.options().clock();
+  for (JobRecord& job : active) {
+    if (stopping_ || running_.contains(job.id)) continue;
+    if (!options_.exclusive_store && !job.owner.empty() && job.owner != options_.owner && job.lease_expires_ns > now) {
+      continue;  // another runner holds it
+    }
+    JobProgress p = progress_of(job.progress);
+    ++p.runs;
+    JobRecord claimed = job;
+    claimed.progress = render_progress(p);
+    claimed.owner = options_.owner;
+    claimed.lease_expires_ns = now + std::chrono::nanoseconds(options_.lease).count();
+    claimed.revision = job.revision + 1;
+    if (store_.update_job(claimed, job.revision)) launch(std::move(claimed));
+  }
+}
+
+// Needs mutex_ held.
+void JobRunner::launch(JobRecord job) {
+  auto r = std::make_shared<Running>();
+  r->record = std::move(job);
+  running_[r->record.id] = r;
+  r->thread = std::thread([this, r] {
+    try {
+      run(*r);
+    } catch (const std::exception& e) {  // the store failed: a later poll takes the job up again
+      if (options_.on_error) options_.on_error(r->record.id, e.what());
+    }
+    r->done = true;
+  });
+}
+
+std::uint64_t JobRunner::select(const JobSpec& spec, std::span<const ThingPattern> scope,
+                                const std::function<void(const ShadowKey&)>& each) {
+  const query::Filter filter = query::Filter::parse(spec.filter, engine_.options().clock());
+  const std::uint64_t max = options_.limits.max_targets;
+  std::uint64_t n = 0;
+  query::scan(engine_.store(), engine_.options().document.timestamp_keys, {filter, scope, std::nullopt, true},
+              {.budget = options_.examine_budget}, [&](const query::Subject& s) {
+                if (++n > max) {
+                  throw Error(ErrorCode::invalid_request,
+                              "this job would target more than " + std::to_string(max) +
+                                  " shadows, the most one job may; narrow the filter or split the job",
+                              ErrorDetails{.field = "filter", .limit = max});
+                }
+                each(s.key());
+                return true;
+              });
+  return n;
+}
+
+DryRun JobRunner::dry_run(const JobSpec& spec, std::span<const ThingPattern> scope) {
+  DryRun out;
+  out.targets = select(spec, scope, [&](const ShadowKey& key) {
+    if (out.sample.size() < kSample) out.sample.push_back(key);
+  });
+  return out;
+}
+
+JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
+  std::lock_guard creating(create_mutex_);
+  if (store_.active_jobs().size() >= options_.max_active) {
+    throw Error(ErrorCode::throttled, "at most " + std::to_string(options_.max_active) +
+                                          " jobs run at once; wait for one to finish or cancel one");
+  }
+  const std::int64_t now = engine_.options().clock();
+  const std::string id = new_job_id(now);
+  if (spec.client_token.empty()) spec.client_token = "job:" + id;
+  JobProgress p;
+  p.created_ns = now;
+  p.runs = 1;
+  try {
+    std::vector<ShadowKey> page;
+    std::uint64_t pages = 0;
+    p.targets = select(spec, scope, [&](const ShadowKey& key) {
+      page.push_back(key);
+      if (page.size() == options_.page_size) {
+        store_.put_targets(id, pages++, page);
+        page.clear();
+      }
+    });
+    if (!page.empty()) store_.put_targets(id, pages, page);
+  } catch (...) {
+    store_.remove_job(id);  // the pages stored so far
+    throw;
+  }
+  if (p.targets == 0) {
+    p.status = JobStatus::succeeded;
+    p.finished_ns = now;
+  }
+  JobRecord job{id, render_spec(spec), render_progress(p), !p.finished(), 1, options_.owner,
+                now + std::chrono::nanoseconds(options_.lease).count()};
+  std::lock_guard lock(mutex_);
+  store_.create_job(job);
+  if (job.active) launch(job);
+  return job;
+}
+
+std::optional<JobRecord> JobRunner::get(std::string_view id) { return store_.job(id); }
+
+std::vector<JobRecord> JobRunner::list(std::string_view before, std::size_t limit) { return store_.jobs(before, limit); }
+
+JobRecord JobRunner::cancel(std::string_view id) {
+  while (true) {
+    std::optional<JobRecord> job = store_.job(id);
+    if (!job) throw Error::not_found("no job " + std::string(id));
+    JobProgress p = progress_of(job->progress);
+    if (p.finished()) return *job;
+    p.status = JobStatus::cancelled;
+    p.finished_ns = engine_.options().clock();
+    p.reason = "cancelled";
+    JobRecord next = *job;
+    next.progress = render_progress(p);
+    next.active = false;
+    next.revision = job->revision + 1;
+    if (!store_.update_job(next, job->revision)) continue;
+    bool local = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = running_.find(id); it != running_.end() && !it->second->done) {
+        it->second->cancelled = true;
+        it->second->stop = true;
+        local = true;
+      }
+    }
+    if (!local) store_.remove_targets(id);  // a local runner drops them once it stops
+    return next;
+  }
+}
+
+void JobRunner::run(Running& r) {
+  JobRecord& rec = r.record;
+  const JobSpec spec = spec_of(rec.spec);
+  JobProgress p = progress_of(rec.progress);
+  Store& shadows = engine_.store();
+  const TimestampKeys& keys = engine_.options().document.timestamp_keys;
+  const bool shared = shadows.shares_versions();
+  const std::size_t page_size = options_.page_size;
+  // A resumed job: the targets of the page it stopped in may have been written without their
+  // outcome recorded; each is checked before it is written (already_written).
+  const std::uint64_t check_until = p.runs > 1 ? std::min(p.targets, (p.next / page_size + 1) * page_size) : 0;
+  const std::uint64_t chunk = spec.rate ? std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::ceil(*spec.rate)), 1, page_size)
+                                        : page_size;
+  Pacer pacer(spec.rate);
+  SectionUpdate desired;
+  desired.mode = spec.mode;
+  if (spec.desired) {
+    desired.state = *spec.desired;
+  } else {
+    desired.remove = true;
+  }
+  const auto lease_ns = std::chrono::nanoseconds(options_.lease).count();
+
+  // Records the progress (renewing the lease); false when the job is no longer this runner's.
+  auto save = [&]() -> bool {
+    while (true) {
+      JobRecord next = rec;
+      next.progress = render_progress(p);
+      next.active = !p.finished();
+      next.revision = rec.revision + 1;
+      next.lease_expires_ns = engine_.options().clock() + lease_ns;
+      if (store_.update_job(next, rec.revision)) {
+        rec = std::move(next);
+        return true;
+      }
+      std::optional<JobRecord> stored = store_.job(rec.id);
+      if (!stored) return false;
+      const JobProgress theirs = progress_of(stored->progress);
+      if (theirs.status == JobStatus::cancelled) {  // cancel() ended it: its status, our counts
+        p.status = JobStatus::cancelled;
+        p.finished_ns = theirs.finished_ns;
+        p.reason = theirs.reason;
+        r.stop = true;
+      } else if (!options_.exclusive_store && stored->owner != options_.owner) {
+        return false;  // the lease was lost and the job taken over
+      }
+      rec = std::move(*stored);
+    }
+  };
+
+  std::vector<ShadowKey> page;
+  std::uint64_t loaded = UINT64_MAX;
+  bool aborted = false, lost = false;
+  while (p.next < p.targets && !r.stop && !stopping_ && !p.finished()) {
+    const std::uint64_t page_no = p.next / page_size;
+    if (page_no != loaded) {
+      page = store_.targets(rec.id, page_no);
+      loaded = page_no;
+      if (page.empty()) {
+        lost = true;
+        break;
+      }
+    }
+    const std::uint64_t begin = p.next;
+    const std::uint64_t end = std::min({p.targets, page_no * page_size + page.size(), begin + chunk});
+    const query::Filter filter = query::Filter::parse(spec.filter, engine_.options().clock());  // time:now: now
+    std::vector<Outcome> outcomes(end - begin, Outcome::pending);
+    std::vector<std::optional<Error>> errors(end - begin);
+    std::atomic<std::uint64_t> taken{begin};
+    std::atomic<std::uint64_t> failures{p.failed};
+    std::atomic<bool> abort{false};
+    auto work = [&] {
+      for (std::uint64_t i; !r.stop && !stopping_ && !abort && (i = taken.fetch_add(1)) < end;) {
+        if (!pacer.wait(r.stop, stopping_)) return;  // i stays pending
+        const ShadowKey& key = page[i - page_no * page_size];
+        Outcome& outcome = outcomes[i - begin];
+        try {
+          for (int attempt = 1; outcome == Outcome::pending; ++attempt) {
+            const ShadowRecord record = shadows.read(key);
+            if (i < check_until && already_written(shadows, key, record, spec.client_token, p.created_ns)) {
+              outcome = Outcome::succeeded;
+              break;
+            }
+            if (!record.exists() || !filter.matches(query::Subject(key, record, keys))) {
+              outcome = Outcome::skipped;
+              break;
+            }
+            ShadowUpdate update;
+            update.key = key;
+            update.desired = desired;
+            update.version = shadow_version(record, shared);  // conditional on what was judged
+            update.client_token = spec.client_token;
+            try {
+              engine_.update(update);
+              outcome = Outcome::succeeded;
+            } catch (const Error& e) {
+              if (e.code() != ErrorCode::version_conflict) throw;
+              if (attempt == kMaxJudgements) {
+                throw Error::version_conflict(e.details().current_version.value_or(0),
+                                              "the shadow changed at each of " + std::to_string(kMaxJudgements) +
+                                                  " attempts to judge and write it");
+              }
+            }
+          }
+        } catch (const Error& e) {
+          outcome = Outcome::failed;
+          errors[i - begin] = e;
+        } catch (const std::exception& e) {
+          outcome = Outcome::failed;
+          errors[i - begin] = Error(ErrorCode::internal, e.what());
+        }
+        if (outcome == Outcome::failed && spec.abort_after_failures && ++failures >= *spec.abort_after_failures) {
+          abort = true;
+        }
+      }
+    };
+    {
+      std::vector<std::jthread> helpers;
+      const std::size_t n = std::min<std::uint64_t>(options_.parallelism, end - begin);
+      for (std::size_t t = 1; t < n; ++t) helpers.emplace_back(work);
+      work();
+    }
+    // Count the outcomes up to the first target not done; a later one done is judged again,
+    // and found written if it was, when the job resumes.
+    for (std::uint64_t i = begin; i < end && outcomes[i - begin] != Outcome::pending; ++i, ++p.next) {
+      switch (outcomes[i - begin]) {
+        case Outcome::succeeded: ++p.succeeded; break;
+        case Outcome::skipped: ++p.skipped; break;
+        case Outcome::failed:
+          ++p.failed;
+          if (p.errors.size() < kMaxJobErrors) p.errors.push_back(render_target_error(page[i - page_no * page_size], *errors[i - begin]));
+          break;
+        case Outcome::pending: break;
+      }
+    }
+    if (spec.abort_after_failures && p.failed >= *spec.abort_after_failures) aborted = true;
+    if (aborted) break;
+    if (!save()) return;
+  }
+  if (p.finished()) {
+    // cancelled (recorded by cancel(), merged by save())
+  } else if (r.cancelled) {
+    p.status = JobStatus::cancelled;
+    p.reason = "cancelled";
+  } else if (aborted) {
+    p.status = JobStatus::failed;
+    p.reason = "aborted after " + std::to_string(p.failed) + " failed targets (abortAfterFailures)";
+  } else if (lost) {
+    p.status = JobStatus::failed;
+    p.reason = "the target list of the job is missing from the store";
+  } else if (p.next >= p.targets) {
+    p.status = p.failed ? JobStatus::failed : JobStatus::succeeded;
+    if (p.failed) p.reason = std::to_string(p.failed) + " targets failed";
+  } else {
+    save();  // stopping: resumed at the next start
+    return;
+  }
+  if (!p.finished_ns) p.finished_ns = engine_.options().clock();
+  if (save()) store_.remove_targets(rec.id);
+}
+
+}  // namespace deviceshadow::jobs

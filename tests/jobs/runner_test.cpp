@@ -1,0 +1,261 @@
+// Bulk jobs on every store that keeps them (memory, SQLite): the job store's contract, the
+// request's validation, and the runner: targets fixed at start, skipped at their turn, failures,
+// cancel, limits, and a resume that writes no target twice.
+#include "deviceshadow/engine.hpp"
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/json.hpp"
+#include "jobs/runner.hpp"
+#include "support/stores.hpp"
+
+#include <chrono>
+#include <thread>
+
+namespace {
+
+namespace jobs = ds::jobs;
+using namespace std::chrono_literals;
+
+struct Fixture : testing::TestWithParam<StoreKind> {
+  TempDir dir;
+  std::unique_ptr<ds::StoreBackend> backend = GetParam().open(dir.path());
+  ds::JobStore& job_store = *backend->job_store();
+  ds::EngineOptions engine_options() {
+    ds::EngineOptions o;
+    o.document.limits.max_state_bytes = 200;  // lets a test make a target's write fail
+    return o;
+  }
+  ds::Engine engine{*backend, engine_options()};
+
+  void report(const std::string& thing, const char* state_json) {
+    ds::UpdateRequest r;
+    r.key = {thing, "main"};
+    r.state = ds::parse_json(state_json).as_object();
+    engine.update(r);
+  }
+  void desire(const std::string& thing, const char* state_json) {
+    ds::UpdateRequest r;
+    r.key = {thing, "main"};
+    r.section = ds::Section::desired;
+    r.state = ds::parse_json(state_json).as_object();
+    engine.update(r);
+  }
+  jobs::JobSpec spec(const char* body) {
+    return jobs::parse_job_request(body, engine.options().document, {}, engine.options().clock());
+  }
+  // The history events of a shadow written with `token`.
+  std::size_t events_with(const std::string& thing, const std::string& token) {
+    std::size_t n = 0;
+    for (const ds::HistoryEvent& e : engine.history({thing, "main"}, {.limit = 1000}).events) {
+      const ds::json::value v = ds::parse_json(e.json);
+      if (const ds::json::value* t = v.as_object().if_contains("clientToken"); t && t->as_string() == token) ++n;
+    }
+    return n;
+  }
+  jobs::JobProgress finished(jobs::JobRunner& runner, const std::string& id) {
+    jobs::JobProgress p;
+    for (int i = 0; i < 3000; ++i) {  // a bound on liveness, not a timing test
+      p = jobs::progress_of(runner.get(id)->progress);
+      if (p.finished()) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    return p;
+  }
+};
+
+TEST_P(Fixture, JobStoreKeepsJobsByRevisionAndTargetsByPage) {
+  ds::JobRecord job{"0000000000000001-aaaaaaaa", "{}", "{}", true, 1, "me", 5};
+  job_store.create_job(job);
+  EXPECT_THROW(job_store.create_job(job), ds::Error);
+  ds::JobRecord next = job;
+  next.progress = R"j({"x":1})j";
+  next.revision = 2;
+  EXPECT_FALSE(job_store.update_job(next, 2));
+  EXPECT_TRUE(job_store.update_job(next, 1));
+  EXPECT_EQ(*job_store.job(job.id), next);
+  EXPECT_FALSE(job_store.update_job(next, 1));  // a stale writer loses
+  job_store.create_job({"0000000000000002-bbbbbbbb", "{}", "{}", false, 1, "", 0});
+  job_store.create_job({"0000000000000003-cccccccc", "{}", "{}", true, 1, "", 0});
+  auto ids = [](const std::vector<ds::JobRecord>& v) {
+    std::vector<std::string> out;
+    for (const auto& j : v) out.push_back(j.id.substr(15));
+    return out;
+  };
+  EXPECT_EQ(ids(job_store.jobs("", 2)), (std::vector<std::string>{"3-cccccccc", "2-bbbbbbbb"}));
+  EXPECT_EQ(ids(job_store.jobs("0000000000000002-bbbbbbbb", 10)), (std::vector<std::string>{"1-aaaaaaaa"}));
+  EXPECT_EQ(ids(job_store.active_jobs()), (std::vector<std::string>{"1-aaaaaaaa", "3-cccccccc"}));
+  const std::vector<ds::ShadowKey> page{{"a \"quoted\" thing#1", "main"}, {"b", "other"}};
+  job_store.put_targets(job.id, 0, page);
+  EXPECT_EQ(job_store.targets(job.id, 0), page);
+  EXPECT_TRUE(job_store.targets(job.id, 1).empty());
+  job_store.remove_job(job.id);
+  EXPECT_FALSE(job_store.job(job.id).has_value());
+  EXPECT_TRUE(job_store.targets(job.id, 0).empty());
+  EXPECT_FALSE(job_store.job("nope").has_value());
+}
+
+TEST_P(Fixture, RequestsAreValidatedBeforeAnythingIsWritten) {
+  auto code_of = [&](const char* body) {
+    try {
+      spec(body);
+    } catch (const ds::Error& e) {
+      return std::string(ds::code_name(e.code())) + ":" + e.details().field;
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(code_of(R"j({"desired":{"a":1}})j"), "invalid_request:filter");
+  EXPECT_EQ(code_of(R"j({"filter":"","desired":{"a":1}})j"), "invalid_request:filter");
+  EXPECT_EQ(code_of(R"j({"filter":"eq(thing,","desired":{"a":1}})j"), "invalid_filter:");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)"})j"), "invalid_request:desired");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"delete":"desired"})j"), "invalid_request:delete");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","delete":"reported"})j"), "invalid_request:delete");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{}})j"), "invalid_request:desired");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":{"value":1,"ts":"yesterday"}}})j"), "invalid_timestamp:");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"ratePerSecond":0})j"), "invalid_request:ratePerSecond");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"ratePerSecond":"fast"})j"), "invalid_request:ratePerSecond");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"abortAfterFailures":0})j"), "invalid_request:abortAfterFailures");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"abortAfterFailures":1.5})j"), "invalid_request:abortAfterFailures");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"mode":"x"})j"), "invalid_request:mode");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"clientToken":""})j"), "invalid_request:clientToken");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"other":1})j"), "invalid_request:other");
+  EXPECT_EQ(code_of(R"j([1])j"), "invalid_request:");
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","delete":"desired","dryRun":true,"ratePerSecond":0.5})j"), "accepted");
+}
+
+TEST_P(Fixture, AJobWritesEveryTargetOnceAndSkipsThoseThatNoLongerMatch) {
+  for (int i = 0; i < 30; ++i) report("t" + std::to_string(100 + i), i < 20 ? R"j({"fw":"1.2"})j" : R"j({"fw":"1.3"})j");
+  jobs::JobRunner runner(engine, job_store, {.page_size = 7});
+  const jobs::DryRun dry = runner.dry_run(spec(R"j({"filter":"eq(reported/fw,\"1.2\")","desired":{"fw":"1.3"}})j"), {});
+  EXPECT_EQ(dry.targets, 20u);
+  ASSERT_EQ(dry.sample.size(), 20u);
+  EXPECT_EQ(dry.sample.front().thing, "t100");
+  EXPECT_TRUE(job_store.active_jobs().empty());  // a dry run stores nothing
+
+  // Paced so that the targets fixed at start change before their turn.
+  const ds::JobRecord job = runner.create(spec(R"j({"filter":"eq(reported/fw,\"1.2\")","desired":{"fw":"1.3"},"ratePerSecond":40})j"), {});
+  report("t119", R"j({"fw":"1.3"})j");  // no longer matches at its turn
+  report("t125", R"j({"fw":"1.2"})j");  // matches now, but was not a target at start
+  const jobs::JobProgress p = finished(runner, job.id);
+  EXPECT_EQ(p.status, jobs::JobStatus::succeeded);
+  EXPECT_EQ(p.targets, 20u);
+  EXPECT_EQ(p.succeeded, 19u);
+  EXPECT_EQ(p.skipped, 1u);
+  EXPECT_EQ(p.failed, 0u);
+  const std::string token = "job:" + job.id;
+  for (int i = 0; i < 19; ++i) {
+    const std::string thing = "t" + std::to_string(100 + i);
+    EXPECT_EQ(events_with(thing, token), 1u) << thing;
+    EXPECT_EQ(engine.get({thing, "main"}).record.desired.client_token, token);
+  }
+  EXPECT_EQ(events_with("t119", token), 0u);
+  EXPECT_EQ(events_with("t125", token), 0u);
+  EXPECT_TRUE(job_store.targets(job.id, 0).empty());  // dropped once finished
+}
+
+TEST_P(Fixture, FailedTargetsAreCountedWithTheirErrorsAndCanAbortTheJob) {
+  for (int i = 0; i < 10; ++i) {
+    const std::string thing = "f" + std::to_string(i);
+    report(thing, R"j({"on":true})j");
+    if (i % 2) desire(thing, R"j({"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"})j");
+  }
+  jobs::JobRunner runner(engine, job_store, {.parallelism = 1, .page_size = 4});
+  const char* body = R"j({"filter":"eq(reported/on,true)","desired":{"big":"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"}})j";
+  jobs::JobProgress p = finished(runner, runner.create(spec(body), {}).id);
+  EXPECT_EQ(p.status, jobs::JobStatus::failed);
+  EXPECT_EQ(p.succeeded, 5u);
+  EXPECT_EQ(p.failed, 5u);
+  ASSERT_EQ(p.errors.size(), 5u);
+  EXPECT_NE(p.errors[0].find("\"thing\":\"f1\""), std::string::npos) << p.errors[0];
+  EXPECT_NE(p.errors[0].find("document_too_large"), std::string::npos) << p.errors[0];
+
+  const std::string aborting = R"j({"filter":"eq(reported/on,true)","desired":{"big":"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"},"abortAfterFailures":2})j";
+  p = finished(runner, runner.create(spec(aborting.c_str()), {}).id);
+  EXPECT_EQ(p.status, jobs::JobStatus::failed);
+  EXPECT_EQ(p.failed, 2u);
+  EXPECT_LT(p.succeeded + p.failed + p.skipped, 10u);
+  EXPECT_NE(p.reason.find("abortAfterFailures"), std::string::npos);
+}
+
+TEST_P(Fixture, LimitsRefuseTooManyTargetsAndTooManyRunningJobs) {
+  for (int i = 0; i < 5; ++i) report("l" + std::to_string(i), R"j({"x":1})j");
+  jobs::JobRunner runner(engine, job_store, {.limits = {.max_targets = 4}, .max_active = 1});
+  try {
+    runner.dry_run(spec(R"j({"filter":"eq(reported/x,1)","desired":{"y":1}})j"), {});
+    ADD_FAILURE() << "a dry run over the limit";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request);
+    EXPECT_EQ(e.details().limit, 4u);
+  }
+  EXPECT_THROW(runner.create(spec(R"j({"filter":"eq(reported/x,1)","desired":{"y":1}})j"), {}), ds::Error);
+  EXPECT_TRUE(job_store.jobs("", 10).empty());  // nothing stored, no page left behind
+  const std::vector<ds::ThingPattern> two{{"l1", false}, {"l2", false}};
+  const ds::JobRecord slow = runner.create(spec(R"j({"filter":"like(thing,\"l*\")","desired":{"y":2},"ratePerSecond":0.1})j"), two);
+  EXPECT_EQ(jobs::progress_of(slow.progress).targets, 2u);  // the scope limits the targets
+  try {
+    runner.create(spec(R"j({"filter":"eq(reported/x,1)","delete":"desired"})j"), two);
+    ADD_FAILURE() << "a second running job";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::throttled);
+  }
+  const ds::JobRecord cancelled = runner.cancel(slow.id);
+  EXPECT_EQ(jobs::progress_of(cancelled.progress).status, jobs::JobStatus::cancelled);
+  const jobs::JobProgress p = finished(runner, slow.id);
+  EXPECT_EQ(p.status, jobs::JobStatus::cancelled);
+  EXPECT_LE(p.succeeded, 1u);
+  EXPECT_EQ(jobs::progress_of(runner.cancel(slow.id).progress).status, jobs::JobStatus::cancelled);
+  EXPECT_THROW(runner.cancel("0000000000000000-00000000"), ds::Error);
+  // A job matching nothing succeeds at once with 0 targets.
+  const ds::JobRecord none = runner.create(spec(R"j({"filter":"eq(reported/x,2)","desired":{"y":1}})j"), {});
+  EXPECT_FALSE(none.active);
+  EXPECT_EQ(jobs::progress_of(none.progress).status, jobs::JobStatus::succeeded);
+}
+
+// A crash left a job with its outcome recorded up to `next`, and some targets after it written
+// without their outcome recorded: the resumed job writes each remaining target once.
+TEST_P(Fixture, AResumedJobWritesNoTargetTwiceAndForgetsNone) {
+  std::vector<ds::ShadowKey> targets;
+  for (int i = 0; i < 12; ++i) {
+    targets.push_back({"r" + std::to_string(10 + i), "main"});
+    report(targets.back().thing, R"j({"v":1})j");
+  }
+  const std::string id = "0000000000000001-00000001", token = "job:" + id;
+  jobs::JobSpec s = spec(R"j({"filter":"eq(reported/v,1)","desired":{"go":true}})j");
+  s.client_token = token;
+  job_store.put_targets(id, 0, std::span(targets).subspan(0, 5));
+  job_store.put_targets(id, 1, std::span(targets).subspan(5, 5));
+  job_store.put_targets(id, 2, std::span(targets).subspan(10));
+  // Targets 0-5 written and 0-4 recorded; 6 and 8 written but not recorded (the page of `next`).
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 8}) {
+    ds::ShadowUpdate u;
+    u.key = targets[i];
+    u.desired = ds::SectionUpdate{ds::parse_json(R"j({"go":true})j").as_object()};
+    u.client_token = token;
+    engine.update(u);
+  }
+  desire("r16", R"j({"go":false})j");  // someone changed it since: writing it again would show
+  jobs::JobProgress p;
+  p.targets = 12;
+  p.succeeded = 5;
+  p.next = 5;
+  p.runs = 1;
+  p.created_ns = 1;
+  job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "dead-runner", INT64_MAX});
+  jobs::JobRunner runner(engine, job_store, {.page_size = 5});
+  runner.start();
+  p = finished(runner, id);
+  EXPECT_EQ(p.status, jobs::JobStatus::succeeded);
+  EXPECT_EQ(p.succeeded, 12u);
+  EXPECT_EQ(p.runs, 2u);
+  for (const ds::ShadowKey& k : targets) EXPECT_EQ(events_with(k.thing, token), 1u) << k.thing;
+  EXPECT_EQ(engine.get({"r16", "main"}).record.desired.state_json, R"j({"go":false})j");
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, Fixture, testing::ValuesIn([] {
+                           std::vector<StoreKind> kinds;
+                           for (StoreKind& k : all_store_kinds()) {
+                             if (k.name == "memory" || k.name == "sqlite") kinds.push_back(std::move(k));
+                           }
+                           return kinds;
+                         }()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
