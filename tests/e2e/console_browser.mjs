@@ -307,11 +307,20 @@ if (jobsOn) step('jobs: Start job, its progress until it succeeded, and every ta
   await visible(page.getByRole('status').filter({ hasText: `Job ${jobId} succeeded` }));
 });
 
-if (jobsOn) step('jobs: an invalid filter shows the API\'s message; a running job is cancelled', async () => {
+if (jobsOn) step('jobs: an invalid filter shows the API\'s message; a failed target is listed; a running job is cancelled', async () => {
   await page.goto(`${base}/console/#/jobs?filter=${encodeURIComponent('eq(thing')}`);
   await page.getByLabel('Job desired state').fill('{"open": false}');
   await role('button', 'Start job').click();
   await visible(alertWith('Starting the job failed').filter({ hasText: 'invalid filter at offset' }));
+  // A target whose desired state the job's value would make larger than the server takes fails.
+  await call('POST', `${shadow('line-5/full')}/desired`, { state: { pad: 'x'.repeat(65000) } });
+  await page.goto(`${base}/console/#/jobs?filter=line-5%2F`);
+  await page.getByLabel('Job desired state').fill(JSON.stringify({ more: 'y'.repeat(1000) }));
+  await role('button', 'Start job').click();
+  await visible(page.getByRole('status').filter({ hasText: /^Job \S+ failed: 1 of 1 targets done/ }));
+  const errors = page.getByRole('table', { name: 'First errors (1 of 1 failed)' });
+  await visible(errors.getByRole('row').filter({ hasText: 'line-5/full / main' }).filter({ hasText: 'too_large' }));
+  assert(!('more' in (await call('GET', shadow('line-5/full'))).desired.state), 'the failed target was written');
   // Paced to one target every ten seconds, the job runs until cancelled.
   const slow = await call('POST', '/v1/jobs', { filter: 'like(thing,"plant-7/*")', desired: { sp: 1 }, ratePerSecond: 0.1 });
   await page.goto(`${base}/console/#/jobs/${slow.id}`);
