@@ -592,7 +592,7 @@ function jobProgress(job, onCancel) {
     bar.value = j.targets ? done : Number(j.status !== 'running');
     for (const [k, cell] of cells) cell.textContent = j[k];
     meta.replaceChildren('Filter ', h('code', {}, j.filter), ', desired ', h('code', {}, jobWrite(j)),
-      `, started ${when(j.createdAt)}`, j.finishedAt ? `, ended ${when(j.finishedAt)}` : '', '.');
+      j.ratePerSecond ? `, at most ${j.ratePerSecond} targets per second` : '', `, started ${when(j.createdAt)}`, j.finishedAt ? `, ended ${when(j.finishedAt)}` : '', '.');
     cancel.hidden = j.status !== 'running';
     const list = j.errors || [];
     if (list.length !== errorsShown) {
@@ -667,10 +667,12 @@ function jobsPage(params) {
 
   const area = h('textarea', { id: 'job-desired', rows: 6, spellcheck: 'false', placeholder: '{"fw": "1.3.0"}',
     'aria-describedby': 'job-desired-help' });
+  const rate = h('input', { id: 'job-rate', inputmode: 'decimal', spellcheck: 'false', 'aria-describedby': 'job-rate-help' });
   const message = h('div', {});
   const progress = h('div', {});
   const buttons = [];
-  // Sends the job (or its dry run) once the text is a JSON object; shows what the API answers.
+  // Sends the job (or its dry run) once the text is a JSON object and the rate a number or
+  // empty (the API checks its range); shows what the API answers.
   const send = async (dryRun) => {
     let desired;
     try {
@@ -679,10 +681,15 @@ function jobsPage(params) {
       message.replaceChildren(errorBox(e, 'The job desired state is not valid JSON'));
       return;
     }
+    const ratePerSecond = rate.value.trim() ? Number(rate.value) : undefined;
+    if (Number.isNaN(ratePerSecond)) {
+      message.replaceChildren(errorBox(new Error(`${json(rate.value)} is not a number`), 'Targets per second'));
+      return;
+    }
     for (const b of buttons) b.disabled = true;
     message.replaceChildren(loading(dryRun ? 'Counting the targets…' : 'Starting the job…'));
     try {
-      const answer = await api('POST', '/v1/jobs', { filter, desired, ...(dryRun ? { dryRun } : {}) });
+      const answer = await api('POST', '/v1/jobs', { filter, desired, ratePerSecond, ...(dryRun ? { dryRun } : {}) });
       if (dryRun) {
         message.replaceChildren(h('div', {},
           h('p', { role: 'status' }, `Dry run: ${answer.targets} ${answer.targets === 1 ? 'shadow' : 'shadows'} would be written; nothing was.`),
@@ -712,6 +719,8 @@ function jobsPage(params) {
           h('a', { href: `#/fleet?${query({ filter: text })}` }, 'the Fleet screen'), '\'s filter).'),
         h('label', { for: 'job-desired' }, 'Job desired state'), area,
         h('p', { id: 'job-desired-help', class: 'hint' }, 'A JSON object, merged into each target\'s desired state. Dry run counts the targets and writes nothing.'),
+        h('label', { for: 'job-rate' }, 'Targets per second'), rate,
+        h('p', { id: 'job-rate-help', class: 'hint' }, 'At most this many targets are written each second (0.1 to 100,000); empty: as fast as the store takes them.'),
         h('div', { class: 'buttons' }, buttons), message),
     progress, h('h2', {}, 'Recent jobs'), recent);
   listJobs();
