@@ -117,6 +117,14 @@ function ago(t) {
 
 const json = (v) => JSON.stringify(v);
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+
+// The text of a JSON editor as a state (an object); throws with the reason when it is not one.
+function stateOf(text) {
+  const state = JSON.parse(text);
+  if (!isObject(state)) throw new Error('it must be a JSON object');
+  return state;
+}
 
 // ---- Sign in -----------------------------------------------------------------------------
 
@@ -170,8 +178,12 @@ function filterOf(text) {
   return `and(ge(thing,${json(text)}),lt(thing,${json(`${text}\u{10FFFF}`)}))`;
 }
 
+// The Jobs screen over the shadows `filter` (the Fleet field's text) selects.
+const jobsHref = (filter) => `#/jobs${filter ? `?${query({ filter })}` : ''}`;
+
 function fleetPage(params) {
   fleetFilter = params.get('filter') || '';
+  document.querySelector('nav a[data-nav="jobs"]').setAttribute('href', jobsHref(fleetFilter));
   const input = h('input', { id: 'filter', type: 'search', value: fleetFilter, spellcheck: 'false',
     'aria-describedby': 'filter-help' });
   const results = h('div', { class: 'results' });
@@ -181,7 +193,9 @@ function fleetPage(params) {
   } }, h('label', { for: 'filter' }, 'Filter'), input, h('button', { type: 'submit' }, 'Search'));
   show(h('h1', {}, 'Fleet'), form,
     h('p', { id: 'filter-help', class: 'hint' }, 'A filter such as ', h('code', {}, 'lt(reported/temp@ts,time:now-PT15M)'),
-      ', or the start of a thing\'s name. Empty: every shadow.'), results);
+      ', or the start of a thing\'s name. Empty: every shadow.'),
+    fleetFilter ? h('p', { class: 'links' }, h('a', { href: jobsHref(fleetFilter) }, 'Bulk job on these shadows')) : null,
+    results);
   const cursors = [''];
   const load = (at) => fill(results, async () => {
     const answer = await api('GET', `/v1/shadows?${query({
@@ -314,8 +328,7 @@ function shadowPage(thing, name) {
     const save = async () => {
       let state;
       try {
-        state = JSON.parse(area.value);
-        if (!isObject(state)) throw new Error('it must be a JSON object');
+        state = stateOf(area.value);
       } catch (e) {
         message.replaceChildren(errorBox(e, 'The desired state is not valid JSON'));
         return;
@@ -399,7 +412,7 @@ async function follow(path, onEvent, status) {
       if (signal.aborted) return;
       status(`reconnecting (${e.message})…`);
     }
-    await new Promise((resolve) => { setTimeout(resolve, delay); });
+    await sleep(delay);
     delay = Math.min(delay * 2, 15000);
   }
 }
@@ -553,10 +566,175 @@ function registrationPage(id) {
 
 // ---- Jobs --------------------------------------------------------------------------------
 
-function jobsPage() {
+const JOB_POLL_MS = 1000; // a running job is read again this often
+const SAMPLE_SHOWN = 20;  // of a dry run's sample (the API answers up to 100)
+
+const shadowLink = (t) => h('a', { href: `#/shadow/${enc(t.thing)}/${enc(t.name)}` }, `${t.thing} / ${t.name}`);
+const jobWrite = (job) => (job.desired ? json(job.desired) : `delete ${job.delete}`);
+
+// A job's progress, kept current by update(job) without rebuilding it (focus stays on Cancel):
+// a status line, a progress bar, the counters, the reason, the first errors, and Cancel while it
+// runs (its failure is shown in `note`).
+function jobProgress(job, onCancel) {
+  const line = h('p', { role: 'status' });
+  const bar = h('progress', { 'aria-label': `Targets of job ${job.id} done` });
+  const cells = ['status', 'targets', 'succeeded', 'failed', 'skipped'].map((k) => [k, h('td', { class: k === 'status' ? null : 'num' })]);
+  const meta = h('p', { class: 'meta' });
+  const errors = h('div', {});
+  const note = h('div', {});
+  const cancel = h('button', { type: 'button', onclick: () => onCancel(note) }, 'Cancel');
+  let errorsShown = -1;
+  const update = (j) => {
+    const done = j.succeeded + j.failed + j.skipped;
+    const text = `Job ${j.id} ${j.status}: ${done} of ${j.targets} targets done${j.reason ? ` (${j.reason})` : ''}.`;
+    if (line.textContent !== text) line.textContent = text; // announced only when it changes
+    bar.max = Math.max(j.targets, 1);
+    bar.value = j.targets ? done : Number(j.status !== 'running');
+    for (const [k, cell] of cells) cell.textContent = j[k];
+    meta.replaceChildren('Filter ', h('code', {}, j.filter), ', desired ', h('code', {}, jobWrite(j)),
+      j.ratePerSecond ? `, at most ${j.ratePerSecond} targets per second` : '', `, started ${when(j.createdAt)}`, j.finishedAt ? `, ended ${when(j.finishedAt)}` : '', '.');
+    cancel.hidden = j.status !== 'running';
+    const list = j.errors || [];
+    if (list.length !== errorsShown) {
+      errorsShown = list.length;
+      errors.replaceChildren(!list.length ? [] : h('table', {}, h('caption', {}, `First errors (${list.length} of ${j.failed} failed)`),
+        h('thead', {}, h('tr', {}, ['Shadow', 'Error'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, list.map((e) => h('tr', {}, h('td', {}, shadowLink(e)),
+          h('td', {}, `${e.error?.message ?? ''} (${e.error?.code ?? 'error'})`))))));
+    }
+  };
+  update(job);
+  const box = h('div', { class: 'card job' }, line, bar,
+    h('table', {}, h('caption', {}, `Progress of job ${job.id}`),
+      h('thead', {}, h('tr', {}, ['Status', 'Targets', 'Succeeded', 'Failed', 'Skipped'].map((c, i) => h('th', { scope: 'col', class: i ? 'num' : null }, c)))),
+      h('tbody', {}, h('tr', {}, cells.map(([, cell]) => cell)))),
+    meta, h('div', { class: 'buttons' }, cancel), note, errors);
+  return { box, update };
+}
+
+// Shows `job` in `into` and reads it again every JOB_POLL_MS until it ends, the screen changes
+// or `into` is given another job; then calls onEnd(job). A failed read is shown, and retried
+// unless the API refused it for good (4xx).
+async function watchJob(into, job, onEnd) {
+  const { signal } = page;
+  const path = `/v1/jobs/${enc(job.id)}`;
+  const { box, update } = jobProgress(job, async (note) => {
+    note.replaceChildren(loading('Cancelling…'));
+    try {
+      update(await api('POST', `${path}/cancel`));
+      note.replaceChildren();
+    } catch (e) {
+      if (e.name !== 'AbortError') note.replaceChildren(errorBox(e, 'Cancelling failed'));
+    }
+  });
+  const problem = h('div', {});
+  into.replaceChildren(box, problem);
+  let current = job;
+  while (current.status === 'running') {
+    await sleep(JOB_POLL_MS);
+    if (signal.aborted || !box.isConnected) return;
+    try {
+      current = await api('GET', path);
+      problem.replaceChildren();
+      update(current);
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      problem.replaceChildren(errorBox(e, 'Reading the job failed'));
+      if (e.status >= 400 && e.status < 500) return;
+    }
+  }
+  if (onEnd) onEnd(current);
+}
+
+function jobsTable(jobs) {
+  return h('table', {}, h('caption', {}, 'Jobs, newest first'),
+    h('thead', {}, h('tr', {}, ['Job', 'Status', 'Targets', 'Outcomes', 'Started', 'Filter']
+      .map((c) => h('th', { scope: 'col', class: c === 'Targets' ? 'num' : null }, c)))),
+    h('tbody', {}, jobs.map((j) => h('tr', {}, h('td', {}, h('a', { href: `#/jobs/${enc(j.id)}` }, j.id)), h('td', {}, j.status),
+      h('td', { class: 'num' }, j.targets), h('td', {}, `${j.succeeded} succeeded, ${j.failed} failed, ${j.skipped} skipped`),
+      h('td', {}, when(j.createdAt)), h('td', {}, h('code', {}, j.filter))))));
+}
+
+function jobsPage(params) {
+  const text = params.has('filter') ? params.get('filter') : fleetFilter;
+  const filter = filterOf(text);
+  const recent = h('div', {});
+  const listJobs = (quiet) => fill(recent, async () => {
+    const { jobs, cursor } = await api('GET', `/v1/jobs?${query({ limit: PAGE_SIZE })}`);
+    if (!jobs.length) return h('p', { role: 'status' }, 'No jobs yet.');
+    return [jobsTable(jobs), cursor ? h('p', { class: 'hint' }, `Only the newest ${PAGE_SIZE} are listed.`) : []];
+  }, 'Reading the jobs failed', quiet);
+
+  const area = h('textarea', { id: 'job-desired', rows: 6, spellcheck: 'false', placeholder: '{"fw": "1.3.0"}',
+    'aria-describedby': 'job-desired-help' });
+  const rate = h('input', { id: 'job-rate', inputmode: 'decimal', spellcheck: 'false', 'aria-describedby': 'job-rate-help' });
+  const message = h('div', {});
+  const progress = h('div', {});
+  const buttons = [];
+  // Sends the job (or its dry run) once the text is a JSON object and the rate a number or
+  // empty (the API checks its range); shows what the API answers.
+  const send = async (dryRun) => {
+    let desired;
+    try {
+      desired = stateOf(area.value);
+    } catch (e) {
+      message.replaceChildren(errorBox(e, 'The job desired state is not valid JSON'));
+      return;
+    }
+    const ratePerSecond = rate.value.trim() ? Number(rate.value) : undefined;
+    if (Number.isNaN(ratePerSecond)) {
+      message.replaceChildren(errorBox(new Error(`${json(rate.value)} is not a number`), 'Targets per second'));
+      return;
+    }
+    for (const b of buttons) b.disabled = true;
+    message.replaceChildren(loading(dryRun ? 'Counting the targets…' : 'Starting the job…'));
+    try {
+      const answer = await api('POST', '/v1/jobs', { filter, desired, ratePerSecond, ...(dryRun ? { dryRun } : {}) });
+      if (dryRun) {
+        message.replaceChildren(h('div', {},
+          h('p', { role: 'status' }, `Dry run: ${answer.targets} ${answer.targets === 1 ? 'shadow' : 'shadows'} would be written; nothing was.`),
+          answer.sample.length ? h('ul', { class: 'sample', 'aria-label': 'Targets of the dry run' },
+            answer.sample.slice(0, SAMPLE_SHOWN).map((t) => h('li', {}, shadowLink(t)))) : null,
+          answer.targets > SAMPLE_SHOWN ? h('p', { class: 'hint' }, `The first ${SAMPLE_SHOWN} of ${answer.targets}.`) : null));
+      } else {
+        message.replaceChildren();
+        listJobs(true);
+        watchJob(progress, answer, () => listJobs(true));
+      }
+    } catch (e) {
+      if (e.name !== 'AbortError') message.replaceChildren(errorBox(e, dryRun ? 'The dry run failed' : 'Starting the job failed'));
+    } finally {
+      for (const b of buttons) b.disabled = false;
+    }
+  };
+  buttons.push(h('button', { type: 'button', onclick: () => send(true) }, 'Dry run'), h('button', { type: 'submit' }, 'Start job'));
+
   show(h('h1', {}, 'Jobs'),
-    h('p', { role: 'status' }, 'Bulk jobs (one desired write to every shadow a fleet filter selects) are not available in this version of shadowd yet.'),
-    fleetFilter ? h('p', {}, 'The fleet screen\'s current filter: ', h('code', {}, fleetFilter)) : null);
+    h('p', {}, 'A bulk job writes one desired state to every shadow a fleet filter selects, as an ordinary desired write each.'),
+    !filter
+      ? h('p', { class: 'card' }, 'Choose the shadows first: search ', h('a', { href: '#/fleet' }, 'the Fleet screen'),
+        ' with a filter or the start of a thing\'s name, then come back here.')
+      : h('form', { class: 'card', onsubmit: (e) => { e.preventDefault(); send(false); } },
+        h('p', {}, 'Targets: the shadows that match ', h('code', {}, filter), ' now (',
+          h('a', { href: `#/fleet?${query({ filter: text })}` }, 'the Fleet screen'), '\'s filter).'),
+        h('label', { for: 'job-desired' }, 'Job desired state'), area,
+        h('p', { id: 'job-desired-help', class: 'hint' }, 'A JSON object, merged into each target\'s desired state. Dry run counts the targets and writes nothing.'),
+        h('label', { for: 'job-rate' }, 'Targets per second'), rate,
+        h('p', { id: 'job-rate-help', class: 'hint' }, 'At most this many targets are written each second (0.1 to 100,000); empty: as fast as the store takes them.'),
+        h('div', { class: 'buttons' }, buttons), message),
+    progress, h('h2', {}, 'Recent jobs'), recent);
+  listJobs();
+}
+
+function jobPage(id) {
+  const box = h('div', {});
+  show(h('h1', {}, `Job ${id}`), h('p', { class: 'links' }, h('a', { href: '#/jobs' }, 'All jobs')), box);
+  fill(box, async () => {
+    const job = await api('GET', `/v1/jobs/${enc(id)}`);
+    const into = h('div', {});
+    watchJob(into, job);
+    return into;
+  }, 'Reading the job failed');
 }
 
 // ---- Routing -----------------------------------------------------------------------------
@@ -568,7 +746,8 @@ const routes = [
   [/^#\/history$/, historyPicker],
   [/^#\/registrations\/([^/]+)$/, (id) => registrationPage(decodeURIComponent(id))],
   [/^#\/registrations$/, registrationsPage],
-  [/^#\/jobs$/, jobsPage],
+  [/^#\/jobs\/([^/?]+)$/, (id) => jobPage(decodeURIComponent(id))],
+  [/^#\/jobs(?:\?(.*))?$/, (q) => jobsPage(new URLSearchParams(q || ''))],
 ];
 
 function route() {

@@ -5,6 +5,7 @@
 //   CONSOLE_TOKEN   an admin token ('' for an open server: sign-in is then skipped)
 //   CONSOLE_APP_TOKEN  an app token (with CONSOLE_TOKEN)
 //   CONSOLE_LIVE    'on' when live streams are served, else the API's refusal is expected
+//   CONSOLE_JOBS    'on' when bulk jobs are served, else the API's refusal is expected
 //   CONSOLE_DEAD_URL  a webhook URL where nothing listens (for dead letters)
 //   CONSOLE_SCREENSHOTS  a folder for PNGs of the main screens ('' for none)
 //   PLAYWRIGHT_MODULES  the node_modules holding playwright-core (scripts/playwright.sh)
@@ -53,6 +54,8 @@ page.on('console', (m) => {
 });
 const foreign = [];
 page.on('request', (r) => { if (!r.url().startsWith(base)) foreign.push(r.url()); });
+const jobPosts = []; // what the console sent to POST /v1/jobs
+page.on('request', (r) => { if (r.method() === 'POST' && r.url() === `${base}/v1/jobs`) jobPosts.push(r.postData()); });
 
 const role = (r, name, opts = {}) => page.getByRole(r, { name, ...opts });
 const visible = (locator) => locator.first().waitFor({ state: 'visible' });
@@ -238,10 +241,109 @@ step('registrations: status, dead letters, Redrive and Delete', async () => {
   await call('DELETE', '/v1/registrations/dead-hook');
 });
 
-step('jobs: the screen says bulk jobs are not there yet, and calls nothing', async () => {
-  await role('link', 'Jobs', { exact: true }).click();
+const jobsOn = env.CONSOLE_JOBS === 'on';
+const valves = Array.from({ length: 4 }, (_, i) => `line-4/valve-${i}`);
+let jobId = '';
+
+step(jobsOn ? 'jobs: the Fleet screen\'s filter; a bad JSON is shown and nothing sent; Dry run counts the targets'
+  : 'jobs: the API\'s refusal on this store is shown', async () => {
+  // line-40/ shares the prefix's first characters but not the prefix: never a target.
+  await call('POST', '/v1/batch/update', { operations: [...valves, 'line-40/valve-0'].map((thing) => ({
+    thing, name: 'main', section: 'reported', state: { open: false } })) });
+  await role('link', 'Fleet', { exact: true }).click();
+  await page.getByLabel('Filter').fill('line-4/');
+  await role('button', 'Search').click();
+  await eventually(async () => await role('link', 'other-thing').count() === 0 && await rows() === 4, 'the 4 valves of line-4/');
+  const href = await role('link', 'Jobs', { exact: true }).getAttribute('href');
+  assert(href === '#/jobs?filter=line-4%2F', `the Jobs link does not carry the fleet filter: ${href}`);
+  await role('link', 'Bulk job on these shadows').click();
   await visible(role('heading', 'Jobs'));
-  await visible(page.getByRole('status').filter({ hasText: 'not available' }));
+  await visible(page.locator('form code', { hasText: 'like(thing,"line-4/*")' }));
+  if (!jobsOn) {
+    await visible(alertWith('Reading the jobs failed').filter({ hasText: 'not available on this store' }));
+    await page.getByLabel('Job desired state').fill('{"open": true}');
+    await role('button', 'Dry run').click();
+    await visible(alertWith('The dry run failed').filter({ hasText: 'not available on this store' }));
+    return;
+  }
+  await visible(page.getByText('No jobs yet.'));
+  await page.getByLabel('Job desired state').fill('{"open": tru');
+  await role('button', 'Dry run').click();
+  await visible(alertWith('not valid JSON'));
+  await page.getByLabel('Job desired state').fill('["open"]');
+  await role('button', 'Start job').click();
+  await visible(alertWith('must be a JSON object'));
+  assert(jobPosts.length === 0, `a bad JSON was sent: ${jobPosts.join(', ')}`);
+  await page.getByLabel('Job desired state').fill('{"open": true, "level": 3}');
+  await role('button', 'Dry run').click();
+  await visible(page.getByRole('status').filter({ hasText: 'Dry run: 4 shadows would be written' }));
+  const sample = page.getByRole('list', { name: 'Targets of the dry run' });
+  assert(await sample.getByRole('listitem').count() === 4, 'the sample does not list the 4 valves');
+  for (const thing of valves) await visible(sample.getByRole('link', { name: `${thing} / main` }));
+  for (const thing of [...valves, 'line-40/valve-0']) {
+    assert((await call('GET', shadow(thing))).desired.version === 0, `the dry run wrote ${thing}`);
+  }
+});
+
+if (jobsOn) step('jobs: Start job, its progress until it succeeded, and every target really written', async () => {
+  await role('button', 'Start job').click();
+  const line = page.getByRole('status').filter({ hasText: /^Job \S+ succeeded: 4 of 4 targets done/ });
+  await visible(line);
+  jobId = (await line.first().innerText()).split(' ')[1];
+  const cells = await page.getByRole('table', { name: `Progress of job ${jobId}` }).locator('tbody td').allInnerTexts();
+  assert(cells.join(' ') === 'succeeded 4 4 0 0', `progress cells: ${cells.join(' ')}`);
+  assert(!(await role('button', 'Cancel').isVisible()), 'Cancel offered for an ended job');
+  for (const thing of valves) {
+    const { desired } = await call('GET', shadow(thing));
+    assert(desired.state.open === true && desired.state.level === 3 && desired.clientToken === `job:${jobId}`,
+      `${thing}'s desired is ${JSON.stringify(desired)}`);
+  }
+  assert((await call('GET', shadow('line-40/valve-0'))).desired.version === 0, 'line-40/valve-0 was written');
+  const row = page.getByRole('table', { name: 'Jobs, newest first' }).getByRole('row').filter({ hasText: jobId });
+  await visible(row.filter({ hasText: '4 succeeded, 0 failed, 0 skipped' }));
+  await screenshot('jobs');
+  await row.getByRole('link', { name: jobId }).click();
+  await visible(role('heading', `Job ${jobId}`));
+  await visible(page.getByRole('status').filter({ hasText: `Job ${jobId} succeeded` }));
+});
+
+if (jobsOn) step('jobs: an invalid filter shows the API\'s message; a failed target is listed; a running job is cancelled', async () => {
+  await page.goto(`${base}/console/#/jobs?filter=${encodeURIComponent('eq(thing')}`);
+  await page.getByLabel('Job desired state').fill('{"open": false}');
+  await role('button', 'Start job').click();
+  await visible(alertWith('Starting the job failed').filter({ hasText: 'invalid filter at offset' }));
+  // A target whose desired state the job's value would make larger than the server takes fails.
+  await call('POST', `${shadow('line-5/full')}/desired`, { state: { pad: 'x'.repeat(65000) } });
+  await page.goto(`${base}/console/#/jobs?filter=line-5%2F`);
+  await page.getByLabel('Job desired state').fill(JSON.stringify({ more: 'y'.repeat(1000) }));
+  await role('button', 'Start job').click();
+  await visible(page.getByRole('status').filter({ hasText: /^Job \S+ failed: 1 of 1 targets done/ }));
+  const errors = page.getByRole('table', { name: 'First errors (1 of 1 failed)' });
+  await visible(errors.getByRole('row').filter({ hasText: 'line-5/full / main' }).filter({ hasText: 'too_large' }));
+  assert(!('more' in (await call('GET', shadow('line-5/full'))).desired.state), 'the failed target was written');
+  // Paced to one target every ten seconds, the job runs until cancelled.
+  await page.goto(`${base}/console/#/jobs?filter=plant-7%2F`);
+  await page.getByLabel('Job desired state').fill('{"sp": 1}');
+  await page.getByLabel('Targets per second').fill('fast');
+  const sent = jobPosts.length;
+  await role('button', 'Start job').click();
+  await visible(alertWith('Targets per second').filter({ hasText: 'is not a number' }));
+  assert(jobPosts.length === sent, 'a rate that is not a number was sent');
+  await page.getByLabel('Targets per second').fill('0');
+  await role('button', 'Start job').click();
+  await visible(alertWith('Starting the job failed').filter({ hasText: 'ratePerSecond must be between' }));
+  await page.getByLabel('Targets per second').fill('0.1');
+  await role('button', 'Start job').click();
+  const running = page.getByRole('status').filter({ hasText: /^Job \S+ running/ });
+  await visible(running);
+  const slow = (await running.first().innerText()).split(' ')[1];
+  await role('button', 'Cancel').click();
+  await visible(page.getByRole('status').filter({ hasText: `Job ${slow} cancelled` }));
+  const cancelled = await call('GET', `/v1/jobs/${slow}`);
+  assert(cancelled.status === 'cancelled' && cancelled.ratePerSecond === 0.1, `the job is ${JSON.stringify(cancelled)}`);
+  assert(!(await role('button', 'Cancel').isVisible()), 'Cancel still offered');
+  await page.goto(`${base}/console/#/jobs/0000000000000000-00000000`);
+  await visible(alertWith('Reading the job failed').filter({ hasText: '404 not_found' }));
 });
 
 step('API errors are shown with their message', async () => {
@@ -275,7 +377,9 @@ step('Sign out forgets the token; an app token is refused the registrations with
 
 step('a 390 px wide screen: nothing wider than the screen, every screen usable', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const hash of ['#/fleet?filter=plant-7%2F', '#/shadow/plant-7%2Fsensor-00/main', '#/history/plant-7%2Fsensor-00/main', '#/registrations']) {
+  const hashes = ['#/fleet?filter=plant-7%2F', '#/shadow/plant-7%2Fsensor-00/main', '#/history/plant-7%2Fsensor-00/main', '#/registrations',
+    '#/jobs?filter=line-4%2F', ...(jobId ? [`#/jobs/${jobId}`] : [])];
+  for (const hash of hashes) {
     await page.goto(`${base}/console/${hash}`);
     await visible(page.locator('main h1'));
     await page.waitForFunction(() => !document.querySelector('[aria-busy]'));
