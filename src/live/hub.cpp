@@ -403,7 +403,8 @@ void Hub::poll_loop() {
   auto ns = [](std::chrono::milliseconds d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
   using Seen = std::tuple<std::int64_t, std::string, std::string, std::string>;  // time, thing, name, id
   std::set<Seen> seen;
-  std::optional<std::int64_t> swept_to;  // the sweep has read every event up to this time; nullopt: idle
+  constexpr std::int64_t kIdle = std::numeric_limits<std::int64_t>::min();
+  std::int64_t swept_to = kIdle;  // the sweep has read every event up to this time; kIdle: idle
   std::int64_t lag_peak = 0;             // commit lag seen lately, decaying by 1/32 a poll
   Store& store = engine_.store();
   constexpr std::size_t kPage = 1000;
@@ -423,7 +424,7 @@ void Hub::poll_loop() {
   std::unique_lock beat_lock(beat_mutex_);
   while (!beat_.wait_for(beat_lock, poll.interval, [&] { return stopping_; })) {
     if (core_->count.load() == 0) {
-      swept_to.reset();
+      swept_to = kIdle;
       seen.clear();
       continue;
     }
@@ -436,14 +437,14 @@ void Hub::poll_loop() {
       lag_peak = std::max<std::int64_t>(poll_lag_ns_.exchange(0), lag_peak - lag_peak / 32);
       const std::int64_t window = std::clamp<std::int64_t>(2 * lag_peak, ns(poll.recent), ns(poll.settle) / 2);
       std::vector<ShadowHistoryEvent> events;
-      if (!swept_to) {
+      if (swept_to == kIdle) {
         read(now - ns(poll.settle), now - window - 1, events);
         for (const ShadowHistoryEvent& e : events) seen.emplace(e.event.timestamp_ns, e.key.thing, e.key.name, e.event.id);
         events.clear();
         swept_to = now - ns(poll.settle);
       }
       const std::int64_t settled = now - ns(poll.settle);
-      if (settled > *swept_to) read(*swept_to, settled, events);
+      if (settled > swept_to) read(swept_to, settled, events);
       read(now - window, std::numeric_limits<std::int64_t>::max(), events);
       ++core_->stats.polls;
       for (const ShadowHistoryEvent& e : events) {
@@ -456,8 +457,8 @@ void Hub::poll_loop() {
           std::fprintf(stderr, "shadowd: a polled event could not be sent: %s\n", error.what());
         }
       }
-      swept_to = std::max(*swept_to, settled);
-      seen.erase(seen.begin(), seen.lower_bound(Seen{*swept_to, {}, {}, {}}));
+      swept_to = std::max(swept_to, settled);
+      seen.erase(seen.begin(), seen.lower_bound(Seen{swept_to, {}, {}, {}}));
     } catch (const std::exception& e) {  // the store failed: the next poll reads the same again
       ++core_->stats.poll_failures;
       std::fprintf(stderr, "shadowd: polling history for live streams failed: %s\n", e.what());
