@@ -12,8 +12,8 @@ namespace deviceshadow {
 
 class StoreBackend : public Store, public DeliveryStore {
  public:
-  // The backend's bulk jobs, on the same database as its shadows; nullptr where it keeps none
-  // (DynamoDB, for now): bulk jobs are then refused.
+  // The backend's bulk jobs, on the same database as its shadows; nullptr where it keeps none:
+  // bulk jobs are then refused.
   virtual JobStore* job_store() noexcept { return nullptr; }
 };
 

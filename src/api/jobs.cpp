@@ -26,7 +26,7 @@ void check_job_id(const std::string& id) {
 
 HttpResponse Api::jobs(Context& ctx) {
   if (!options_.jobs) {
-    throw Error::invalid_request("bulk jobs are not available on this store (DynamoDB): run them on SQLite or memory");
+    throw Error::invalid_request("bulk jobs are not available on this store");
   }
   jobs::JobRunner& runner = *options_.jobs;
   const std::vector<std::string>& s = ctx.segments;

@@ -395,9 +395,15 @@ void JobRunner::run(Running& r) {
     // A worker takes a block of targets and reads them with one store read; a paced job reads
     // each target at its turn (block of 1), so that it is judged as it is then.
     const std::uint64_t block = spec.rate ? 1 : kReadBlock;
+    // On a shared store the chunk also ends a third of the lease after it began, so that the
+    // progress record renews the lease long before it ends. Blocks are taken in order and each
+    // is finished, so the targets done stay one run from `begin`.
+    const auto renew_by = std::chrono::steady_clock::now() + options_.lease / 3;
+    auto time_left = [&] { return options_.exclusive_store || std::chrono::steady_clock::now() < renew_by; };
     auto work = [&] {
       std::vector<ShadowKey> keys_read;
-      for (std::uint64_t first; !r.stop && !stopping_ && !abort && (first = taken.fetch_add(block)) < end;) {
+      for (std::uint64_t first;
+           !r.stop && !stopping_ && !abort && time_left() && (first = taken.fetch_add(block)) < end;) {
         const std::uint64_t last = std::min(end, first + block);
         if (!pacer.wait(r.stop, stopping_)) return;  // the block stays pending
         keys_read.assign(keys_of_chunk.begin() + (first - begin), keys_of_chunk.begin() + (last - begin));

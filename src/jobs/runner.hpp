@@ -35,7 +35,9 @@ struct JobOptions {
   std::size_t parallelism = 64;
   std::size_t page_size = 1000;   // targets per stored page (and at most per progress record)
   std::size_t examine_budget = 5000000;  // shadows the selection may examine
-  std::chrono::milliseconds lease{30000};  // a runner's hold on a job, renewed at each progress record
+  // A runner's hold on a job, renewed at each progress record (on a shared store at least every
+  // third of it); another runner takes the job over once it has not been renewed for this long.
+  std::chrono::milliseconds lease{30000};
   std::chrono::milliseconds poll{1000};    // how often the runner looks for jobs to take up
   // One process uses the store (memory, SQLite): active jobs are taken up at start without
   // waiting for the previous runner's lease to end.

@@ -259,13 +259,15 @@ int serve(const Settings& s) {
     hub = std::make_unique<ds::live::Hub>(engine, hub_options);
     metrics.add_section([h = hub.get()](std::string& out) { h->render_metrics(out); });
   }
-  // Bulk jobs run where the store keeps them (SQLite, memory); their runner takes up the jobs a
-  // crash or restart interrupted.
+  // Bulk jobs run where the store keeps them; their runner takes up the jobs a crash or restart
+  // interrupted. Several shadowd share a DynamoDB table: each job is run by the one holding its lease.
   std::unique_ptr<ds::jobs::JobRunner> job_runner;
   if (ds::JobStore* job_store = backend->job_store()) {
     ds::jobs::JobOptions o;
     o.max_active = s.max_jobs;
     o.limits.max_targets = s.max_job_targets;
+    o.exclusive_store = !on_dynamodb;
+    o.lease = parse_duration(s.job_lease);
     o.on_error = [&logger](const std::string& job, const std::string& error) {
       logger.log(srv::LogLevel::error, "a job could not go on", {{"job", job}, {"error", error}});
     };

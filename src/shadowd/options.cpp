@@ -260,6 +260,10 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--max-job-targets", s.max_job_targets,
                  "shadows one bulk job may target at most; a job (or dry run) matching more is refused with 400")
       ->envname(env("MAX_JOB_TARGETS"))->check(whole(1, 100000000))->capture_default_str();
+  app.add_option("--job-lease", s.job_lease,
+                 "on DynamoDB: how long a bulk job's runner holds it without renewing (it renews every third of it); "
+                 "another shadowd takes over a job whose runner stopped once this has passed")
+      ->envname(env("JOB_LEASE"))->check(duration_of_at_least(std::chrono::seconds(3)))->capture_default_str();
   app.add_option("--cursor-key-file", s.cursor_key_file,
                  "file holding the key that seals fleet-query cursors, created (mode 0600, 32 random bytes) if missing; "
                  "shadowd instances sharing a store should share it. Default: cursor.key beside the SQLite database; "

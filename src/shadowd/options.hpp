@@ -80,6 +80,7 @@ struct Options {
   std::size_t query_budget = 200000;
   std::size_t max_jobs = 4;
   std::uint64_t max_job_targets = 1000000;
+  std::string job_lease = "30s";
   std::string cursor_key_file;
   std::size_t notify_concurrency = 8;
   std::size_t notify_window = 10000;

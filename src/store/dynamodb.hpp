@@ -1,6 +1,6 @@
 // The DynamoDB store's one object (not public API): its shadows, the shared request machinery
 // and the table's management in dynamodb_store.cpp, its delivery state (registrations, dead
-// letters, claims) in dynamodb_delivery.cpp. Both use the one client. Layout: docs/storage.md.
+// letters, claims) in dynamodb_delivery.cpp, its bulk jobs in dynamodb_jobs.cpp. Both use the one client. Layout: docs/storage.md.
 #pragma once
 
 #include "aws/attribute_value.hpp"
@@ -90,7 +90,7 @@ Error translate(const AwsError& e);
 
 }  // namespace dynamodb
 
-class DynamoDbStore final : public StoreBackend {
+class DynamoDbStore final : public StoreBackend, public JobStore {
  public:
   DynamoDbStore(const DynamoDbOptions& options, std::unique_ptr<dynamodb::JsonClient> client)
       : options_(options), client_(std::move(client)) {}
@@ -129,6 +129,18 @@ class DynamoDbStore final : public StoreBackend {
   void trim_feed(std::uint64_t) override;
   std::uint64_t feed_end() override;
   void set_feed_listener(std::function<void()>) override {}  // no outbox: the stream's reader polls
+
+  // JobStore (dynamodb_jobs.cpp)
+  JobStore* job_store() noexcept override { return this; }
+  void create_job(const JobRecord& job) override;
+  bool update_job(const JobRecord& job, std::uint64_t expected_revision) override;
+  std::optional<JobRecord> job(std::string_view id) override;
+  std::vector<JobRecord> jobs(std::string_view before, std::size_t limit) override;
+  std::vector<JobRecord> active_jobs() override;
+  void remove_job(std::string_view id) override;
+  void put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) override;
+  std::vector<ShadowKey> targets(std::string_view job, std::uint64_t page) override;
+  void remove_targets(std::string_view job) override;
 
  private:
   // Shared by both halves (dynamodb_store.cpp).

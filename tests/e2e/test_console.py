@@ -82,7 +82,7 @@ class OnDynamoDbOpen(ConsoleInBrowser):
                               capture_output=True, text=True, timeout=120)
         self.assertEqual(made.returncode, 0, made.stderr)
         with Server("--store", f"dynamodb:{table}", "--dynamodb-endpoint", ENDPOINT) as server:
-            self.run_browser(server, "", live="on", jobs="off")
+            self.run_browser(server, "", live="on", jobs="on")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,212 @@
+// The DynamoDB store's bulk jobs (JobStore): job items in one partition, each job's target pages
+// in a partition of its own (docs/storage.md, "Job items"). Several shadowd on one table share
+// them; the runner claims a job by a write conditional on its revision (jobs/runner.cpp).
+#include "store/dynamodb.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace deviceshadow {
+
+using namespace dynamodb;
+
+namespace {
+
+// Every job is one item of this partition, its id (which sorts by creation) the sort key, so
+// listing newest first is one Query read backwards.
+constexpr std::string_view kJobsPk = "JB#";
+// An active job also carries GSI1PK = this and GSI1SK = its id; a finished job has neither, so
+// the index lists only the active (a sparse index).
+constexpr std::string_view kActiveJobsGsiPk = "JOBS#active";
+// A job's target pages: one partition per job, the page number (20 digits) the sort key.
+constexpr std::string_view kTargetsPkPrefix = "JT#";
+std::string targets_pk(std::string_view job) { return std::string(kTargetsPkPrefix) + std::string(job); }
+std::string page_sk(std::uint64_t page) {
+  char sk[21];
+  std::snprintf(sk, sizeof sk, "%020llu", static_cast<unsigned long long>(page));
+  return sk;
+}
+
+json::object job_item(const JobRecord& job, std::uint64_t revision) {
+  json::object item{{"PK", S(kJobsPk)},
+                    {"SK", S(job.id)},
+                    {"spec", S(job.spec)},
+                    {"progress", S(job.progress)},
+                    {"active", json::object{{"BOOL", job.active}}},
+                    {"revision", N(static_cast<std::int64_t>(revision))},
+                    {"leaseExpires", N(job.lease_expires_ns)}};
+  if (!job.owner.empty()) item["owner"] = S(job.owner);
+  if (job.active) {
+    item["GSI1PK"] = S(kActiveJobsGsiPk);
+    item["GSI1SK"] = S(job.id);
+  }
+  return item;
+}
+
+JobRecord job_of(const json::object& item) {
+  return {get_s(item, "SK"),
+          get_s(item, "spec"),
+          get_s(item, "progress"),
+          get_bool(item, "active"),
+          static_cast<std::uint64_t>(get_n(item, "revision")),
+          item.contains("owner") ? get_s(item, "owner") : std::string(),
+          get_n(item, "leaseExpires")};
+}
+
+// A conditional PutItem: false when its condition failed.
+bool put_if(JsonClient& client, json::object request) {
+  try {
+    client.call("PutItem", to_json(request), true);
+    return true;
+  } catch (const AwsError& e) {
+    if (e.type() == "ConditionalCheckFailedException") return false;
+    throw translate(e);
+  }
+}
+
+}  // namespace
+
+void DynamoDbStore::create_job(const JobRecord& job) {
+  if (!put_if(*client_, {{"TableName", options_.table},
+                         {"Item", job_item(job, 1)},
+                         {"ConditionExpression", "attribute_not_exists(PK)"}})) {
+    throw Error::version_conflict(0, "job " + job.id + " exists");
+  }
+}
+
+// A resent PutItem whose first attempt landed fails its condition and answers false: the caller
+// reads the job again, finds it at the revision it wrote, and goes on from there.
+bool DynamoDbStore::update_job(const JobRecord& job, std::uint64_t expected_revision) {
+  return put_if(*client_, {{"TableName", options_.table},
+                           {"Item", job_item(job, expected_revision + 1)},
+                           {"ConditionExpression", "revision = :expected"},
+                           {"ExpressionAttributeValues",
+                            json::object{{":expected", N(static_cast<std::int64_t>(expected_revision))}}}});
+}
+
+std::optional<JobRecord> DynamoDbStore::job(std::string_view id) {
+  json::value r = call("GetItem",
+                       {{"TableName", options_.table},
+                        {"Key", json::object{{"PK", S(kJobsPk)}, {"SK", S(id)}}},
+                        {"ConsistentRead", true}},
+                       true);
+  const json::value* item = r.as_object().if_contains("Item");
+  if (!item) return std::nullopt;
+  return job_of(item->as_object());
+}
+
+std::vector<JobRecord> DynamoDbStore::jobs(std::string_view before, std::size_t limit) {
+  json::object q = base_query(std::string(kJobsPk));
+  q["KeyConditionExpression"] = "PK = :pk";
+  if (!before.empty()) {  // a key condition may not compare with an empty string
+    q["KeyConditionExpression"] = "PK = :pk AND SK < :before";
+    q["ExpressionAttributeValues"].as_object()[":before"] = S(before);
+  }
+  q["ScanIndexForward"] = false;
+  std::vector<JobRecord> out;
+  while (out.size() < limit) {
+    q["Limit"] = static_cast<std::int64_t>(std::min<std::size_t>(limit - out.size(), 100));
+    json::value page = call("Query", q, true);
+    for (const json::value& v : page.at("Items").as_array()) out.push_back(job_of(v.as_object()));
+    const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+    if (!last) break;
+    q["ExclusiveStartKey"] = *last;
+  }
+  return out;
+}
+
+// The index (eventually consistent, keys only) names the active jobs; each is then read
+// consistently, and one finished meanwhile is left out.
+std::vector<JobRecord> DynamoDbStore::active_jobs() {
+  json::object q{{"TableName", options_.table},
+                 {"IndexName", "GSI1"},
+                 {"KeyConditionExpression", "GSI1PK = :pk"},
+                 {"ExpressionAttributeValues", json::object{{":pk", S(kActiveJobsGsiPk)}}}};
+  std::vector<std::string> ids;
+  for (;;) {
+    json::value page = call("Query", q, true);
+    for (const json::value& v : page.at("Items").as_array()) ids.push_back(get_s(v.as_object(), "SK"));
+    const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+    if (!last) break;
+    q["ExclusiveStartKey"] = *last;
+  }
+  std::map<std::pair<std::string, std::string>, json::object> items;  // in id order
+  for (std::size_t start = 0; start < ids.size(); start += options_.max_read_batch) {
+    json::array keys;
+    for (std::size_t i = start; i < std::min(ids.size(), start + options_.max_read_batch); ++i) {
+      keys.push_back(json::object{{"PK", S(kJobsPk)}, {"SK", S(ids[i])}});
+    }
+    batch_get(std::move(keys), items);
+  }
+  std::vector<JobRecord> out;
+  for (const auto& [key, item] : items) {
+    if (get_bool(item, "active")) out.push_back(job_of(item));
+  }
+  return out;
+}
+
+void DynamoDbStore::remove_job(std::string_view id) {
+  remove_targets(id);
+  call("DeleteItem", {{"TableName", options_.table}, {"Key", json::object{{"PK", S(kJobsPk)}, {"SK", S(id)}}}}, true);
+}
+
+void DynamoDbStore::put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) {
+  std::string list = "[";
+  for (const ShadowKey& k : targets) {
+    if (list.size() > 1) list += ',';
+    list += '[';
+    append_json_string(list, k.thing);
+    list += ',';
+    append_json_string(list, k.name);
+    list += ']';
+  }
+  list += ']';
+  check_size(list.size() + 64);
+  call("PutItem",
+       {{"TableName", options_.table},
+        {"Item", json::object{{"PK", S(targets_pk(job))}, {"SK", S(page_sk(page))}, {"targets", S(list)}}}},
+       true);
+}
+
+std::vector<ShadowKey> DynamoDbStore::targets(std::string_view job, std::uint64_t page) {
+  json::value r = call("GetItem",
+                       {{"TableName", options_.table},
+                        {"Key", json::object{{"PK", S(targets_pk(job))}, {"SK", S(page_sk(page))}}},
+                        {"ConsistentRead", true}},
+                       true);
+  std::vector<ShadowKey> out;
+  const json::value* item = r.as_object().if_contains("Item");
+  if (!item) return out;
+  const json::value parsed = parse_json(get_s(item->as_object(), "targets"));
+  for (const json::value& k : parsed.as_array()) {
+    const json::array& pair = k.as_array();
+    out.push_back({std::string(pair.at(0).as_string()), std::string(pair.at(1).as_string())});
+  }
+  return out;
+}
+
+// Its page keys are queried and deleted 25 to a BatchWriteItem.
+void DynamoDbStore::remove_targets(std::string_view job) {
+  const std::string pk = targets_pk(job);
+  json::object q = base_query(pk);
+  q["KeyConditionExpression"] = "PK = :pk";
+  q["ProjectionExpression"] = "SK";
+  for (;;) {
+    json::value page = call("Query", q, true);
+    std::vector<std::string> found;
+    for (const json::value& v : page.at("Items").as_array()) found.push_back(get_s(v.as_object(), "SK"));
+    batch_write_chunks(
+        found.size(),
+        [&](std::string& out, std::size_t i) {
+          open(out, "DeleteRequest", '{');
+          member_key(out, pk, found[i]);
+          close(out, '}');
+        },
+        "job targets");
+    const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+    if (!last) return;
+    q["ExclusiveStartKey"] = *last;
+  }
+}
+
+}  // namespace deviceshadow
