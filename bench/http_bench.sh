@@ -22,24 +22,9 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$data"' EXIT
 
 source bench/lib.sh
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 # nginx needs no root: every path it writes is under $data.
 nginx_port=$(free_port)
-mkdir -p "$data/nginx"
-cat >"$data/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $data/nginx/nginx.pid;
-error_log $data/nginx/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $data/nginx/body;
-  proxy_temp_path $data/nginx/proxy;
-  server { listen 127.0.0.1:$nginx_port; location / { return 200; } }
-}
-EOF
+nginx_conf "$data/nginx" "$nginx_port"
 nginx -p "$data/nginx" -c "$data/nginx/nginx.conf" -e "$data/nginx/error.log" &
 "$ceiling_binary" 0 2>"$data/ceiling.log" &
 "$ceiling_binary" 0 pool 2>"$data/ceiling_pool.log" &

@@ -14,24 +14,8 @@ ceiling_binary="$(realpath "${HTTP_CEILING:-$build/bench/http_ceiling}")"
 data=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$data"' EXIT
 source bench/lib.sh
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 nginx_port=$(free_port)
-mkdir -p "$data/nginx"
-cat >"$data/nginx/nginx.conf" <<EOF
-worker_processes 1;
-master_process off;
-daemon off;
-pid $data/nginx/nginx.pid;
-error_log $data/nginx/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $data/nginx/body;
-  proxy_temp_path $data/nginx/proxy;
-  server { listen 127.0.0.1:$nginx_port; location / { return 200; } }
-}
-EOF
+nginx_conf "$data/nginx" "$nginx_port" "master_process off;"
 
 # start LABEL COMMAND...: starts a server (under $wrap) and sets pid and url.
 start() {

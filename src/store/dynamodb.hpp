@@ -162,6 +162,8 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   // member, its comma included) for one of `count` items. The items must be distinct.
   void batch_write_chunks(std::size_t count, const std::function<void(std::string&, std::size_t)>& append,
                           std::string_view what);
+  // Deletes the items (pk, sort_keys[i]), 25 to a BatchWriteItem.
+  void batch_delete(const std::string& pk, std::span<const std::string> sort_keys, std::string_view what);
 
   // Writes (dynamodb_store.cpp).
   // One item operation of a write: its kind in a transaction ("ConditionCheck", "Put",

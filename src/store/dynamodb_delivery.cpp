@@ -111,6 +111,17 @@ void DynamoDbStore::batch_write_chunks(std::size_t count, const std::function<vo
   }
 }
 
+void DynamoDbStore::batch_delete(const std::string& pk, std::span<const std::string> sort_keys, std::string_view what) {
+  batch_write_chunks(
+      sort_keys.size(),
+      [&](std::string& out, std::size_t i) {
+        open(out, "DeleteRequest", '{');
+        member_key(out, pk, sort_keys[i]);
+        close(out, '}');
+      },
+      what);
+}
+
 // BatchWriteItem, 25 at a time; a letter named twice is put once, as its last.
 void DynamoDbStore::put_dead_letters(std::span<const DeadLetter> letters) {
   std::map<std::pair<std::string_view, std::string_view>, std::size_t> last;  // registration, event id
@@ -186,16 +197,7 @@ std::size_t DynamoDbStore::remove_dead_letters(std::string_view registration,
                                                std::optional<std::span<const std::string>> event_ids) {
   const std::string pk = dead_letters_pk(registration);
   std::vector<std::string> found;  // sort keys of existing letters
-  auto delete_found = [&] {
-    batch_write_chunks(
-        found.size(),
-        [&](std::string& out, std::size_t i) {
-          open(out, "DeleteRequest", '{');
-          member_key(out, pk, found[i]);
-          close(out, '}');
-        },
-        "dead letters");
-  };
+  auto delete_found = [&] { batch_delete(pk, found, "dead letters"); };
   std::size_t removed = 0;
   if (!event_ids) {
     json::object q = base_query(pk);

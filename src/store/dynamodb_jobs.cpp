@@ -2,6 +2,7 @@
 // in a partition of its own (docs/storage.md, "Job items"). Several shadowd on one table share
 // them; the runner claims a job by a write conditional on its revision (jobs/runner.cpp).
 #include "store/dynamodb.hpp"
+#include "store/target_pages.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -151,16 +152,7 @@ void DynamoDbStore::remove_job(std::string_view id) {
 }
 
 void DynamoDbStore::put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) {
-  std::string list = "[";
-  for (const ShadowKey& k : targets) {
-    if (list.size() > 1) list += ',';
-    list += '[';
-    append_json_string(list, k.thing);
-    list += ',';
-    append_json_string(list, k.name);
-    list += ']';
-  }
-  list += ']';
+  const std::string list = encode_target_page(targets);
   check_size(list.size() + 64);
   call("PutItem",
        {{"TableName", options_.table},
@@ -174,15 +166,8 @@ std::vector<ShadowKey> DynamoDbStore::targets(std::string_view job, std::uint64_
                         {"Key", json::object{{"PK", S(targets_pk(job))}, {"SK", S(page_sk(page))}}},
                         {"ConsistentRead", true}},
                        true);
-  std::vector<ShadowKey> out;
   const json::value* item = r.as_object().if_contains("Item");
-  if (!item) return out;
-  const json::value parsed = parse_json(get_s(item->as_object(), "targets"));
-  for (const json::value& k : parsed.as_array()) {
-    const json::array& pair = k.as_array();
-    out.push_back({std::string(pair.at(0).as_string()), std::string(pair.at(1).as_string())});
-  }
-  return out;
+  return item ? decode_target_page(get_s(item->as_object(), "targets")) : std::vector<ShadowKey>{};
 }
 
 // Its page keys are queried and deleted 25 to a BatchWriteItem.
@@ -195,14 +180,7 @@ void DynamoDbStore::remove_targets(std::string_view job) {
     json::value page = call("Query", q, true);
     std::vector<std::string> found;
     for (const json::value& v : page.at("Items").as_array()) found.push_back(get_s(v.as_object(), "SK"));
-    batch_write_chunks(
-        found.size(),
-        [&](std::string& out, std::size_t i) {
-          open(out, "DeleteRequest", '{');
-          member_key(out, pk, found[i]);
-          close(out, '}');
-        },
-        "job targets");
+    batch_delete(pk, found, "job targets");
     const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
     if (!last) return;
     q["ExclusiveStartKey"] = *last;

@@ -1,6 +1,7 @@
 // The SQLite store's bulk jobs (JobStore): the jobs table and each job's target pages
 // (job_targets, [[thing, name], …] JSON per page), on the same writer and readers as its shadows.
 #include "store/sqlite.hpp"
+#include "store/target_pages.hpp"
 
 #include "deviceshadow/json.hpp"
 
@@ -100,16 +101,7 @@ void SqliteStore::remove_job(std::string_view id) {
 }
 
 void SqliteStore::put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) {
-  std::string list = "[";
-  for (const ShadowKey& k : targets) {
-    if (list.size() > 1) list += ',';
-    list += '[';
-    append_json_string(list, k.thing);
-    list += ',';
-    append_json_string(list, k.name);
-    list += ']';
-  }
-  list += ']';
+  const std::string list = encode_target_page(targets);
   run_on_writer([&](Connection& c) {
     Query(c.statement(kPutTargets)).bind(1, job).bind(2, static_cast<std::int64_t>(page)).bind(3, list).run();
   });
@@ -121,13 +113,7 @@ std::vector<ShadowKey> SqliteStore::targets(std::string_view job, std::uint64_t 
     q.bind(1, job).bind(2, static_cast<std::int64_t>(page));
     return q.step() ? q.text(0) : std::string("[]");
   });
-  std::vector<ShadowKey> out;
-  const json::value parsed = parse_json(list);
-  for (const json::value& k : parsed.as_array()) {
-    const json::array& pair = k.as_array();
-    out.push_back({std::string(pair.at(0).as_string()), std::string(pair.at(1).as_string())});
-  }
-  return out;
+  return decode_target_page(list);
 }
 
 void SqliteStore::remove_targets(std::string_view job) {
