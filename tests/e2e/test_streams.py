@@ -61,10 +61,15 @@ class SSE:
             name, _, value = line.partition(":")
             fields[name] = value[1:] if value.startswith(" ") else value
 
-    def events(self, count):
-        """The next `count` change or deleted messages (comments skipped), data parsed."""
+    def events(self, count, within=120):
+        """The next `count` change or deleted messages (comments skipped), data parsed; fails
+        when they have not come `within` seconds (a bound on liveness, checked as heartbeats and
+        messages arrive), rather than waiting on a stream kept open by heartbeats."""
         out = []
+        deadline = time.monotonic() + within
         while len(out) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(out)} of {count} events came within {within} s")
             m = self.next()
             if m is None:
                 raise AssertionError(f"the stream ended after {len(out)} of {count} events")

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import threading
+import time
 import unittest
 import uuid
 
@@ -129,8 +130,11 @@ class TwoServersOneTable(ApiTestCase):
         expected[things[0]] = expected[things[0]][1:]
         total = sum(len(v) for v in expected.values())
         got, order = set(), {}
+        deadline = time.monotonic() + 120  # a bound on liveness: an event lost fails here, naming what is missing
         while len(got) < total:
-            [m] = s.events(1)
+            missing = sorted(i for t, ids in expected.items() for i in ids if (t, i) not in got)
+            self.assertLess(time.monotonic(), deadline, f"events never streamed: {missing}")
+            [m] = s.events(1, within=max(1, deadline - time.monotonic()))
             key = (m["data"]["subject"].split("#")[0], m["id"])
             if key not in got and m["id"] != start:  # the reach back may send the start again
                 got.add(key)
