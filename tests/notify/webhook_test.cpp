@@ -495,6 +495,15 @@ TEST(Http1Response, ReadsLengthChunksAndInterimAnswersInAnyPieces) {
   EXPECT_FALSE(closing.reusable());
 }
 
+// Found by fuzz_http1: a "0" chunk header right after a chunk's data (no CR LF between) is
+// malformed however it is split; it used to wait forever for a fifth byte when fed bytewise.
+TEST(Http1Response, ALastChunkWithoutTheCrLfBeforeItIsMalformedInAnyPieces) {
+  const std::string answer = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n\r0\r\n\n";
+  notify::Http1Response whole, bytewise;
+  EXPECT_EQ(whole.feed(answer), Progress::malformed);
+  EXPECT_EQ(feed_bytewise(bytewise, answer), Progress::malformed);
+}
+
 TEST(Http1Response, CloseWinsAndSuspectFramingEndsTheConnection) {
   auto reusable = [](std::string head) {
     notify::Http1Response r;

@@ -169,8 +169,9 @@ std::size_t Http1Response::parse(std::string_view bytes) {
     if (p.is_header_done()) {
       // Beast 1.81 asserts that it is given 5 bytes or more when it comes back to a first chunk
       // that is the last and whose end it has not seen (fixed upstream: boostorg/beast#2861);
-      // fewer cannot complete it, so they wait.
-      if (parser_->wanting && rest.size() < 5 && rest.starts_with("0\r\n")) break;
+      // fewer cannot complete it, so they wait. Past the first chunk (some body came) the next
+      // chunk header starts with CR LF: "0" there is malformed, and Beast says so at once.
+      if (parser_->wanting && rest.size() < 5 && rest.starts_with("0\r\n") && p.get().body().empty()) break;
     } else if (const auto end = head_end(rest.substr(0, kHeadLimit - parser_->status_line)); end == kBareLf) {
       fail("a line of its head does not end in CR LF");
       break;
