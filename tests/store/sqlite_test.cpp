@@ -35,6 +35,17 @@ ds::SqliteOptions options_in(const TempDir& dir) {
   return o;
 }
 
+// A database in `dir` of the current schema holding shadow t/main, reported {"a":1}: what the
+// migration tests take back to an older version.
+void store_one_shadow(const TempDir& dir) {
+  auto store = ds::open_sqlite_store(options_in(dir));
+  ds::Engine engine(*store);
+  ds::UpdateRequest r;
+  r.key = {"t", "main"};
+  r.state["a"] = 1;
+  engine.update(r);
+}
+
 TEST(Sqlite, CreatesTheDatabaseWithWalAndTheCurrentSchema) {
   TempDir dir;
   { auto store = ds::open_sqlite_store(options_in(dir)); }
@@ -65,14 +76,7 @@ TEST(Sqlite, WritesSurviveReopen) {
 TEST(Sqlite, MigratesAVersion1Database) {
   TempDir dir;
   auto db = dir.path() / "nested" / "dir" / "shadows.db";
-  {
-    auto store = ds::open_sqlite_store(options_in(dir));
-    ds::Engine engine(*store);
-    ds::UpdateRequest r;
-    r.key = {"t", "main"};
-    r.state["a"] = 1;
-    engine.update(r);
-  }
+  store_one_shadow(dir);
   scalar(db, "ALTER TABLE sections DROP COLUMN times");
   scalar(db, "DROP TABLE registrations");
   scalar(db, "DROP TABLE feed");
@@ -230,14 +234,7 @@ TEST(Sqlite, MigratesVersion7ToKeepDeclaredIndexes) {
 TEST(Sqlite, MigratesVersion8ByAddingTheJobTables) {
   TempDir dir;
   auto db = dir.path() / "nested" / "dir" / "shadows.db";
-  {
-    auto store = ds::open_sqlite_store(options_in(dir));
-    ds::Engine engine(*store);
-    ds::UpdateRequest r;
-    r.key = {"t", "main"};
-    r.state["a"] = 1;
-    engine.update(r);
-  }
+  store_one_shadow(dir);
   scalar(db, "DROP TABLE jobs");
   scalar(db, "DROP TABLE job_targets");
   scalar(db, "PRAGMA user_version = 8");
