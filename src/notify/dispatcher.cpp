@@ -1008,6 +1008,13 @@ class Dispatcher::Reaper {
     cv_.notify_all();
   }
 
+  // Waits up to `timeout` until every worker handed over has stopped and let go of its target
+  // (and so of its descriptors and thread); true when none is left.
+  bool wait_idle(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return idle_cv_.wait_for(lock, timeout, [&] { return workers_.empty() && !busy_; });
+  }
+
  private:
   void run() {
     std::unique_lock lock(mutex_);
@@ -1016,16 +1023,21 @@ class Dispatcher::Reaper {
       if (workers_.empty()) return;
       std::shared_ptr<Worker> worker = std::move(workers_.front());
       workers_.pop_front();
+      busy_ = true;
       lock.unlock();
       worker->finish_stop();
       worker.reset();
       lock.lock();
+      busy_ = false;
+      idle_cv_.notify_all();
     }
   }
 
   std::mutex mutex_;
   std::condition_variable cv_;
+  std::condition_variable idle_cv_;
   std::deque<std::shared_ptr<Worker>> workers_;
+  bool busy_ = false;  // a worker taken from workers_ is still stopping
   bool stopping_ = false;
   std::thread thread_;
 };
@@ -1201,7 +1213,14 @@ Registration Dispatcher::put(std::string_view id, std::string_view json) {
   }
   std::unique_ptr<Target> target;
   try {
-    target = targets_(r);  // refuses a type this build cannot deliver to
+    try {
+      target = targets_(r);  // refuses a type this build cannot deliver to
+    } catch (const std::system_error&) {
+      // Out of descriptors or threads: those of registrations just deleted or replaced come
+      // back once their workers have stopped, so wait for that (briefly) and try once more.
+      if (!reaper_->wait_idle(std::chrono::seconds(2))) throw;
+      target = targets_(r);
+    }
   } catch (...) {
     rethrow_start_failure();
   }
