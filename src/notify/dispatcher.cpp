@@ -4,6 +4,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "notify/event.hpp"
+#include "notify/sender_pool.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -55,17 +56,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::int64_t now_ns() { return now().unix_nanos(); }
-
-// Delivery is background work: its threads run `nice` levels below the thread that started
-// them (Linux applies a nice value per thread) and yield the CPU to request handling, so
-// notifications lag under CPU saturation rather than slow writes.
-void lower_priority(int nice) {
-  if (nice <= 0) return;
-  const auto tid = static_cast<id_t>(::gettid());
-  errno = 0;
-  const int current = ::getpriority(PRIO_PROCESS, tid);  // inherited from the starting thread
-  ::setpriority(PRIO_PROCESS, tid, std::min((errno ? 0 : current) + nice, 19));
-}
 
 // Calls `each` on the registration's dead letters in id order, reading a page at a time,
 // until it returns false. `each` may move from the letter it is given.
@@ -159,18 +149,19 @@ struct Dispatcher::FeedItem {
 };
 
 // One enabled registration's delivery: it takes the entries it wants from the reader's pages
-// (up to `window` unfinished) and a sender thread delivers them.
-class Dispatcher::Worker {
+// (up to `window` unfinished) and delivers them in turns on the dispatcher's sender threads.
+class Dispatcher::Worker final : public SenderPool::Task {
  public:
   // `counters`: the status of the registration's previous worker, whose counts go on.
   // `room`: called when the window, too full for a page before, has room for one again.
   // `predecessor`: the registration's previous worker, still stopping: this one takes no entry
   // before it has stopped, and then goes on from where it stopped, with its counters (a
   // shadow's events stay in order, and none is sent twice).
-  Worker(DeliveryStore& store, Feed& feed, Registration registration, std::unique_ptr<Target> target,
+  Worker(SenderPool& pool, DeliveryStore& store, Feed& feed, Registration registration, std::unique_ptr<Target> target,
          std::uint64_t checkpoint, const DispatcherOptions& options, const NotifyLog& log, std::function<void()> room,
          RegistrationStatus counters, std::shared_ptr<Worker> predecessor)
-      : store_(store),
+      : pool_(pool),
+        store_(store),
         feed_(feed),
         registration_(std::move(registration)),
         target_(std::move(target)),
@@ -183,11 +174,7 @@ class Dispatcher::Worker {
         predecessor_(std::move(predecessor)) {
     status_.id = registration_.id;
     status_.dead_letters = store_.count_dead_letters(registration_.id);
-    sender_ = std::thread([this] {
-      lower_priority(options_.nice);
-      take_over_from_predecessor();
-      send_loop();
-    });
+    pool_.add(*this, target_->ready_fd());  // last: its first turn may start at once
   }
 
   ~Worker() { finish_stop(); }
@@ -204,13 +191,18 @@ class Dispatcher::Worker {
       stopping_ = true;
     }
     target_->abandon();
+    pool_.wake(*this);
   }
 
-  // begin_stop(), then waits for the sender to end and stores the checkpoint reached. Called
-  // once, by the dispatcher's reaper (or the destructor), never on a request's path.
+  // begin_stop(), then waits for its last turn and stores the checkpoint reached. Called once,
+  // by the dispatcher's reaper (or the destructor), never on a request's path.
   void finish_stop() {
     begin_stop(false);
-    if (sender_.joinable()) sender_.join();
+    {
+      std::unique_lock lock(mutex_);
+      stopped_cv_.wait(lock, [&] { return sender_ended_; });
+    }
+    pool_.remove(*this);
     {
       std::unique_lock lock(mutex_);
       if (stopped_) return;
@@ -227,6 +219,11 @@ class Dispatcher::Worker {
     return reached();
   }
 
+  bool has_stopped() const {
+    std::lock_guard lock(mutex_);
+    return stopped_;
+  }
+
   // Asks the sender to dead-letter every event it holds, in flight or not (the change feed is
   // full and this registration holds it back; see Dispatcher::Trimmer).
   void spill() {
@@ -234,7 +231,7 @@ class Dispatcher::Worker {
       std::lock_guard lock(mutex_);
       spill_requested_ = true;
     }
-    target_->wake();
+    pool_.wake(*this);
   }
 
   // The last feed seq it took when its window has room for a page, else nullopt (a page read
@@ -475,19 +472,21 @@ class Dispatcher::Worker {
     shadow.events.push_back(std::move(p));
     if (shadow.events.size() == 1) {
       ready_.push_back(std::move(key));
-      if (ready_.size() == 1) target_->wake();
+      if (ready_.size() == 1) pool_.wake(*this);
     }
   }
 
-  // Waits for the predecessor to stop, then starts where it got, with its counters.
-  void take_over_from_predecessor() {
+  // Once the predecessor has stopped, starts where it got, with its counters; false while it
+  // has not.
+  bool take_over_from_predecessor() {
     std::shared_ptr<Worker> predecessor;
     {
       std::lock_guard lock(mutex_);
       predecessor = predecessor_;
     }
-    if (!predecessor) return;
-    const std::uint64_t reached = predecessor->wait_stopped();
+    if (!predecessor) return true;
+    if (!predecessor->has_stopped()) return false;
+    const std::uint64_t reached = predecessor->wait_stopped();  // at once
     const RegistrationStatus counters = predecessor->status(0);
     {
       std::lock_guard lock(mutex_);
@@ -501,41 +500,30 @@ class Dispatcher::Worker {
       predecessor_.reset();
     }
     room_();  // the reader serves it from here
+    return true;
   }
 
-  // Keeps up to `concurrency` shadows' head events in flight on the target and settles each
-  // outcome as it comes.
-  void send_loop() {
-    std::vector<std::pair<std::uint64_t, DeliveryResult>> finished;
-    const Target::Done collect = [&](std::uint64_t tag, DeliveryResult r) { finished.emplace_back(tag, std::move(r)); };
-    // tag, shadow: at most `concurrency` unsettled, and the finished ones not settled yet
-    std::vector<std::pair<std::uint64_t, std::string>> in_flight;
-    std::vector<Pending*> next;  // ready, to build before they start
-    std::uint64_t next_tag = 0;
-    const std::size_t concurrency = std::max<std::size_t>(1, options_.concurrency);
+  // One turn: keeps up to `concurrency` shadows' head events in flight on the target and
+  // settles each outcome as it comes. Returns when it must run again at the latest: while
+  // deliveries are in flight every `poll` (the target's own time limits), while it holds events
+  // at the next sweep for expired ones, at the next retry; otherwise when woken.
+  std::optional<Clock::time_point> step() override {
     std::unique_lock lock(mutex_);
-    // Settles the finished deliveries (mutex_ held).
-    auto settle = [&] {
-      for (auto& [tag, result] : finished) {
-        auto it = std::find_if(in_flight.begin(), in_flight.end(), [tag = tag](const auto& f) { return f.first == tag; });
-        if (it == in_flight.end()) continue;  // reported twice: a target's fault, settled once
-        const std::string key = std::move(it->second);
-        if (&*it != &in_flight.back()) *it = std::move(in_flight.back());
-        in_flight.pop_back();
-        Pending& head = shadows_.at(key).events.front();
-        head.in_flight = false;
-        finish(key, head, std::move(result), lock);
-      }
-      finished.clear();
-    };
-    Clock::time_point next_sweep{};
-    while (!stopping_) {
+    if (sender_ended_) return std::nullopt;
+    if (predecessor_ && !stopping_) {
+      lock.unlock();
+      if (!take_over_from_predecessor()) return Clock::now() + std::chrono::milliseconds(10);
+      lock.lock();
+    }
+    const std::size_t concurrency = std::max<std::size_t>(1, options_.concurrency);
+    for (int turn = 0; !stopping_; ++turn) {
+      if (turn == 64) return Clock::now();  // the others' turn, then this one's again
       if (spill_requested_) {
         spill_requested_ = false;
         expire(lock, true);
         store_checkpoint_locked(lock, true);
-      } else if (Clock::now() >= next_sweep) {
-        next_sweep = Clock::now() + options_.expiry_sweep;
+      } else if (Clock::now() >= next_sweep_) {
+        next_sweep_ = Clock::now() + options_.expiry_sweep;
         expire(lock, false);
       }
       if (stopping_) break;
@@ -545,30 +533,25 @@ class Dispatcher::Worker {
       }
       // A finished delivery's place is free already: the next ones start before the finished
       // are settled, so that the target waits as little as possible.
-      while (!stopping_ && in_flight.size() - finished.size() < concurrency && !ready_.empty()) {
-        const std::uint64_t tag = ++next_tag;
+      while (!stopping_ && in_flight_.size() - finished_.size() < concurrency && !ready_.empty()) {
+        const std::uint64_t tag = ++next_tag_;
         std::string key = std::move(ready_.front());
         ready_.pop_front();
         Pending& p = shadows_.at(key).events.front();  // stable until finish() pops it
-        in_flight.emplace_back(tag, key);
+        in_flight_.emplace_back(tag, key);
         if (p.settled || cancelled_redrive(p)) {  // store it again, or cancelled
-          finished.emplace_back(tag, p.settled.value_or(DeliveryResult{}));
+          finished_.emplace_back(tag, p.settled.value_or(DeliveryResult{}));
           continue;
         }
         p.in_flight = true;
         lock.unlock();
-        if (std::optional<DeliveryResult> refused = start(tag, p)) finished.emplace_back(tag, std::move(*refused));
+        if (std::optional<DeliveryResult> refused = start(tag, p)) finished_.emplace_back(tag, std::move(*refused));
         lock.lock();
       }
-      settle();
-      if (in_flight.size() < concurrency && !ready_.empty()) continue;  // settling made shadows ready
-      auto wait = std::min<std::chrono::milliseconds>(options_.poll, options_.expiry_sweep);
-      if (!delayed_.empty()) {
-        wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(delayed_.begin()->first - Clock::now()),
-                          std::chrono::milliseconds(0), wait);
-      }
+      settle(lock);
+      if (in_flight_.size() < concurrency && !ready_.empty()) continue;  // settling made shadows ready
       // The events that start next are built while the target works, not when places free.
-      next.clear();
+      std::vector<Pending*> next;
       for (std::size_t i = 0; i < std::min(concurrency, ready_.size()); ++i) {
         Pending& p = shadows_.at(ready_[i]).events.front();
         if (p.event.empty() && p.entry) next.push_back(&p);
@@ -580,11 +563,41 @@ class Dispatcher::Worker {
         } catch (const std::exception&) {  // start() tries again and refuses it
         }
       }
-      next.clear();
-      target_->run(wait, collect);
+      target_->run(std::chrono::milliseconds(0), collect_);
       lock.lock();
+      if (!finished_.empty() || (in_flight_.size() < concurrency && !ready_.empty())) continue;
+      if (stopping_) break;
+      std::optional<Clock::time_point> at;
+      const auto sooner = [&](Clock::time_point t) { at = at ? std::min(*at, t) : t; };
+      if (!in_flight_.empty()) sooner(Clock::now() + options_.poll);
+      if (!shadows_.empty()) sooner(next_sweep_);
+      if (!delayed_.empty()) sooner(delayed_.begin()->first);
+      return at;
     }
-    settle();  // what the last run() reported: a delivered event is not sent again after a restart
+    // Stopping: what the target reports as it abandons is settled, so that a delivered event
+    // is not sent again after a restart.
+    lock.unlock();
+    target_->run(std::chrono::milliseconds(0), collect_);
+    lock.lock();
+    settle(lock);
+    sender_ended_ = true;
+    stopped_cv_.notify_all();
+    return std::nullopt;
+  }
+
+  // Settles the finished deliveries. Requires mutex_ (released while outcomes are stored).
+  void settle(std::unique_lock<std::mutex>& lock) {
+    for (auto& [tag, result] : finished_) {
+      auto it = std::find_if(in_flight_.begin(), in_flight_.end(), [tag = tag](const auto& f) { return f.first == tag; });
+      if (it == in_flight_.end()) continue;  // reported twice: a target's fault, settled once
+      const std::string key = std::move(it->second);
+      if (&*it != &in_flight_.back()) *it = std::move(in_flight_.back());
+      in_flight_.pop_back();
+      Pending& head = shadows_.at(key).events.front();
+      head.in_flight = false;
+      finish(key, head, std::move(result), lock);
+    }
+    finished_.clear();
   }
 
   // Builds the event of a feed entry. A Pending in a shadow's queue stays where it is until
@@ -643,6 +656,7 @@ class Dispatcher::Worker {
             result = {Outcome::reject, expired_reason() + "; last error: " + result.error};
           }
           if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
+            if (p.entry) std::string().swap(p.event);  // built again: the target may know its size limit now
             delayed_.emplace(Clock::now() + backoff_delay(p.attempts, options_.retry_base, options_.retry_max), key);
             return;
           }
@@ -807,6 +821,7 @@ class Dispatcher::Worker {
     if (stored) stored_checkpoint_ = std::max(stored_checkpoint_, seq);
   }
 
+  SenderPool& pool_;
   DeliveryStore& store_;
   Feed& feed_;
   const Registration registration_;
@@ -835,7 +850,14 @@ class Dispatcher::Worker {
   RegistrationStatus status_;
   std::shared_ptr<Worker> predecessor_;  // still stopping; reset by the sender once it has stopped
   Clock::time_point counted_at_ = Clock::now();  // when status_.dead_letters was last read from the store
-  std::thread sender_;
+  bool sender_ended_ = false;  // its last turn is over (stopped_cv_ tells)
+  // Of the turns (one at a time, on the pool's threads): deliveries started, by tag, with the
+  // shadow each is of (at most `concurrency` unsettled), and those the target reported finished.
+  std::vector<std::pair<std::uint64_t, std::string>> in_flight_;
+  std::vector<std::pair<std::uint64_t, DeliveryResult>> finished_;
+  const Target::Done collect_ = [this](std::uint64_t tag, DeliveryResult r) { finished_.emplace_back(tag, std::move(r)); };
+  std::uint64_t next_tag_ = 0;
+  Clock::time_point next_sweep_{};
 };
 
 // Reads the feed once for every worker. A round reads a page after the lowest position of the
@@ -847,7 +869,7 @@ class Dispatcher::Worker {
 class Dispatcher::Reader {
  public:
   explicit Reader(Dispatcher& d) : d_(d), thread_([this] {
-    lower_priority(d_.options_.nice);
+    lower_thread_priority(d_.options_.nice);
     run();
   }) {}
   ~Reader() {
@@ -1050,6 +1072,7 @@ Dispatcher::Dispatcher(Engine& engine, DeliveryStore& store, DispatcherOptions o
       targets_(std::move(targets)),
       log_(log ? std::move(log) : [](bool, std::string_view, std::vector<std::pair<std::string, std::string>>) {}),
       signal_(std::make_unique<FeedSignal>()),
+      pool_(std::make_unique<SenderPool>(options_.sender_threads, options_.nice)),
       reaper_(std::make_unique<Reaper>()) {
   if (feed) {
     feed_ = feed;
@@ -1088,7 +1111,7 @@ std::shared_ptr<Dispatcher::Worker> Dispatcher::start_worker(const Registration&
                                                              std::uint64_t checkpoint, RegistrationStatus counters) {
   std::shared_ptr<Worker> predecessor;
   if (auto it = retiring_.find(r.id); it != retiring_.end()) predecessor = it->second.lock();
-  auto worker = std::make_shared<Worker>(store_, *feed_, r, std::move(target), checkpoint, options_, log_,
+  auto worker = std::make_shared<Worker>(*pool_, store_, *feed_, r, std::move(target), checkpoint, options_, log_,
                                          [signal = signal_.get()] { signal->notify(); }, std::move(counters),
                                          std::move(predecessor));
   signal_->notify();  // the reader serves it from its checkpoint

@@ -43,6 +43,7 @@
 namespace deviceshadow::notify {
 
 class FeedSignal;
+class SenderPool;
 
 struct DispatcherOptions {
   std::size_t concurrency = 8;        // deliveries in flight per registration
@@ -67,8 +68,11 @@ struct DispatcherOptions {
   std::chrono::seconds dead_letter_retention{14 * 24 * 3600};
   std::size_t max_dead_letters = 100000;
   std::chrono::milliseconds dead_letter_recount{60000};
-  // Registrations a PUT may create at most: each enabled one costs a sender thread and its
-  // target's descriptors (docs/notifications.md).
+  // The threads that deliver for every registration (each registration's deliveries take
+  // turns on them; a turn never waits on a network).
+  std::size_t sender_threads = 4;
+  // Registrations a PUT may create at most: each enabled one costs its target's descriptors
+  // (docs/notifications.md).
   std::size_t max_registrations = 100;
   bool keep_feed_on = false;  // the change feed stays on without registrations (history written from it)
 };
@@ -184,6 +188,7 @@ class Dispatcher {
   mutable std::mutex mutex_;  // guards registrations_; held while workers start and stop
   std::map<std::string, Entry, std::less<>> registrations_;
   std::unique_ptr<FeedSignal> signal_;
+  std::unique_ptr<SenderPool> pool_;  // outlives the workers, which the reaper finishes
   std::unique_ptr<Reaper> reaper_;
   // Workers still stopping, by registration: the next worker of the same id waits for its
   // predecessor before it sends anything (guarded by mutex_).

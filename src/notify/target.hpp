@@ -32,9 +32,12 @@ struct DeliveryResult {
   std::string error;  // why it failed, for the dead letter's lastError and the logs
 };
 
-// Delivery is asynchronous, so that one thread keeps many deliveries in flight: start() begins
-// one and returns at once; run() drives those in progress and reports each outcome exactly
-// once. start() and run() are called from one thread at a time; wake() from any thread.
+// Delivery is asynchronous, so that a few threads keep many registrations' deliveries in
+// flight: start() begins one and returns at once; run() drives those in progress and reports
+// each outcome exactly once. start() and run() are called from one thread at a time; wake()
+// from any thread. The dispatcher calls run() with a zero timeout, when ready_fd() polls
+// readable and at least every DispatcherOptions::poll while deliveries are in flight: then it
+// must not wait on the network.
 class Target {
  public:
   using Done = std::function<void(std::uint64_t tag, DeliveryResult result)>;
@@ -44,6 +47,10 @@ class Target {
   // Waits up to `timeout` (less when wake() is called) for deliveries to finish, and reports
   // the finished ones through `done`.
   virtual void run(std::chrono::milliseconds timeout, const Done& done) = 0;
+  // A descriptor that polls readable when run() has work: an outcome to report, I/O to go on
+  // with, a wake(); run() consumes what made it readable. -1: none (run() is then called only
+  // every `poll` while deliveries are in flight, and when the dispatcher has work for it).
+  virtual int ready_fd() const { return -1; }
   // Makes a run() in progress return early.
   virtual void wake() = 0;
   // The worker is stopping: a run() in progress returns as soon as it can, abandoning what is in
@@ -53,6 +60,24 @@ class Target {
   // The largest event the destination accepts; a larger one is sent truncated. Called by the
   // thread that calls start() (a target may ask its destination once, blocking).
   virtual std::size_t max_event_bytes() const { return SIZE_MAX; }
+};
+
+// An eventfd for a target's ready_fd(): readable from signal() until drain(). Throws
+// std::system_error when no descriptor is left.
+class ReadySignal {
+ public:
+  ReadySignal();
+  ~ReadySignal();
+  ReadySignal(const ReadySignal&) = delete;
+  ReadySignal& operator=(const ReadySignal&) = delete;
+  int fd() const { return fd_; }
+  void signal();
+  void drain();
+  // Waits until it is readable, at most `timeout`.
+  void wait(std::chrono::milliseconds timeout);
+
+ private:
+  int fd_;
 };
 
 // Delivers one event and waits for its outcome, at most `limit` (for tests and tools).

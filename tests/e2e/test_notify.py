@@ -402,9 +402,9 @@ class DeadLetterLimitsTest(ApiTestCase):
 
 
 class RegistrationLimitsTest(ApiTestCase):
-    """Registrations cost a thread and descriptors each: --max-registrations bounds how many a PUT
-    may create, and one whose target cannot start for want of descriptors is refused with 503,
-    stored nowhere."""
+    """Registrations cost descriptors each, and no thread: --max-registrations bounds how many a
+    PUT may create, and one whose target cannot start for want of descriptors is refused with
+    503, stored nowhere."""
 
     def setUp(self):
         self.server = None
@@ -430,6 +430,18 @@ class RegistrationLimitsTest(ApiTestCase):
         self.assertEqual(self.ids(), ["a", "b"])
         self.assertEqual(self.server.delete("/v1/registrations/b").status_code, 200)
         self.assertEqual(self.put("c").status_code, 200)
+
+    def test_registrations_cost_no_thread_each(self):
+        self.server = Server("--max-registrations", "1000")
+        tasks = f"/proc/{self.server.proc.pid}/task"
+        self.assertEqual(self.put("first").status_code, 200)
+        before = len(os.listdir(tasks))
+        for i in range(200):
+            self.assertEqual(self.put(f"r{i}").status_code, 200)
+        for i in range(20):  # deliveries under way (refused: port 9), retried
+            self.assertEqual(self.server.post(shadow_path(f"t{i}", "main", "reported"), json={"state": {"n": i}}).status_code, 200)
+        time.sleep(0.5)
+        self.assertLessEqual(len(os.listdir(tasks)), before + 2, "a thread per registration")
 
     def test_out_of_descriptors_a_registration_is_503_and_stored_nowhere(self):
         self.server = Server("--max-registrations", "1000", open_files=96)

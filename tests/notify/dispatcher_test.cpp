@@ -321,6 +321,23 @@ TEST_P(DispatcherTest, AStuckShadowOrRegistrationDelaysNoOther) {
   EXPECT_EQ(targets.delivered("up").size(), kFree + 1u);
 }
 
+// The process's threads, from /proc.
+std::size_t thread_count() {
+  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                                std::filesystem::directory_iterator()));
+}
+
+// Registrations share the dispatcher's sender threads: a hundred of them, delivering, start no
+// thread of their own.
+TEST_P(DispatcherTest, RegistrationsShareTheSenderThreads) {
+  const std::size_t before = thread_count();
+  for (int i = 0; i < 100; ++i) dispatcher->put("r" + std::to_string(i), hook());
+  for (int i = 0; i < 20; ++i) report(*engine, "t" + std::to_string(i), "main", i);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r99").size() == 20 && targets.delivered("r0").size() == 20; }));
+  EXPECT_EQ(thread_count(), before) << "a thread per registration";
+  for (int i = 0; i < 100; ++i) dispatcher->remove("r" + std::to_string(i));
+}
+
 TEST_P(DispatcherTest, OutcomesReportedAsAWorkerStopsAreSettled) {
   targets.report_only_when_woken();
   dispatcher->put("r", hook());

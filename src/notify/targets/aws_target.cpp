@@ -4,16 +4,28 @@
 
 #include <algorithm>
 #include <array>
+#include <thread>
 
 namespace deviceshadow::notify::aws_target {
 
+struct BatchingTarget::Call {
+  std::vector<std::string> strings;  // what the items' deliveries view
+  std::vector<Item> items;
+  std::vector<DeliveryResult> results;
+  std::atomic<bool> over{false};
+  std::thread thread;
+};
+
+BatchingTarget::BatchingTarget(std::size_t max_entries, std::size_t max_batch_bytes, std::size_t entry_overhead)
+    : max_entries_(max_entries), max_batch_bytes_(max_batch_bytes), entry_overhead_(entry_overhead) {}
+
+BatchingTarget::~BatchingTarget() { end_calls(); }  // the subclass's did already: send() is theirs
+
 void BatchingTarget::run(std::chrono::milliseconds timeout, const Done& done) {
-  if (waiting_.empty() || abandoned_) {
-    std::unique_lock lock(mutex_);
-    cv_.wait_for(lock, timeout, [&] { return woken_; });
-    woken_ = false;
-    return;
-  }
+  if (!(call_ && call_->over) && (call_ || waiting_.empty() || abandoned_)) ready_.wait(timeout);
+  ready_.drain();
+  report(done);
+  if (call_ || waiting_.empty() || abandoned_) return;
   std::size_t n = 0;
   std::size_t bytes = 0;
   while (n < waiting_.size() && n < max_entries_) {
@@ -22,12 +34,38 @@ void BatchingTarget::run(std::chrono::milliseconds timeout, const Done& done) {
     bytes += size;
     ++n;
   }
-  std::vector<Item> batch(waiting_.begin(), waiting_.begin() + static_cast<std::ptrdiff_t>(n));
+  auto call = std::make_unique<Call>();
+  call->strings.reserve(5 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Delivery& d = waiting_[i].delivery;
+    auto copy = [&](std::string_view v) { return std::string_view(call->strings.emplace_back(v)); };
+    call->items.push_back({waiting_[i].tag, {copy(d.id), copy(d.type), copy(d.thing), copy(d.name), copy(d.body)}});
+  }
   waiting_.erase(waiting_.begin(), waiting_.begin() + static_cast<std::ptrdiff_t>(n));
-  std::vector<DeliveryResult> results = send(batch);
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    done(batch[i].tag, i < results.size() ? std::move(results[i])
-                                          : DeliveryResult{DeliveryResult::Outcome::retry, "no result for the entry"});
+  try {
+    call->thread = std::thread([this, c = call.get()] {
+      try {
+        c->results = send(c->items);
+      } catch (const std::exception& e) {
+        c->results = all(c->items.size(), {DeliveryResult::Outcome::retry, e.what()});
+      }
+      c->over = true;
+      ready_.signal();
+    });
+  } catch (const std::system_error& e) {  // no thread for it now: tried again later
+    for (const Item& item : call->items) done(item.tag, {DeliveryResult::Outcome::retry, e.what()});
+    return;
+  }
+  call_ = std::move(call);
+}
+
+void BatchingTarget::report(const Done& done) {
+  if (!call_ || !call_->over) return;
+  call_->thread.join();
+  std::unique_ptr<Call> call = std::move(call_);
+  for (std::size_t i = 0; i < call->items.size(); ++i) {
+    done(call->items[i].tag, i < call->results.size() ? std::move(call->results[i])
+                                                      : DeliveryResult{DeliveryResult::Outcome::retry, "no result for the entry"});
   }
 }
 
@@ -36,10 +74,10 @@ void BatchingTarget::abandon() {
   wake();
 }
 
-void BatchingTarget::wake() {
-  std::lock_guard lock(mutex_);
-  woken_ = true;
-  cv_.notify_all();
+void BatchingTarget::end_calls() {
+  abandoned_ = true;
+  if (call_ && call_->thread.joinable()) call_->thread.join();
+  call_.reset();
 }
 
 std::optional<aws::Credentials> CredentialSource::get(std::string& error) {

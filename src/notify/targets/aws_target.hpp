@@ -7,10 +7,9 @@
 #include "notify/target.hpp"
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,7 +20,9 @@ namespace deviceshadow::notify::aws_target {
 
 // Batches the deliveries waiting when run() is called: up to `max_entries` per call and
 // `max_batch_bytes` of bodies (each counted with `entry_overhead` for its attributes), at
-// least one. One batch per run(); run() waits for wake() when nothing waits.
+// least one. One call at a time, made on a thread of its own that lives as long as the call
+// (copies of the deliveries go with it), so that run() never waits on the network; ready_fd()
+// tells when it is over. Subclasses call end_calls() first in their destructors.
 class BatchingTarget : public Target {
  public:
   struct Item {
@@ -31,26 +32,32 @@ class BatchingTarget : public Target {
 
   void start(std::uint64_t tag, const Delivery& delivery) final { waiting_.push_back({tag, delivery}); }
   void run(std::chrono::milliseconds timeout, const Done& done) final;
-  void wake() final;
+  int ready_fd() const final { return ready_.fd(); }
+  void wake() final { ready_.signal(); }
   // Also aborts the call in progress (SignedPostOptions::abort is abandoned()).
   void abandon() final;
 
  protected:
-  BatchingTarget(std::size_t max_entries, std::size_t max_batch_bytes, std::size_t entry_overhead)
-      : max_entries_(max_entries), max_batch_bytes_(max_batch_bytes), entry_overhead_(entry_overhead) {}
-  // Sends one batch and waits for the answer; returns one result per item, in order.
+  BatchingTarget(std::size_t max_entries, std::size_t max_batch_bytes, std::size_t entry_overhead);
+  ~BatchingTarget() override;
+  // Sends one batch and waits for the answer; returns one result per item, in order. Called
+  // on the call's thread, one call at a time.
   virtual std::vector<DeliveryResult> send(std::span<const Item> batch) = 0;
   // Set by abandon(): the subclass's HTTP calls give up when it is (SignedPostOptions::abort).
   const std::atomic<bool>* abandoned() const noexcept { return &abandoned_; }
+  // Aborts the call in progress and waits for its thread to end.
+  void end_calls();
 
  private:
+  struct Call;
+  void report(const Done& done);  // the results of a call that is over
+
   const std::size_t max_entries_;
   const std::size_t max_batch_bytes_;
   const std::size_t entry_overhead_;
   std::deque<Item> waiting_;
-  std::mutex mutex_;  // guards woken_
-  std::condition_variable cv_;
-  bool woken_ = false;
+  std::unique_ptr<Call> call_;  // the call in progress or not reported yet
+  ReadySignal ready_;           // a call is over, or wake()
   std::atomic<bool> abandoned_{false};
 };
 

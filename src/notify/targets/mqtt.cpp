@@ -9,7 +9,6 @@
 #include "notify/target.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -127,12 +126,17 @@ class Mqtt final : public Target {
   void run(std::chrono::milliseconds timeout, const Done& done) override {
     std::vector<std::pair<std::uint64_t, DeliveryResult>> finished;
     std::vector<std::pair<std::uint64_t, int>> expired;
-    {
-      std::unique_lock lock(mutex_);
+    if (timeout.count() > 0) {
       auto until = Clock::now() + timeout;
-      for (const Flight& flight : in_flight_) until = std::min(until, flight.deadline);
-      cv_.wait_until(lock, until, [&] { return !finished_.empty() || woken_; });
-      woken_ = false;
+      {
+        std::lock_guard lock(mutex_);
+        for (const Flight& flight : in_flight_) until = std::min(until, flight.deadline);
+      }
+      ready_.wait(std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()));
+    }
+    ready_.drain();
+    {
+      std::lock_guard lock(mutex_);
       const auto now = Clock::now();
       for (const Flight& flight : in_flight_) {
         if (flight.deadline <= now) expired.emplace_back(flight.tag, flight.mid);
@@ -152,16 +156,14 @@ class Mqtt final : public Target {
     for (auto& [tag, result] : finished) done(tag, std::move(result));
   }
 
-  void wake() override {
-    std::lock_guard lock(mutex_);
-    woken_ = true;
-    cv_.notify_all();
-  }
+  int ready_fd() const override { return ready_.fd(); }
 
-  // Reports a publish's outcome once (a second report of the same tag is dropped). Wakes run()
-  // only for the first outcome it has not collected yet: it takes every outcome there is when
-  // it wakes. Called by the thread that calls start(), or for an answer under the connection's
-  // lock, which the destructor takes before the condition variable goes.
+  void wake() override { ready_.signal(); }
+
+  // Reports a publish's outcome once (a second report of the same tag is dropped). Signals
+  // ready_ only for the first outcome run() has not collected yet: it takes every outcome there
+  // is. Called by the thread that calls start(), or for an answer under the connection's lock,
+  // which the destructor takes before ready_ goes.
   void finish(std::uint64_t tag, DeliveryResult result) {
     {
       std::lock_guard lock(mutex_);
@@ -171,7 +173,7 @@ class Mqtt final : public Target {
       finished_.emplace_back(tag, std::move(result));
       if (finished_.size() != 1) return;
     }
-    cv_.notify_all();  // after unlocking: the woken thread need not wait for the lock
+    ready_.signal();
   }
 
  private:
@@ -231,11 +233,10 @@ class Mqtt final : public Target {
   const std::shared_ptr<Connection> connection_;
   const bool needs_section_;  // the template has {section}: each event is parsed for it
   bool waited_for_connection_ = false;  // by start()
+  ReadySignal ready_;  // an outcome to report, or a wake()
   std::mutex mutex_;  // guards what follows
-  std::condition_variable cv_;
   Flights in_flight_;
   std::vector<std::pair<std::uint64_t, DeliveryResult>> finished_;
-  bool woken_ = false;
 };
 
 std::optional<int> Connection::publish(Mqtt* target, std::uint64_t tag, const std::string& topic,

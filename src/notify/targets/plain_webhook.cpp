@@ -261,6 +261,8 @@ class PlainWebhook final : public Target {
     for (auto& [tag, result] : std::exchange(finished_, {})) done(tag, std::move(result));
   }
 
+  int ready_fd() const override { return epoll_; }
+
   void wake() override {
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto put = ::write(wake_, &one, sizeof one);

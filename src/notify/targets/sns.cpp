@@ -62,6 +62,8 @@ class Sns final : public BatchingTarget {
           return o;
         }()) {}
 
+  ~Sns() override { end_calls(); }
+
   std::size_t max_event_bytes() const override { return kMaxMessage - kAttributeAllowance; }
 
  private:

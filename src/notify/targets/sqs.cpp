@@ -8,6 +8,7 @@
 #include "notify/target.hpp"
 #include "notify/targets/aws_target.hpp"
 
+#include <atomic>
 #include <chrono>
 
 namespace deviceshadow::notify {
@@ -65,29 +66,47 @@ class Sqs final : public BatchingTarget {
           return o;
         }()) {}
 
-  // The queue's MaximumMessageSize (256 KiB until it is known) less room for the attributes.
-  std::size_t max_event_bytes() const override {
-    const auto now = std::chrono::steady_clock::now();
-    if (!max_message_ && now >= next_attribute_read_) {
-      next_attribute_read_ = now + kAttributeRefresh;
-      max_message_ = read_max_message_size();
-    }
-    const std::size_t max = max_message_.value_or(kDefaultMaxMessage);
+  ~Sqs() override { end_calls(); }
+
+  // The queue's MaximumMessageSize (256 KiB until it is known: the first call reads it) less
+  // room for the attributes.
+  std::size_t max_event_bytes() const override { return event_bytes(max_message_.load()); }
+
+ private:
+  static std::size_t event_bytes(std::size_t max_message) {
+    const std::size_t max = max_message ? max_message : kDefaultMaxMessage;
     return max > 2 * kAttributeAllowance ? max - kAttributeAllowance : max / 2;
   }
 
- private:
   std::vector<DeliveryResult> send(std::span<const Item> batch) override {
     std::string error;
     std::optional<aws::Credentials> credentials = credentials_.get(error);
     if (!credentials) return aws_target::all(batch.size(), {Outcome::retry, "sqs: " + error});
+    const auto now = std::chrono::steady_clock::now();
+    if (!max_message_ && now >= next_attribute_read_) {
+      next_attribute_read_ = now + kAttributeRefresh;
+      max_message_ = read_max_message_size(*credentials).value_or(0);
+    }
+    // Built before the queue's limit was known and larger than it: tried again, built anew.
+    std::vector<DeliveryResult> results(batch.size());
+    std::vector<std::size_t> sent;  // the indexes in the call
+    const std::size_t fits = event_bytes(max_message_);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].delivery.body.size() <= fits) {
+        sent.push_back(i);
+      } else {
+        results[i] = {Outcome::retry, "sqs: the event was built larger than the queue's MaximumMessageSize allows; it is built again"};
+      }
+    }
+    if (sent.empty()) return results;
 
     std::string body = R"({"QueueUrl":)";
     append_json_string(body, queue_url_);
     body += R"(,"Entries":[)";
     for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].delivery.body.size() > fits) continue;
       const Delivery& d = batch[i].delivery;
-      body += i ? R"(,{"Id":")" : R"({"Id":")";
+      body += body.back() == '[' ? R"({"Id":")" : R"(,{"Id":")";
       body += std::to_string(i);
       body += R"(","MessageBody":)";
       append_json_string(body, d.body);
@@ -109,11 +128,14 @@ class Sqs final : public BatchingTarget {
     body += "]}";
 
     const aws::PostAnswer answer = call("SendMessageBatch", std::move(body), *credentials);
-    if (std::optional<DeliveryResult> failed = call_failure(answer)) return aws_target::all(batch.size(), *failed);
+    auto each_sent = [&](const DeliveryResult& result) {
+      for (std::size_t i : sent) results[i] = result;
+      return results;
+    };
+    if (std::optional<DeliveryResult> failed = call_failure(answer)) return each_sent(*failed);
 
     // Entries named in neither list have no known outcome: retried.
-    std::vector<DeliveryResult> results =
-        aws_target::all(batch.size(), {Outcome::retry, "sqs: SendMessageBatch did not report the entry"});
+    each_sent({Outcome::retry, "sqs: SendMessageBatch did not report the entry"});
     try {
       const json::object response = parse_json(answer.body).as_object();
       auto entries = [&](std::string_view key) -> const json::array* {
@@ -145,7 +167,7 @@ class Sqs final : public BatchingTarget {
         }
       }
     } catch (const std::exception& e) {
-      return aws_target::all(batch.size(), {Outcome::retry, std::string("sqs: unreadable answer: ") + e.what()});
+      return each_sent({Outcome::retry, std::string("sqs: unreadable answer: ") + e.what()});
     }
     return results;
   }
@@ -182,14 +204,11 @@ class Sqs final : public BatchingTarget {
                               (message.empty() ? "" : ": " + message)};
   }
 
-  std::optional<std::size_t> read_max_message_size() const {
-    std::string error;
-    std::optional<aws::Credentials> credentials = credentials_.get(error);
-    if (!credentials) return std::nullopt;
+  std::optional<std::size_t> read_max_message_size(const aws::Credentials& credentials) const {
     std::string body = R"({"QueueUrl":)";
     append_json_string(body, queue_url_);
     body += R"(,"AttributeNames":["MaximumMessageSize"]})";
-    const aws::PostAnswer answer = call("GetQueueAttributes", std::move(body), *credentials);
+    const aws::PostAnswer answer = call("GetQueueAttributes", std::move(body), credentials);
     if (call_failure(answer)) return std::nullopt;
     try {
       const json::value parsed = parse_json(answer.body);
@@ -208,8 +227,8 @@ class Sqs final : public BatchingTarget {
   const bool fifo_;
   mutable aws_target::CredentialSource credentials_;
   mutable aws::SignedPost http_;
-  mutable std::optional<std::size_t> max_message_;
-  mutable std::chrono::steady_clock::time_point next_attribute_read_{};
+  std::atomic<std::size_t> max_message_{0};  // the queue's MaximumMessageSize; 0 until read
+  std::chrono::steady_clock::time_point next_attribute_read_{};  // by the call's thread
 };
 
 }  // namespace

@@ -152,6 +152,8 @@ class CurlWebhook final : public Target {
     report(done);
   }
 
+  int ready_fd() const override { return epoll_; }
+
   void wake() override {
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto put = ::write(wake_, &one, sizeof one);
