@@ -10,8 +10,12 @@ the same run (give --baseline to compare with an older build):
   registration whose receiver accepts connections and never answers, beside a healthy one,
   against the same load with no registration. Reports the write rate as a ratio, RSS, CPU, and
   how the hung registration's events end (dead letters once maxAgeSeconds passed).
+- many registrations: N webhook registrations to one healthy receiver; shadowd's threads,
+  descriptors, RSS and CPU while they sit idle for SECONDS, then how long 10 writes take to
+  reach every registration (N x 10 deliveries).
 
 Usage: bench/hardening_load.py [--shadowd build/default/shadowd] [--baseline OLD_SHADOWD] [--seconds 10]
+                              [--registrations 500]
 """
 import argparse
 import datetime
@@ -191,18 +195,61 @@ def hung_receiver(binary, seconds, max_age):
     return results
 
 
+def many_registrations(binary, n, seconds):
+    healthy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
+    threading.Thread(target=healthy.serve_forever, daemon=True).start()
+    try:
+        with tempfile.TemporaryDirectory() as data:
+            server = Shadowd(binary, data, "--max-registrations", str(n))
+            try:
+                pid = server.proc.pid
+                threads_before = len(os.listdir(f"/proc/{pid}/task"))
+                for i in range(n):
+                    server.request("PUT", f"/v1/registrations/r{i}",
+                                   {"target": {"type": "webhook", "url": f"http://127.0.0.1:{healthy.server_address[1]}/"}})
+                time.sleep(1)
+                cpu_before = cpu_seconds(pid)
+                time.sleep(seconds)
+                run = {"registrations": n, "threads_before": threads_before,
+                       "threads": len(os.listdir(f"/proc/{pid}/task")),
+                       "descriptors": len(os.listdir(f"/proc/{pid}/fd")),
+                       "rss_mb": round(rss_mb(pid), 1),
+                       "idle_cpu_s_per_s": round((cpu_seconds(pid) - cpu_before) / seconds, 3)}
+                start = time.time()
+                for i in range(10):
+                    server.request("POST", f"/v1/things/t{i}/shadows/main/reported", {"state": {"n": i}})
+                while time.time() - start < 300:
+                    if all(server.request("GET", f"/v1/registrations/r{i}")["status"]["delivered"] == 10 for i in range(n)):
+                        break
+                    time.sleep(0.5)
+                run["seconds_to_deliver_10_writes_to_all"] = round(time.time() - start, 2)
+                return run
+            finally:
+                server.close()
+    finally:
+        healthy.shutdown()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shadowd", default="build/default/shadowd")
     p.add_argument("--baseline", help="an older shadowd to measure in the same run")
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--max-age", type=int, default=10, help="the hung registration's maxAgeSeconds")
+    p.add_argument("--registrations", type=int, default=500)
+    p.add_argument("--only", choices=["bad_signatures", "hung_receiver", "many_registrations"])
     args = p.parse_args()
     builds = [("new", args.shadowd)] + ([("baseline", args.baseline)] if args.baseline else [])
     report = {}
+    wanted = lambda name: args.only in (None, name)  # noqa: E731
     for label, binary in builds:
-        report[label] = {"bad_signatures": bad_signatures(binary, args.seconds)}
-    report["new"]["hung_receiver"] = hung_receiver(args.shadowd, args.seconds, args.max_age)
+        report[label] = {}
+        if wanted("bad_signatures"):
+            report[label]["bad_signatures"] = bad_signatures(binary, args.seconds)
+        if wanted("many_registrations"):
+            report[label]["many_registrations"] = many_registrations(binary, args.registrations, args.seconds)
+    if wanted("hung_receiver"):
+        report["new"]["hung_receiver"] = hung_receiver(args.shadowd, args.seconds, args.max_age)
     print(json.dumps(report, indent=2))
 
 
