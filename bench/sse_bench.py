@@ -9,8 +9,12 @@ cross from one shadowd to the other (history's time index, polled):
    write's timestamp (in its id, taken before the commit): from the write's start, so an upper
    bound of the acknowledged-write-to-message latency. Prints p50, p99, max and the rate reached.
 2. idle streams: RSS of shadowd before and after opening N idle streams, per stream.
+3. fan-out (--fanout N, SQLite): the durable report rate (wrk, 2 threads, 32 connections, 10,000
+   shadows) with no stream open, then with N `/v1/events` streams open, each receiving every
+   write, drained by one reader that counts messages and overflows without parsing them.
 
 Usage: bench/sse_bench.py [--streams 100] [--rate 1000] [--seconds 10] [--idle 2000] [--dynamodb URL]
+       bench/sse_bench.py --fanout 1000 [--seconds 10]
 """
 import argparse
 import http.client
@@ -27,7 +31,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from proc import rss_mb  # noqa: E402
+from proc import cpu_seconds, rss_mb  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 SHADOWD = os.environ.get("SHADOWD", os.path.join(ROOT, "build/default/shadowd"))
@@ -136,6 +140,47 @@ def idle(proc, port, count):
         s.close()
 
 
+def report_rate(port, seconds):
+    out = subprocess.run(["wrk", "-t2", "-c32", f"-d{seconds}s", "-s", os.path.join(ROOT, "bench/wrk_report.lua"),
+                          f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+
+def fanout(proc, port, count, seconds):
+    alone = report_rate(port, seconds)
+    socks = [open_stream(port, "/v1/events") for _ in range(count)]
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    counts, stop = {"messages": 0, "overflows": 0, "closed": 0, "bytes": 0}, threading.Event()
+
+    def read():
+        while not stop.is_set():
+            for key, _ in sel.select(0.2):
+                data = key.fileobj.recv(1 << 20)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    counts["closed"] += 1
+                    continue
+                counts["bytes"] += len(data)
+                counts["messages"] += data.count(b"\nevent: change")
+                counts["overflows"] += data.count(b"event: overflow")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    cpu = cpu_seconds(proc.pid)
+    with_streams = report_rate(port, seconds)
+    cpu = cpu_seconds(proc.pid) - cpu
+    time.sleep(2)
+    stop.set()
+    reader.join()
+    for s in socks:
+        s.close()
+    print(f"fan-out: {alone:.0f} reports/s with no stream, {with_streams:.0f}/s with {count} streams each receiving "
+          f"every write: {with_streams / alone:.2f}; {counts['messages']} messages ({counts['bytes'] / 2**20:.0f} MiB) read, "
+          f"{counts['overflows']} overflows, {counts['closed']} streams closed; shadowd CPU {cpu:.1f} s")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--streams", type=int, default=100)
@@ -143,6 +188,7 @@ def main():
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--idle", type=int, default=2000)
     p.add_argument("--dynamodb", default="", help="a DynamoDB (Local) endpoint: two shadowd on a new table there")
+    p.add_argument("--fanout", type=int, default=0, help="N streams receiving every write, against none (SQLite)")
     a = p.parse_args()
     data = tempfile.mkdtemp()
     procs, drop = [], None
@@ -155,6 +201,9 @@ def main():
                                   "--region", "us-east-1"]) for _ in range(2)]
         else:
             procs = [start(data)]
+        if a.fanout:
+            fanout(*procs[0], a.fanout, a.seconds)
+            return
         latency([port for _, port in procs], a.streams, a.rate, a.seconds)
         if a.idle:
             idle(*procs[0], a.idle)
