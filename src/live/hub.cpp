@@ -392,9 +392,9 @@ void Hub::fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, cons
 }
 
 // The poll (HubOptions::poll): while a stream is open, every `interval` it reads the store's
-// history across shadows of the last `recent` while, and (the sweep) the events that became
-// `settle` old since the previous poll, and sends each event it has not seen yet. Seen events
-// are remembered until the sweep has passed them. When the first stream opens the poll starts
+// history across shadows of the last `recent` while, and (the sweeps) the events that became
+// `settle` old and `late` old since the previous poll, and sends each event it has not seen yet.
+// Seen events are remembered until the late sweep has passed them. When the first stream opens the poll starts
 // by taking what is already there as seen, except the last `recent` while (so a write that
 // committed just after the stream opened but took its time before is sent): a new stream may get
 // events of up to `recent` before it opened, as at-least-once allows.
@@ -405,6 +405,7 @@ void Hub::poll_loop() {
   std::set<Seen> seen;
   constexpr std::int64_t kIdle = std::numeric_limits<std::int64_t>::min();
   std::int64_t swept_to = kIdle;  // the sweep has read every event up to this time; kIdle: idle
+  std::int64_t late_swept_to = kIdle;  // and the late sweep
   std::int64_t lag_peak = 0;             // commit lag seen lately, decaying by 1/32 a poll
   Store& store = engine_.store();
   constexpr std::size_t kPage = 1000;
@@ -424,7 +425,7 @@ void Hub::poll_loop() {
   std::unique_lock beat_lock(beat_mutex_);
   while (!beat_.wait_for(beat_lock, poll.interval, [&] { return stopping_; })) {
     if (core_->count.load() == 0) {
-      swept_to = kIdle;
+      swept_to = late_swept_to = kIdle;
       seen.clear();
       continue;
     }
@@ -441,9 +442,11 @@ void Hub::poll_loop() {
         read(now - ns(poll.settle), now - window - 1, events);
         for (const ShadowHistoryEvent& e : events) seen.emplace(e.event.timestamp_ns, e.key.thing, e.key.name, e.event.id);
         events.clear();
-        swept_to = now - ns(poll.settle);
+        swept_to = late_swept_to = now - ns(poll.settle);
       }
       const std::int64_t settled = now - ns(poll.settle);
+      const std::int64_t late = now - ns(poll.late);
+      if (late > late_swept_to) read(late_swept_to, late, events);
       if (settled > swept_to) read(swept_to, settled, events);
       read(now - window, std::numeric_limits<std::int64_t>::max(), events);
       ++core_->stats.polls;
@@ -458,7 +461,8 @@ void Hub::poll_loop() {
         }
       }
       swept_to = std::max(swept_to, settled);
-      seen.erase(seen.begin(), seen.lower_bound(Seen{swept_to, {}, {}, {}}));
+      late_swept_to = std::max(late_swept_to, late);
+      seen.erase(seen.begin(), seen.lower_bound(Seen{late_swept_to, {}, {}, {}}));
     } catch (const std::exception& e) {  // the store failed: the next poll reads the same again
       ++core_->stats.poll_failures;
       std::fprintf(stderr, "shadowd: polling history for live streams failed: %s\n", e.what());

@@ -64,6 +64,10 @@ struct HubOptions {
     // Every event is read once more when it is this old: a write whose commit trails its time by
     // less than this (and the index behind the commit) comes at the latest then.
     std::chrono::milliseconds settle{10000};
+    // And a last time when it is this old: a write whose commit trailed its time by more than
+    // `settle` (a store call retried for long, an index far behind) comes then. Longer than any
+    // write can take (the DynamoDB client gives up on a call within a minute).
+    std::chrono::milliseconds late{120000};
   };
   std::optional<Poll> poll;
 };

@@ -366,4 +366,41 @@ TEST(PollingHub, SeesWritesOfAnotherEngineOnTheSameStoreOnce) {
   EXPECT_GT(hub.stats().polls.load(), 0u);
 }
 
+// An event that shows up after it has settled (its write held longer than `settle` between
+// taking its time and committing) comes with the late sweep; once.
+TEST(PollingHub, AnEventPastTheSweepComesWithTheLateSweep) {
+  std::unique_ptr<ds::Store> store = ds::make_memory_store();
+  ds::Engine engine{*store};
+  live::HubOptions options{.heartbeat = std::chrono::hours(1), .max_streams = 3};
+  options.poll = live::HubOptions::Poll{.interval = std::chrono::milliseconds(10), .recent = std::chrono::milliseconds(100),
+                                        .settle = std::chrono::milliseconds(300), .late = std::chrono::milliseconds(2000)};
+  live::Hub hub{engine, options};
+  auto stream = std::make_shared<FakeStream>();
+  live::StreamRequest request;
+  request.selection = ds::notify::parse_selection(ds::json::object{});
+  hub.serve(stream, std::move(request), hub.admit(false));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the stream is open a while
+  ds::UpdateRequest r;
+  r.key = {"t1", "main"};
+  r.section = ds::Section::reported;
+  r.state = ds::parse_json(R"({"a":1})").as_object();
+  engine.update(r);
+  const auto history = engine.history(r.key, {.limit = 10, .descending = false}).events;
+  ASSERT_EQ(history.size(), 1u);
+  // Its time is 800 ms ago, after the stream opened but past `settle` (the sweep passed it
+  // already); committed now.
+  const std::int64_t late = ds::now().unix_nanos() - 800'000'000;
+  char id[48];
+  std::snprintf(id, sizeof id, "%020lld#R7", static_cast<long long>(late));
+  std::string json = history[0].json;
+  json.replace(json.find(history[0].id), history[0].id.size(), id);
+  json.replace(json.find("\"t1\""), 4, "\"t2\"");
+  store->append_history(std::vector<ds::ShadowHistoryEvent>{{{"t2", "main"}, {id, late, INT64_MAX, json}}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id})) << "the sweep of settled events passed it";
+  for (int i = 0; i < 500 && stream->ids().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // every sweep passed it
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id, id}));
+}
+
 }  // namespace
