@@ -508,11 +508,19 @@ class Dispatcher::Worker final : public SenderPool::Task {
   // deliveries are in flight every `poll` (the target's own time limits), while it holds events
   // at the next sweep for expired ones, at the next retry; otherwise when woken.
   std::optional<Clock::time_point> step() override {
+    static const Target::Done ignore = [](std::uint64_t, DeliveryResult) {};
     std::unique_lock lock(mutex_);
-    if (sender_ended_) return std::nullopt;
-    if (predecessor_ && !stopping_) {
+    if (sender_ended_) {
       lock.unlock();
-      if (!take_over_from_predecessor()) return Clock::now() + std::chrono::milliseconds(10);
+      target_->run(std::chrono::milliseconds(0), ignore);  // what still makes its descriptor ready
+      return std::nullopt;
+    }
+    if (predecessor_) {  // stopping too: it passes on where the predecessor got, not where it began
+      lock.unlock();
+      if (!take_over_from_predecessor()) {
+        target_->run(std::chrono::milliseconds(0), ignore);  // nothing started yet: only wake-ups
+        return Clock::now() + std::chrono::milliseconds(10);
+      }
       lock.lock();
     }
     const std::size_t concurrency = std::max<std::size_t>(1, options_.concurrency);
@@ -575,11 +583,12 @@ class Dispatcher::Worker final : public SenderPool::Task {
       return at;
     }
     // Stopping: what the target reports as it abandons is settled, so that a delivered event
-    // is not sent again after a restart.
+    // is not sent again after a restart; a call it is abandoning is waited for, turn by turn.
     lock.unlock();
     target_->run(std::chrono::milliseconds(0), collect_);
     lock.lock();
     settle(lock);
+    if (target_->busy()) return Clock::now() + std::chrono::milliseconds(10);
     sender_ended_ = true;
     stopped_cv_.notify_all();
     return std::nullopt;
@@ -623,6 +632,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
   // Starts delivering the event; an event that cannot be built is refused at once, and its
   // dead letter says why.
   std::optional<DeliveryResult> start(std::uint64_t tag, Pending& p) {
+    if (p.entry && p.event.size() > target_->max_event_bytes()) std::string().swap(p.event);  // built for a larger limit
     if (p.event.empty()) {
       if (std::string why = build_or_stub(p); !why.empty()) {
         return DeliveryResult{DeliveryResult::Outcome::reject, "cannot deliver the event: " + why};
@@ -645,6 +655,15 @@ class Dispatcher::Worker final : public SenderPool::Task {
     const bool cancelled = cancelled_redrive(p);
     if (!cancelled && !p.stored && !discard_) {
       if (!p.settled) {  // else: its outcome is known and was not stored yet
+        if (result.outcome == Outcome::rebuild) {
+          if (stopping_) return;  // as if abandoned: the next worker builds and sends it
+          if (p.entry) {  // not an attempt: built again within the limit the target knows now
+            std::string().swap(p.event);
+            ready_.push_back(key);
+            return;
+          }
+          result.outcome = Outcome::reject;  // a redriven dead letter cannot be built again
+        }
         // Abandoned as the worker stops (Target::abandon): not an attempt; the next worker sends
         // it again (the checkpoint stays before it).
         if (stopping_ && result.outcome == Outcome::retry) return;
@@ -656,7 +675,6 @@ class Dispatcher::Worker final : public SenderPool::Task {
             result = {Outcome::reject, expired_reason() + "; last error: " + result.error};
           }
           if (result.outcome == Outcome::retry && p.attempts < registration_.max_attempts) {
-            if (p.entry) std::string().swap(p.event);  // built again: the target may know its size limit now
             delayed_.emplace(Clock::now() + backoff_delay(p.attempts, options_.retry_base, options_.retry_max), key);
             return;
           }

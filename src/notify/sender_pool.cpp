@@ -126,7 +126,8 @@ void SenderPool::run() {
       Task* task = runnable_.front();
       runnable_.pop();
       auto it = tasks_.find(task);
-      if (it == tasks_.end()) continue;  // removed while queued
+      // Removed while queued (and perhaps another task added at its address since): skipped.
+      if (it == tasks_.end() || !it->second.queued || it->second.running) continue;
       it->second.queued = false;
       it->second.running = true;
       if (!runnable_.empty()) signal();  // another thread takes the next
@@ -140,9 +141,11 @@ void SenderPool::run() {
       lock.lock();
       State& state = tasks_.at(task);  // remove() waits for the turn to end
       state.running = false;
-      state.timer = 0;
-      if (next) {
+      if (!next) {
+        state.timer = 0;
+      } else if (!state.timer || *next < state.timer_at) {  // a live timer no later stays (a spare turn at most)
         state.timer = ++next_generation_;
+        state.timer_at = *next;
         const bool earliest = timers_.empty() || *next < timers_.top().at;
         timers_.push({*next, task, state.timer});
         if (earliest) signal();  // a waiting thread waits for it, not for a later one

@@ -54,7 +54,8 @@ class SenderPool {
     bool running = false;
     bool again = false;   // woken while running
     bool queued = false;  // in runnable_
-    std::uint64_t timer = 0;  // the generation of its timer in timers_ (0: none)
+    std::uint64_t timer = 0;  // the generation of its live timer in timers_ (0: none)
+    Clock::time_point timer_at;  // when that timer is due
   };
   struct Timer {
     Clock::time_point at;

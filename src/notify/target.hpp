@@ -27,6 +27,7 @@ struct DeliveryResult {
     delivered,
     retry,   // a failure that may pass: try again later (until maxAttempts)
     reject,  // the destination refused the event for good: dead-letter it now
+    rebuild,  // built larger than the destination takes (learnt since): build it again and send it, not an attempt
   };
   Outcome outcome = Outcome::delivered;
   std::string error;  // why it failed, for the dead letter's lastError and the logs
@@ -51,6 +52,9 @@ class Target {
   // with, a wake(); run() consumes what made it readable. -1: none (run() is then called only
   // every `poll` while deliveries are in flight, and when the dispatcher has work for it).
   virtual int ready_fd() const { return -1; }
+  // Whether it still works on something it was given (a call being abandoned): a stopping
+  // worker keeps calling run() until it is not.
+  virtual bool busy() const { return false; }
   // Makes a run() in progress return early.
   virtual void wake() = 0;
   // The worker is stopping: a run() in progress returns as soon as it can, abandoning what is in

@@ -279,6 +279,30 @@ TEST_P(DispatcherTest, RetriesInOrderAndDeadLettersAfterMaxAttempts) {
   EXPECT_TRUE(eventually([&] { return dispatcher->status("r")->dead_letters == 0; }));  // counted after the store
 }
 
+// An event the target hands back to be built again (built for a larger limit than it learnt
+// since) is built and sent again without counting an attempt, even with maxAttempts 1; a
+// redriven dead letter, which cannot be built again, is dead-lettered again.
+TEST_P(DispatcherTest, AnEventHandedBackToBeBuiltAgainIsNotAnAttempt) {
+  targets.set_script([](const std::string&, const std::string&, int attempt) {
+    return attempt == 1 ? Outcome::rebuild : Outcome::delivered;
+  });
+  dispatcher->put("r", hook(R"(,"maxAttempts":1)"));
+  for (int i = 0; i < 3; ++i) report(*engine, "t" + std::to_string(i), "main", i);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 3; }));
+  const auto status = *dispatcher->status("r");
+  EXPECT_EQ(status.failed, 0u);
+  EXPECT_EQ(status.dead_lettered, 0u);
+  EXPECT_TRUE(store->dead_letters("r", "", 100).empty());
+
+  targets.set_script([](auto&, auto&, int) { return Outcome::reject; });
+  report(*engine, "x", "main", 1);
+  ASSERT_TRUE(eventually([&] { return store->dead_letters("r", "", 100).size() == 1; }));
+  targets.set_script([](auto&, auto&, int) { return Outcome::rebuild; });
+  EXPECT_EQ(dispatcher->redrive("r", std::nullopt), 1u);
+  ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_lettered == 2; }));
+  EXPECT_EQ(store->dead_letters("r", "", 100).size(), 1u) << "stored again, not sent forever";
+}
+
 TEST_P(DispatcherTest, ARejectedEventIsDeadLetteredAtOnceAndCanBeDeleted) {
   targets.set_script([](auto&, const std::string& thing, int) { return thing == "x" ? Outcome::reject : Outcome::delivered; });
   dispatcher->put("r", hook());

@@ -33,6 +33,7 @@ class BatchingTarget : public Target {
   void start(std::uint64_t tag, const Delivery& delivery) final { waiting_.push_back({tag, delivery}); }
   void run(std::chrono::milliseconds timeout, const Done& done) final;
   int ready_fd() const final { return ready_.fd(); }
+  bool busy() const final { return call_ != nullptr; }
   void wake() final { ready_.signal(); }
   // Also aborts the call in progress (SignedPostOptions::abort is abandoned()).
   void abandon() final;

@@ -87,7 +87,7 @@ class Sqs final : public BatchingTarget {
       next_attribute_read_ = now + kAttributeRefresh;
       max_message_ = read_max_message_size(*credentials).value_or(0);
     }
-    // Built before the queue's limit was known and larger than it: tried again, built anew.
+    // Built before the queue's limit was known and larger than it: built anew and sent again.
     std::vector<DeliveryResult> results(batch.size());
     std::vector<std::size_t> sent;  // the indexes in the call
     const std::size_t fits = event_bytes(max_message_);
@@ -95,7 +95,7 @@ class Sqs final : public BatchingTarget {
       if (batch[i].delivery.body.size() <= fits) {
         sent.push_back(i);
       } else {
-        results[i] = {Outcome::retry, "sqs: the event was built larger than the queue's MaximumMessageSize allows; it is built again"};
+        results[i] = {Outcome::rebuild, "sqs: the event was built larger than the queue's MaximumMessageSize allows"};
       }
     }
     if (sent.empty()) return results;
