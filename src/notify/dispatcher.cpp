@@ -577,7 +577,10 @@ class Dispatcher::Worker final : public SenderPool::Task {
       if (stopping_) break;
       std::optional<Clock::time_point> at;
       const auto sooner = [&](Clock::time_point t) { at = at ? std::min(*at, t) : t; };
-      if (!in_flight_.empty()) sooner(Clock::now() + options_.poll);
+      if (!in_flight_.empty()) {
+        sooner(Clock::now() + options_.poll);
+        if (const auto deadline = target_->next_deadline()) sooner(*deadline);
+      }
       if (!shadows_.empty()) sooner(next_sweep_);
       if (!delayed_.empty()) sooner(delayed_.begin()->first);
       return at;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,10 @@ class Target {
   // with, a wake(); run() consumes what made it readable. -1: none (run() is then called only
   // every `poll` while deliveries are in flight, and when the dispatcher has work for it).
   virtual int ready_fd() const { return -1; }
+  // The next moment run() has something to do without its descriptor becoming ready (a
+  // delivery's time limit, a retry of a connection): the dispatcher runs it then, if sooner
+  // than `poll`. nullopt: none.
+  virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const { return std::nullopt; }
   // Whether it still works on something it was given (a call being abandoned): a stopping
   // worker keeps calling run() until it is not.
   virtual bool busy() const { return false; }

@@ -158,6 +158,13 @@ class Mqtt final : public Target {
 
   int ready_fd() const override { return ready_.fd(); }
 
+  std::optional<Clock::time_point> next_deadline() const override {
+    std::lock_guard lock(mutex_);
+    std::optional<Clock::time_point> next;
+    for (const Flight& flight : in_flight_) next = next ? std::min(*next, flight.deadline) : flight.deadline;
+    return next;
+  }
+
   void wake() override { ready_.signal(); }
 
   // Reports a publish's outcome once (a second report of the same tag is dropped). Signals
@@ -234,7 +241,7 @@ class Mqtt final : public Target {
   const bool needs_section_;  // the template has {section}: each event is parsed for it
   bool waited_for_connection_ = false;  // by start()
   ReadySignal ready_;  // an outcome to report, or a wake()
-  std::mutex mutex_;  // guards what follows
+  mutable std::mutex mutex_;  // guards what follows
   Flights in_flight_;
   std::vector<std::pair<std::uint64_t, DeliveryResult>> finished_;
 };

@@ -234,14 +234,19 @@ class PlainWebhook final : public Target {
     advance(std::move(x), 0);
   }
 
+  std::optional<Clock::time_point> next_deadline() const override {
+    std::optional<Clock::time_point> next;
+    auto sooner = [&](Clock::time_point t) { next = next ? std::min(*next, t) : t; };
+    for (const auto& [fd, x] : busy_) sooner(x->connecting ? std::min(x->deadline, x->attempt_deadline) : x->deadline);
+    for (const auto& x : waiting_) sooner(x->deadline);
+    return next;
+  }
+
   void run(std::chrono::milliseconds timeout, const Done& done) override {
     if (!finished_.empty()) timeout = std::chrono::milliseconds(0);  // report them now
-    const auto now = Clock::now();
-    auto until = [&](Clock::time_point t) {
-      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(t - now), std::chrono::milliseconds(0), timeout);
-    };
-    for (const auto& [fd, x] : busy_) until(x->connecting ? std::min(x->deadline, x->attempt_deadline) : x->deadline);
-    for (const auto& x : waiting_) until(x->deadline);
+    if (const auto next = next_deadline()) {
+      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()), std::chrono::milliseconds(0), timeout);
+    }
     epoll_event events[32];
     const int n = ::epoll_wait(epoll_, events, 32, static_cast<int>(timeout.count()));
     for (int i = 0; i < n; ++i) {

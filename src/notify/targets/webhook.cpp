@@ -115,6 +115,8 @@ class CurlWebhook final : public Target {
     in_flight_.push_back(std::move(transfer));
   }
 
+  std::optional<std::chrono::steady_clock::time_point> next_deadline() const override { return timer_; }
+
   void run(std::chrono::milliseconds timeout, const Done& done) override {
     if (!refused_.empty()) {
       for (auto& [tag, result] : std::exchange(refused_, {})) done(tag, std::move(result));
