@@ -6,12 +6,8 @@
 #include "notify/event.hpp"
 #include "notify/sender_pool.hpp"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
