@@ -1125,9 +1125,9 @@ Dispatcher::~Dispatcher() {
 }
 
 std::shared_ptr<Dispatcher::Worker> Dispatcher::start_worker(const Registration& r, std::unique_ptr<Target> target,
-                                                             std::uint64_t checkpoint, RegistrationStatus counters) {
-  std::shared_ptr<Worker> predecessor;
-  if (auto it = retiring_.find(r.id); it != retiring_.end()) predecessor = it->second.lock();
+                                                             std::uint64_t checkpoint, RegistrationStatus counters,
+                                                             std::shared_ptr<Worker> predecessor) {
+  if (auto it = retiring_.find(r.id); !predecessor && it != retiring_.end()) predecessor = it->second.lock();
   auto worker = std::make_shared<Worker>(*pool_, store_, *feed_, r, std::move(target), checkpoint, options_, log_,
                                          [signal = signal_.get()] { signal->notify(); }, std::move(counters),
                                          std::move(predecessor));
@@ -1151,8 +1151,12 @@ void Dispatcher::update_feed_switch() {
 
 void Dispatcher::run(Entry& entry, const Registration& r, std::unique_ptr<Target> target, bool resume) {
   RegistrationStatus counters;
-  if (entry.worker) {  // replaced while running: the next worker goes on where it stops
-    counters = entry.worker->status(0);
+  // Replaced while running: the next worker goes on where this one stops, which it learns from
+  // it (held here, since the reaper may finish and drop it before the next one starts; the
+  // checkpoint read below may not have its last position yet).
+  std::shared_ptr<Worker> previous = entry.worker;
+  if (previous) {
+    counters = previous->status(0);
     resume = true;
   }
   stop_worker(r.id, entry, false);
@@ -1170,7 +1174,7 @@ void Dispatcher::run(Entry& entry, const Registration& r, std::unique_ptr<Target
     start = feed_->end();
     feed_->put_checkpoint(r.id, start);
   }
-  entry.worker = start_worker(r, std::move(target), start, std::move(counters));
+  entry.worker = start_worker(r, std::move(target), start, std::move(counters), std::move(previous));
 }
 
 void Dispatcher::adopt(const RegistrationRecord& record, bool resume) {

@@ -168,8 +168,9 @@ class Dispatcher {
   void run(Entry& entry, const Registration& r, std::unique_ptr<Target> target, bool resume);
   // run() for a stored registration; failures are logged and kept as the entry's fault.
   void adopt(const RegistrationRecord& record, bool resume);
+  // `predecessor`: the registration's previous worker (else the one still stopping, if any).
   std::shared_ptr<Worker> start_worker(const Registration& r, std::unique_ptr<Target> target, std::uint64_t checkpoint,
-                                       RegistrationStatus counters);
+                                       RegistrationStatus counters, std::shared_ptr<Worker> predecessor = nullptr);
   // Stops the entry's worker without waiting (the reaper finishes it); `removed`: the
   // registration is gone, nothing more is stored for it.
   void stop_worker(std::string_view id, Entry& entry, bool removed);
