@@ -672,17 +672,7 @@ void add_ranges(Op op, const Literal& l, std::vector<IndexRange>& out) {
         out.push_back(std::move(r));
       }
       return;
-    case Literal::Type::number: {
-      IndexValue v{T::number};
-      if (l.number.is_int64()) {
-        v.integer = l.number.get_int64();
-      } else {
-        v.real = true;
-        v.number = l.number.to_number<double>();
-      }
-      add(T::number, v);
-      return;
-    }
+    case Literal::Type::number: add(T::number, index_number(l.number)); return;
     case Literal::Type::string: {
       IndexValue v{T::string};
       v.text = l.string;
@@ -911,6 +901,17 @@ std::string Filter::field_to_index() const {
   if (p->suffix == Property::Suffix::ts) text.resize(text.size() - 3);
   if (p->suffix == Property::Suffix::changed) text.resize(text.size() - 8);
   return text;
+}
+
+IndexValue index_number(const json::value& number) {
+  IndexValue v{IndexValue::Type::number};
+  if (number.is_int64()) {
+    v.integer = number.get_int64();
+  } else {
+    v.real = true;
+    v.number = number.to_number<double>();
+  }
+  return v;
 }
 
 }  // namespace deviceshadow::query

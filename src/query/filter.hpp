@@ -90,6 +90,10 @@ struct ThingRange {
   friend bool operator==(const ThingRange&, const ThingRange&) = default;
 };
 
+// A JSON number as index entries and ranges hold it: exactly when it is an int64, else as a
+// double (IndexValue's number order).
+IndexValue index_number(const json::value& number);
+
 // A comparison every match of a filter must pass, as the index ranges whose entries are exactly
 // the values it accepts (IndexRange per type; a string holding an RFC 3339 time is also a time).
 struct IndexableComparison {

@@ -68,17 +68,7 @@ std::vector<IndexValue> to_index_values(const std::vector<Sample>& samples) {
     switch (s.type) {
       case Sample::Type::null: out.push_back({T::null}); break;
       case Sample::Type::boolean: out.push_back({T::boolean, s.json.get_bool() ? 1 : 0}); break;
-      case Sample::Type::number: {
-        IndexValue v{T::number};
-        if (s.json.is_int64()) {
-          v.integer = s.json.get_int64();
-        } else {
-          v.real = true;
-          v.number = s.json.to_number<double>();
-        }
-        out.push_back(std::move(v));
-        break;
-      }
+      case Sample::Type::number: out.push_back(index_number(s.json)); break;
       case Sample::Type::string: {
         const std::string_view text = s.json.get_string();
         if (auto t = parse_rfc3339(text)) out.push_back(IndexValue::of_time(t->unix_nanos()));
