@@ -12,6 +12,7 @@
 #include "deviceshadow/dynamodb_store.hpp"
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/error.hpp"
+#include "per_second.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -26,25 +27,6 @@ namespace ds = deviceshadow;
 namespace {
 
 constexpr int kItemsPerThread = 64;
-
-template <class F>
-double per_second(int threads, double seconds, F&& op) {
-  std::atomic<bool> stop{false};
-  std::atomic<long> done{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      for (long i = 0; !stop; ++i) {
-        op(t, i);
-        ++done;
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  for (auto& w : workers) w.join();
-  return static_cast<double>(done) / seconds;
-}
 
 // Runs op once on every item (threads in parallel): creates them, so timing sees steady state.
 template <class F>

@@ -13,6 +13,7 @@
 #include "query/aggregate.hpp"
 #include "query/index.hpp"
 #include "query/search.hpp"
+#include "per_second.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -61,28 +62,18 @@ void populate(ds::Engine& engine, long shadows, int threads) {
 
 // Reports a new temp of random shadows from `threads` writers for `seconds`; reports/s.
 double report_rate(ds::Engine& engine, long shadows, int threads, double seconds) {
-  std::atomic<bool> stop{false};
-  std::atomic<long> done{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      std::mt19937_64 rng(static_cast<unsigned>(t) * 7919 + static_cast<unsigned>(now_ns()));
-      while (!stop.load(std::memory_order_relaxed)) {
-        ds::UpdateRequest r;
-        r.key = {thing_of(static_cast<long>(rng() % static_cast<unsigned long>(shadows))), "main"};
-        boost::json::object temp;
-        temp["value"] = 15.0 + static_cast<double>(rng() % 200) / 10;
-        temp["ts"] = now_ns();
-        r.state["temp"] = std::move(temp);
-        engine.update(r);
-        ++done;
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  for (auto& w : workers) w.join();
-  return static_cast<double>(done) / seconds;
+  std::vector<std::mt19937_64> rngs;
+  for (int t = 0; t < threads; ++t) rngs.emplace_back(static_cast<unsigned>(t) * 7919 + static_cast<unsigned>(now_ns()));
+  return per_second(threads, seconds, [&](int t, long) {
+    std::mt19937_64& rng = rngs[static_cast<std::size_t>(t)];
+    ds::UpdateRequest r;
+    r.key = {thing_of(static_cast<long>(rng() % static_cast<unsigned long>(shadows))), "main"};
+    boost::json::object temp;
+    temp["value"] = 15.0 + static_cast<double>(rng() % 200) / 10;
+    temp["ts"] = now_ns();
+    r.state["temp"] = std::move(temp);
+    engine.update(r);
+  });
 }
 
 // The median of `runs` timings of f, in ms.

@@ -1,0 +1,27 @@
+// What the C++ benchmarks share: a timed run of an operation on several threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+// Calls op(thread, i) in a loop on `threads` threads for `seconds`; returns the calls a second.
+template <class F>
+double per_second(int threads, double seconds, F&& op) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> done{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (long i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        op(t, i);
+        ++done;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& w : workers) w.join();
+  return static_cast<double>(done) / seconds;
+}
