@@ -1,9 +1,9 @@
 #include "deviceshadow/json.hpp"
+#include "deviceshadow/json_builder.hpp"
 
 #include "deviceshadow/error.hpp"
 
 #include <boost/json/basic_parser_impl.hpp>
-#include <boost/json/value_stack.hpp>
 
 #include <array>
 #include <charconv>
@@ -37,83 +37,6 @@ bool parse_short_double(std::string_view text, double& out) noexcept {
   return true;
 }
 
-// Parse handler that builds a json::value like boost::json::parser does, except that
-// doubles are read from their text, correctly rounded (parse_short_double, else std::from_chars).
-struct ValueBuilder {
-  static constexpr std::size_t max_object_size = json::object::max_size();
-  static constexpr std::size_t max_array_size = json::array::max_size();
-  static constexpr std::size_t max_key_size = json::string::max_size();
-  static constexpr std::size_t max_string_size = json::string::max_size();
-
-  // The stack of values under construction starts in `scratch` (a few KiB cover any write's
-  // nesting) and moves to the heap only beyond it.
-  ValueBuilder(unsigned char* scratch, std::size_t size) : stack({}, scratch, size) {}
-
-  json::value_stack stack;
-  std::string number_text;        // a number split across buffers (never, for one write)
-  bool number_out_of_range = false;
-
-  bool on_document_begin(json::error_code&) { return true; }
-  bool on_document_end(json::error_code&) { return true; }
-  bool on_object_begin(json::error_code&) { return true; }
-  bool on_object_end(std::size_t n, json::error_code&) { stack.push_object(n); return true; }
-  bool on_array_begin(json::error_code&) { return true; }
-  bool on_array_end(std::size_t n, json::error_code&) { stack.push_array(n); return true; }
-  bool on_key_part(json::string_view s, std::size_t, json::error_code&) { stack.push_chars(s); return true; }
-  bool on_key(json::string_view s, std::size_t, json::error_code&) { stack.push_key(s); return true; }
-  bool on_string_part(json::string_view s, std::size_t, json::error_code&) { stack.push_chars(s); return true; }
-  bool on_string(json::string_view s, std::size_t, json::error_code&) { stack.push_string(s); return true; }
-  bool on_number_part(json::string_view s, json::error_code&) {
-    number_text.append(s.data(), s.size());
-    return true;
-  }
-  bool on_int64(std::int64_t i, json::string_view, json::error_code&) {
-    number_text.clear();
-    stack.push_int64(i);
-    return true;
-  }
-  bool on_uint64(std::uint64_t u, json::string_view, json::error_code&) {
-    number_text.clear();
-    stack.push_uint64(u);
-    return true;
-  }
-  bool on_double(double, json::string_view s, json::error_code& ec) {
-    std::string_view text(s.data(), s.size());
-    if (!number_text.empty()) {
-      number_text.append(s.data(), s.size());
-      text = number_text;
-    }
-    double d = 0;
-    if (parse_short_double(text, d)) {
-      number_text.clear();
-      stack.push_double(d);
-      return true;
-    }
-    auto [ptr, err] = std::from_chars(text.data(), text.data() + text.size(), d);
-    number_text.clear();
-    if (err == std::errc::result_out_of_range) {
-      // from_chars leaves d unset; strtod tells overflow (infinite) from underflow, which
-      // rounds to zero or a subnormal and is a faithful reading of the text.
-      d = std::strtod(std::string(text).c_str(), nullptr);
-    } else if (err != std::errc() || ptr != text.data() + text.size()) {
-      number_out_of_range = true;
-      ec = json::error::exponent_overflow;
-      return false;
-    }
-    if (!std::isfinite(d)) {
-      number_out_of_range = true;
-      ec = json::error::exponent_overflow;
-      return false;
-    }
-    stack.push_double(d);
-    return true;
-  }
-  bool on_bool(bool b, json::error_code&) { stack.push_bool(b); return true; }
-  bool on_null(json::error_code&) { stack.push_null(); return true; }
-  bool on_comment_part(json::string_view, json::error_code&) { return true; }
-  bool on_comment(json::string_view, json::error_code&) { return true; }
-};
-
 void line_and_column(std::string_view text, std::size_t offset, std::uint64_t& line,
                      std::uint64_t& column) {
   line = 1;
@@ -128,6 +51,38 @@ void line_and_column(std::string_view text, std::size_t offset, std::uint64_t& l
 }
 
 }  // namespace
+
+bool ValueBuilder::on_double(double, json::string_view s, json::error_code& ec) {
+  std::string_view text(s.data(), s.size());
+  if (!number_text.empty()) {
+    number_text.append(s.data(), s.size());
+    text = number_text;
+  }
+  double d = 0;
+  if (parse_short_double(text, d)) {
+    number_text.clear();
+    stack.push_double(d);
+    return true;
+  }
+  auto [ptr, err] = std::from_chars(text.data(), text.data() + text.size(), d);
+  number_text.clear();
+  if (err == std::errc::result_out_of_range) {
+    // from_chars leaves d unset; strtod tells overflow (infinite) from underflow, which
+    // rounds to zero or a subnormal and is a faithful reading of the text.
+    d = std::strtod(std::string(text).c_str(), nullptr);
+  } else if (err != std::errc() || ptr != text.data() + text.size()) {
+    number_out_of_range = true;
+    ec = json::error::exponent_overflow;
+    return false;
+  }
+  if (!std::isfinite(d)) {
+    number_out_of_range = true;
+    ec = json::error::exponent_overflow;
+    return false;
+  }
+  stack.push_double(d);
+  return true;
+}
 
 json::value parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp) {
   json::parse_options options;

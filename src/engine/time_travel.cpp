@@ -12,8 +12,11 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/event_id.hpp"
 #include "deviceshadow/json.hpp"
+#include "deviceshadow/json_builder.hpp"
 #include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/timestamp.hpp"
+
+#include <boost/json/basic_parser_impl.hpp>
 
 #include <algorithm>
 #include <array>
@@ -39,40 +42,218 @@ struct PastEvent {
   const Part& part(Section s) const { return parts[s == Section::reported ? 0 : 1]; }
 };
 
-json::value* member(json::object& o, std::string_view key) { return o.if_contains(key); }
+// A state image (encode_image) read back: the shadow's record without the sections' state text,
+// and their states as documents.
+struct PastImage {
+  ShadowRecord record;
+  std::array<json::value, 2> states;  // [0] reported, [1] desired
 
-// The event's values are parsed into `sp` and moved into its changes: give events replayed
-// together one arena.
-PastEvent parse_event(const HistoryEvent& stored, const json::storage_ptr& sp = {}) {
-  json::value v = parse_json(stored.json, 512, sp);
-  if (!v.is_object()) throw Error(ErrorCode::internal, "a history event is not a JSON object");
-  json::object& o = v.get_object();
+  json::value& state(Section s) { return states[s == Section::reported ? 0 : 1]; }
+  const json::value& state(Section s) const { return states[s == Section::reported ? 0 : 1]; }
+};
+
+// Reads a stored change event (render_change_event) straight into a PastEvent, with no
+// document of the event: the members replay needs are taken as the parser passes them, the
+// changes' "new" values (and "old" ones when asked) are built in the given storage, and
+// everything else is parsed past. About a third of what parsing the event into a document and
+// picking from it cost.
+class EventParser {
+ public:
+  static constexpr std::size_t max_object_size = ValueBuilder::max_object_size;
+  static constexpr std::size_t max_array_size = ValueBuilder::max_array_size;
+  static constexpr std::size_t max_key_size = ValueBuilder::max_key_size;
+  static constexpr std::size_t max_string_size = ValueBuilder::max_string_size;
+
+  EventParser(std::string_view input, PastEvent& event, json::storage_ptr sp, bool with_old, unsigned char* scratch,
+              std::size_t size)
+      : input_(input), event_(event), sp_(std::move(sp)), with_old_(with_old), values_(scratch, size) {}
+
+  // Whether the document was an object.
+  bool read_event() const { return read_event_; }
+
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_object_begin(json::error_code&) { return open(true); }
+  bool on_object_end(std::size_t n, json::error_code& ec) { return close(true, n, ec); }
+  bool on_array_begin(json::error_code&) { return open(false); }
+  bool on_array_end(std::size_t n, json::error_code& ec) { return close(false, n, ec); }
+  bool on_key_part(json::string_view s, std::size_t n, json::error_code& ec) {
+    if (building_) return values_.on_key_part(s, n, ec);
+    if (!skipping_) text_.append(s.data(), s.size());
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t n, json::error_code& ec) {
+    if (building_) return values_.on_key(s, n, ec);
+    if (skipping_) return true;
+    if (text_.empty() && s.data() >= input_.data() && s.data() + s.size() <= input_.data() + input_.size()) {
+      key_ = std::string_view(s.data(), s.size());  // not escaped: in the text parsed
+    } else {
+      own_key_.assign(text_).append(s.data(), s.size());
+      key_ = own_key_;
+      text_.clear();
+    }
+    return true;
+  }
+  bool on_string_part(json::string_view s, std::size_t n, json::error_code& ec) { return on_key_part(s, n, ec); }
+  bool on_string(json::string_view s, std::size_t n, json::error_code& ec) {
+    if (building_) return values_.on_string(s, n, ec);
+    if (skipping_) return true;
+    std::string_view text(s.data(), s.size());
+    if (!text_.empty()) text = text_.append(text);
+    if (!scalar([&] { return values_.on_string(text, text.size(), ec); })) {
+      const std::string_view key = key_;
+      if (at_ == Where::change && key == "path") {
+        change().path = text;
+      } else if (at_ == Where::change && key == "op") {
+        change().op = text == "add" ? ChangeOp::add : text == "update" ? ChangeOp::update : ChangeOp::remove;
+      } else if (at_ == Where::event && key == "op") {
+        event_.is_delete = text == "delete";
+      } else if (at_ == Where::event && key == "clientToken") {
+        event_.client_token = text;
+      } else if (at_ == Where::section && key == "tz") {
+        part().tz = text;
+      }
+    }
+    text_.clear();
+    return !ec;
+  }
+  bool on_number_part(json::string_view s, json::error_code& ec) { return skipping_ || values_.on_number_part(s, ec); }
+  bool on_int64(std::int64_t i, json::string_view s, json::error_code& ec) {
+    if (building_) return values_.on_int64(i, s, ec);
+    if (!skipping_ && !scalar([&] { return values_.on_int64(i, s, ec); })) version(i < 0 ? 0 : static_cast<std::uint64_t>(i));
+    return true;
+  }
+  bool on_uint64(std::uint64_t u, json::string_view s, json::error_code& ec) {
+    if (building_) return values_.on_uint64(u, s, ec);
+    if (!skipping_ && !scalar([&] { return values_.on_uint64(u, s, ec); })) version(u);
+    return true;
+  }
+  bool on_double(double d, json::string_view s, json::error_code& ec) {
+    if (building_) return values_.on_double(d, s, ec);
+    if (!skipping_ && !scalar([&] { return values_.on_double(d, s, ec); })) values_.number_text.clear();
+    return !ec;
+  }
+  bool on_bool(bool b, json::error_code& ec) {
+    if (building_) return values_.on_bool(b, ec);
+    if (!skipping_) scalar([&] { return values_.on_bool(b, ec); });
+    return true;
+  }
+  bool on_null(json::error_code& ec) {
+    if (building_) return values_.on_null(ec);
+    if (!skipping_) scalar([&] { return values_.on_null(ec); });
+    return true;
+  }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+
+ private:
+  // What the innermost open container is to the event.
+  enum class Where { top, event, section, changes, change };
+
+  PastEvent::Part& part() { return event_.parts[section_ == Section::reported ? 0 : 1]; }
+  Change& change() { return part().changes.back(); }
+
+  // Where the value starting here is to be built: a change's new value, or its old one.
+  std::optional<json::value>* target() {
+    if (at_ != Where::change) return nullptr;
+    if (key_ == "new") return &change().new_value;
+    if (key_ == "old" && with_old_) return &change().old_value;
+    return nullptr;
+  }
+
+  // Builds the scalar starting here when it is a change's value; false when it is not.
+  template <class Push>
+  bool scalar(Push push) {
+    std::optional<json::value>* into = target();
+    if (!into) return false;
+    values_.stack.reset(sp_);
+    if (push()) *into = values_.stack.release();
+    return true;
+  }
+
+  void version(std::uint64_t v) {
+    if (at_ == Where::section && key_ == "version") part().version = v;
+  }
+
+  bool open(bool object) {
+    if (building_ || skipping_) {
+      ++(building_ ? building_ : skipping_);
+      return true;
+    }
+    if ((into_ = target())) {
+      values_.stack.reset(sp_);
+      building_ = 1;
+      return true;
+    }
+    Where next = at_;
+    if (object && at_ == Where::top) {
+      next = Where::event;
+      read_event_ = true;
+    } else if (object && at_ == Where::event && (key_ == "reported" || key_ == "desired")) {
+      next = Where::section;
+      section_ = key_ == "reported" ? Section::reported : Section::desired;
+      part().present = true;
+      part().changes.reserve(4);
+    } else if (!object && at_ == Where::section && key_ == "changes") {
+      next = Where::changes;
+    } else if (object && at_ == Where::changes) {
+      next = Where::change;
+      part().changes.emplace_back().section = section_;
+    } else {
+      skipping_ = 1;
+      return true;
+    }
+    outer_[depth_++] = at_;
+    at_ = next;
+    return true;
+  }
+
+  bool close(bool object, std::size_t n, json::error_code& ec) {
+    if (building_) {
+      if (!(object ? values_.on_object_end(n, ec) : values_.on_array_end(n, ec))) return false;
+      if (--building_ == 0) *into_ = values_.stack.release();
+      return true;
+    }
+    if (skipping_) {
+      --skipping_;
+      return true;
+    }
+    at_ = outer_[--depth_];
+    return true;
+  }
+
+  std::string_view input_;  // the text parsed
+  PastEvent& event_;
+  json::storage_ptr sp_;
+  bool with_old_;
+  ValueBuilder values_;
+  bool read_event_ = false;
+  Where at_ = Where::top;
+  std::array<Where, 4> outer_{};  // the containers around at_, outermost first
+  std::size_t depth_ = 0;
+  Section section_ = Section::reported;
+  std::string_view key_;  // the last key read in at_: in input_ or own_key_
+  std::string own_key_;
+  std::string text_;  // a key or string arriving in parts
+  int building_ = 0;  // the depth within the change value being built into into_, or 0
+  std::optional<json::value>* into_ = nullptr;
+  int skipping_ = 0;  // the depth within a container nothing is taken from, or 0
+};
+
+// The event's values are built in `sp`: give events replayed together one arena. Old values
+// are read only `with_old` (replaying forward needs the new ones alone).
+PastEvent parse_event(const HistoryEvent& stored, const json::storage_ptr& sp = {}, bool with_old = false) {
   PastEvent e;
   e.id = stored.id;
   e.timestamp_ns = stored.timestamp_ns;
-  if (const json::value* op = member(o, "op"); op && op->is_string()) e.is_delete = op->get_string() == "delete";
-  if (const json::value* t = member(o, "clientToken"); t && t->is_string()) e.client_token = t->get_string();
-  for (Section s : {Section::reported, Section::desired}) {
-    json::value* section = member(o, to_string(s));
-    if (!section || !section->is_object()) continue;
-    PastEvent::Part& p = e.parts[s == Section::reported ? 0 : 1];
-    p.present = true;
-    json::object& so = section->get_object();
-    if (const json::value* ver = member(so, "version"); ver && ver->is_number()) p.version = ver->to_number<std::uint64_t>();
-    if (const json::value* tz = member(so, "tz"); tz && tz->is_string()) p.tz = tz->get_string();
-    if (json::value* changes = member(so, "changes"); changes && changes->is_array()) {
-      for (json::value& c : changes->get_array()) {
-        json::object& co = c.as_object();
-        Change change;
-        change.section = s;
-        const std::string_view op = co.at("op").as_string();
-        change.op = op == "add" ? ChangeOp::add : op == "update" ? ChangeOp::update : ChangeOp::remove;
-        change.path = co.at("path").as_string();
-        if (json::value* old = member(co, "old")) change.old_value = std::move(*old);
-        if (json::value* now = member(co, "new")) change.new_value = std::move(*now);
-        p.changes.push_back(std::move(change));
-      }
-    }
+  json::parse_options options;
+  options.max_depth = 512;
+  unsigned char scratch[2048];
+  json::basic_parser<EventParser> parser(options, stored.json, e, sp, with_old, scratch, sizeof scratch);
+  json::error_code ec;
+  const std::size_t consumed = parser.write_some(false, stored.json.data(), stored.json.size(), ec);
+  if (ec || consumed < stored.json.size() || !parser.handler().read_event()) {
+    throw Error(ErrorCode::internal, "history event " + stored.id + " is not a change event");
   }
   return e;
 }
@@ -86,7 +267,7 @@ struct Journal {
   bool shared = false;  // the sections share one version (DynamoDB's combined layout)
   // A window of the history from an image on: the shadow right after events.front(). Then
   // `events` ends at the moment read and `current` is not read.
-  std::optional<ShadowRecord> base;
+  std::optional<PastImage> base;
   bool leaf_times = true;  // rebuild the leaf times of replayed sections (else they are "")
 
   // The event index that first stored section s, or nullopt.
@@ -146,9 +327,11 @@ std::string id_after_time(std::int64_t time_ns) {
 // A shadow's history kept, oldest first, read a page at a time as it is consumed.
 class EventReader {
  public:
-  // From the start, or from the first event after `after_id` (at or after since_ns).
-  EventReader(Store& store, const ShadowKey& key, std::string after_id = {}, std::int64_t since_ns = INT64_MIN)
-      : store_(store), key_(key) {
+  // From the start, or from the first event after `after_id` (at or after since_ns); the
+  // changes' old values too when `with_old`.
+  EventReader(Store& store, const ShadowKey& key, std::string after_id = {}, std::int64_t since_ns = INT64_MIN,
+              bool with_old = false)
+      : store_(store), key_(key), with_old_(with_old) {
     query_.limit = 1000;
     query_.descending = false;
     query_.since_ns = since_ns;
@@ -164,7 +347,7 @@ class EventReader {
       page_.clear();
       next_ = 0;
       const json::storage_ptr arena = json::make_shared_resource<Arena>();  // one a page
-      for (const HistoryEvent& e : stored) page_.push_back(parse_event(e, arena));
+      for (const HistoryEvent& e : stored) page_.push_back(parse_event(e, arena, with_old_));
       if (page_.empty()) return nullptr;
     }
     return &page_[next_++];
@@ -173,6 +356,7 @@ class EventReader {
  private:
   Store& store_;
   const ShadowKey& key_;
+  bool with_old_;
   HistoryQuery query_;
   std::vector<PastEvent> page_;
   std::size_t next_ = 0;
@@ -503,8 +687,8 @@ SectionRecord section_at(const Journal& j, std::size_t t, Section s) {
   json::value state = json::object(j.arena);
   if (!start && j.base) {  // the image is the nearest known state
     start = 1;
-    r = j.base->section(s);
-    if (r.exists()) state = parse_json(r.state_json, 512, j.arena);
+    r = j.base->record.section(s);
+    if (r.exists()) state = j.base->state(s);
   }
   if (!start) {
     if (!last_at_or_before && j.known_from_start(s)) return {};
@@ -568,7 +752,7 @@ std::uint64_t version_at(const Journal& j, std::size_t t, Section s) {
   for (std::size_t i = t + 1; i-- > 0;) {
     if (j.events[i].part(s).present) return j.events[i].part(s).version;
   }
-  if (j.base) return j.base->section(s).version;
+  if (j.base) return j.base->record.section(s).version;
   for (std::size_t i = t + 1; i < j.events.size(); ++i) {
     if (j.events[i].part(s).present) return j.events[i].part(s).version - 1;
   }
@@ -667,21 +851,21 @@ void diff_members(const json::object* from, const json::object* to, Section s, c
   }
 }
 
-ShadowRecord decode_image(std::string_view text) {
-  const json::value v = parse_json(text, 512);
-  ShadowRecord record;
+PastImage decode_image(std::string_view text, const json::storage_ptr& sp = {}) {
+  json::value v = parse_json(text, 512, sp);
+  PastImage image;
   for (Section s : {Section::reported, Section::desired}) {
-    const json::object& o = v.at(to_string(s)).as_object();
-    SectionRecord& r = record.section(s);
+    json::object& o = v.at(to_string(s)).as_object();
+    SectionRecord& r = image.record.section(s);
     r.version = o.at("version").to_number<std::uint64_t>();
     r.deleted = o.at("deleted").as_bool();
     r.timestamp_ns = o.at("timestamp").to_number<std::int64_t>();
     r.client_token = o.at("clientToken").as_string();
     r.tz = o.at("tz").as_string();
-    r.state_json = to_json(o.at("state"));
+    image.state(s) = std::move(o.at("state"));
     r.times_json = o.at("times").as_string();
   }
-  return record;
+  return image;
 }
 
 // The event that gave section s version `version`, found without reading the whole history:
@@ -692,7 +876,7 @@ ShadowRecord decode_image(std::string_view text) {
 std::optional<HistoryEvent> locate_version(Store& store, const ShadowKey& key, Section s, std::uint64_t version) {
   const std::optional<HistoryEvent> oldest = end_event(store, key, false), newest = end_event(store, key, true);
   if (version == 0 || !oldest || !newest) return std::nullopt;
-  auto version_of = [&](const StateImage& image) { return decode_image(image.json).section(s).version; };
+  auto version_of = [&](const StateImage& image) { return decode_image(image.json).record.section(s).version; };
   auto image_time = [](const StateImage& image) { return *event_id_time(image.event_id); };
   std::optional<StateImage> below;  // the newest image found whose version of s is below `version`
   std::int64_t lo = oldest->timestamp_ns, hi = newest->timestamp_ns;
@@ -761,7 +945,7 @@ std::optional<Journal> read_window(Store& store, const ShadowKey& key, const His
     q.after_id = page.back().id;
   }
   if (j.events.empty() || j.events.front().id != image->event_id || j.events.back().id != target.id) return std::nullopt;
-  j.base = decode_image(image->json);
+  j.base = decode_image(image->json, j.arena);
   return j;
 }
 
@@ -863,7 +1047,7 @@ std::optional<HistoryBounds> bounds_from_ends(Engine& engine, const ShadowKey& k
     } else {
       if (!image) image = store.image_before(key, window.back().id);
       if (!image || image->event_id < oldest.id) return std::nullopt;
-      at_oldest[i] = decode_image(image->json).section(s).version;
+      at_oldest[i] = decode_image(image->json).record.section(s).version;
     }
     before_oldest[i] = at_oldest[i];
   }
@@ -972,11 +1156,11 @@ Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& 
   std::optional<StateImage> image = start.empty() ? std::nullopt : store.image_before(key, start);
   if (image && !is_event_id(image->event_id)) image.reset();
   if (image) {
-    const SectionRecord base = decode_image(image->json).section(s);
-    if (base.exists()) state = parse_json(base.state_json, 512);
+    PastImage base = decode_image(image->json);
+    if (base.record.section(s).exists()) state = std::move(base.state(s));
     known = true;
   }
-  EventReader events(store, key, image ? image->event_id : "", image ? *event_id_time(image->event_id) : INT64_MIN);
+  EventReader events(store, key, image ? image->event_id : "", image ? *event_id_time(image->event_id) : INT64_MIN, true);
   Series series;
   std::size_t bytes = 0;
   bool first = true;
