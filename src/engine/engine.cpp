@@ -87,8 +87,9 @@ std::string feed_entry(const HistoryEvent& event, const ShadowWrite& write, cons
 }
 
 // Images are also taken when the history events written since the last one outweigh the state
-// and this many bytes: an image's row is cheap next to replaying that much.
-constexpr std::size_t kImageFloorBytes = 32 << 10;
+// and this many bytes: replaying more than that costs more than reading an image, and the floor
+// keeps the images of a small state to a fraction of its history's bytes (state / floor).
+constexpr std::size_t kImageFloorBytes = 4 << 10;
 
 // Adds a write's change event to it: as its history event when history is on (with an image of
 // the shadow after it about every history_image_every events, and when the events since the

@@ -240,6 +240,29 @@ TEST_P(TimeTravelTest, EscapedAndLongValuesReplayExactly) {
   }
 }
 
+// So do small writes to a larger state, once their events outweigh it and 4 KiB: a sensor
+// shadow of 40 members, each report changing three, replays at most about 4 KiB of events (about
+// 16 here), not 64.
+TEST_P(TimeTravelTest, SmallChangesOfALargerStateGetImagesSooner) {
+  std::vector<std::string> events;
+  for (int i = 0; i < 200; ++i) {
+    clock_ += 1'000'000'000;
+    engine().update(request(key.thing, ds::Section::reported,
+                            "{\"temp\":" + std::to_string(20 + i % 7) + ",\"humidity\":" + std::to_string(i % 50) +
+                                ",\"m" + std::to_string(i % 40) + "\":" + std::to_string(i) + "}"));
+    events.push_back(newest_event());
+  }
+  std::size_t most = 0;
+  for (std::size_t i = 100; i < events.size(); ++i) {
+    const ds::PastShadow past = ds::shadow_as_of(engine(), key, event_moment(events[i]));
+    most = std::max(most, past.events_read);
+    EXPECT_NE(ds::render_shadow(past.view, nullptr).find("\"m" + std::to_string(i % 40) + "\":" + std::to_string(i)),
+              std::string::npos);
+  }
+  EXPECT_LE(most, 24u);
+  EXPECT_GE(most, 8u);  // and not every few events
+}
+
 void TimeTravelTest::check_random_sequence(std::size_t max_events_read) {
   std::mt19937 rng(20261127);
   std::vector<Seen> seen;
