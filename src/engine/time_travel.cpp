@@ -94,7 +94,11 @@ class EventParser {
     }
     return true;
   }
-  bool on_string_part(json::string_view s, std::size_t n, json::error_code& ec) { return on_key_part(s, n, ec); }
+  bool on_string_part(json::string_view s, std::size_t n, json::error_code& ec) {
+    if (building_) return values_.on_string_part(s, n, ec);
+    if (!skipping_) text_.append(s.data(), s.size());
+    return true;
+  }
   bool on_string(json::string_view s, std::size_t n, json::error_code& ec) {
     if (building_) return values_.on_string(s, n, ec);
     if (skipping_) return true;
@@ -120,17 +124,17 @@ class EventParser {
   bool on_number_part(json::string_view s, json::error_code& ec) { return skipping_ || values_.on_number_part(s, ec); }
   bool on_int64(std::int64_t i, json::string_view s, json::error_code& ec) {
     if (building_) return values_.on_int64(i, s, ec);
-    if (!skipping_ && !scalar([&] { return values_.on_int64(i, s, ec); })) version(i < 0 ? 0 : static_cast<std::uint64_t>(i));
+    if (!skipping_ && !scalar([&] { return values_.on_int64(i, s, ec); })) version(json::value(i));
     return true;
   }
   bool on_uint64(std::uint64_t u, json::string_view s, json::error_code& ec) {
     if (building_) return values_.on_uint64(u, s, ec);
-    if (!skipping_ && !scalar([&] { return values_.on_uint64(u, s, ec); })) version(u);
+    if (!skipping_ && !scalar([&] { return values_.on_uint64(u, s, ec); })) version(json::value(u));
     return true;
   }
   bool on_double(double d, json::string_view s, json::error_code& ec) {
     if (building_) return values_.on_double(d, s, ec);
-    if (!skipping_ && !scalar([&] { return values_.on_double(d, s, ec); })) values_.number_text.clear();
+    if (!skipping_ && !scalar([&] { return values_.on_double(d, s, ec); })) version(json::value(d));
     return !ec;
   }
   bool on_bool(bool b, json::error_code& ec) {
@@ -171,8 +175,10 @@ class EventParser {
     return true;
   }
 
-  void version(std::uint64_t v) {
-    if (at_ == Where::section && key_ == "version") part().version = v;
+  // A number no change holds: the section's version, or nothing.
+  void version(const json::value& number) {
+    values_.number_text.clear();  // the number's text, if it came in parts
+    if (at_ == Where::section && key_ == "version") part().version = number.to_number<std::uint64_t>();
   }
 
   bool open(bool object) {
@@ -853,7 +859,7 @@ void diff_members(const json::object* from, const json::object* to, Section s, c
 
 PastImage decode_image(std::string_view text, const json::storage_ptr& sp = {}) {
   json::value v = parse_json(text, 512, sp);
-  PastImage image;
+  PastImage image{{}, {json::value(sp), json::value(sp)}};  // the states are moved, not copied, into it
   for (Section s : {Section::reported, Section::desired}) {
     json::object& o = v.at(to_string(s)).as_object();
     SectionRecord& r = image.record.section(s);

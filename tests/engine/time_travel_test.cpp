@@ -210,8 +210,8 @@ TEST_P(TimeTravelTest, LargeChangesGetImagesSooner) {
 }
 
 // Replay reads events without a document of them: keys and strings that need escapes, strings
-// longer than the parser's buffers (which arrive in parts), client tokens with quotes and
-// values of every kind come back as the GET after each write showed them.
+// and keys longer than the parser's buffers (which arrive in parts), client tokens with quotes
+// and values of every kind come back as the GET after each write showed them.
 TEST_P(TimeTravelTest, EscapedAndLongValuesReplayExactly) {
   auto long_text = [](int units) {  // JSON string text with an escape in every unit
     std::string out;
@@ -224,7 +224,8 @@ TEST_P(TimeTravelTest, EscapedAndLongValuesReplayExactly) {
     ds::UpdateRequest r = request(key.thing, i % 3 ? ds::Section::reported : ds::Section::desired,
                                   "{\"a\\\"b/c~d\":\"" + long_text(20 + 300 * i) + "\",\"\\u03c0\":[" +
                                       std::to_string(i) + ",-1.5e-7,true,null,{\"k\\n\":\"v\"}],\"n\":" +
-                                      std::to_string(i) + ",\"old\":{\"new\":\"changes\"}}");
+                                      std::to_string(i) + ",\"old\":{\"new\":\"changes\"},\"deep\":{\"" +
+                                      long_text(1200 + i % 2) + "\":" + std::to_string(i) + "}}");
     r.client_token = "t\"" + std::to_string(i);
     engine().update(r);
     seen.emplace_back(newest_event(), body_now(true));
