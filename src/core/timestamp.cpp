@@ -225,11 +225,26 @@ std::string format_rfc3339(Timestamp t) {
   std::int64_t y;
   unsigned m, d;
   civil_from_days(days, y, m, d);
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02lld:%02lld:%02lld.%09uZ", static_cast<long long>(y), m, d,
-                static_cast<long long>(rem / 3600), static_cast<long long>(rem / 60 % 60),
-                static_cast<long long>(rem % 60), t.nanos);
-  return buf;
+  if (y < 0 || y > 9999) {  // outside RFC 3339's four-digit years: as wide as it takes
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02lld:%02lld:%02lld.%09uZ", static_cast<long long>(y), m, d,
+                  static_cast<long long>(rem / 3600), static_cast<long long>(rem / 60 % 60),
+                  static_cast<long long>(rem % 60), t.nanos);
+    return buf;
+  }
+  // Digits written in place: this runs for every timestamp a response shows.
+  char buf[] = "0000-00-00T00:00:00.000000000Z";
+  auto put = [&](std::size_t at, std::uint64_t v, std::size_t width) {
+    for (std::size_t i = width; i-- > 0; v /= 10) buf[at + i] = static_cast<char>('0' + v % 10);
+  };
+  put(0, static_cast<std::uint64_t>(y), 4);
+  put(5, m, 2);
+  put(8, d, 2);
+  put(11, static_cast<std::uint64_t>(rem / 3600), 2);
+  put(14, static_cast<std::uint64_t>(rem / 60 % 60), 2);
+  put(17, static_cast<std::uint64_t>(rem % 60), 2);
+  put(20, t.nanos, 9);
+  return std::string(buf, sizeof buf - 1);
 }
 
 TimestampKeys::TimestampKeys() : TimestampKeys(std::vector<std::string>{"ts", "timestamp"}) {}

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <optional>
+#include <random>
 #include <string>
 
 namespace ds = deviceshadow;
@@ -83,6 +84,23 @@ TEST(Timestamp, FormatsUtcWithNanoseconds) {
   EXPECT_EQ(ds::format_rfc3339(ds::Timestamp{-1, 0}), "1969-12-31T23:59:59.000000000Z");
   EXPECT_EQ(ds::format_rfc3339(*ds::parse_rfc3339("9999-12-31T23:59:59.999999999Z")), "9999-12-31T23:59:59.999999999Z");
   EXPECT_EQ(ds::format_rfc3339(*ds::parse_rfc3339("0000-01-01T00:00:00Z")), "0000-01-01T00:00:00.000000000Z");
+}
+
+// Every time of the four-digit years is written so that it reads back exactly (the digits are
+// written in place there), and years outside them are still written whole.
+TEST(Timestamp, FormatsEveryFourDigitYearExactly) {
+  std::mt19937_64 rng(7);
+  constexpr std::int64_t kYear0 = -62167219200, kYear10000 = 253402300800;  // Unix seconds
+  for (int i = 0; i < 20000; ++i) {
+    const std::int64_t seconds = kYear0 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(kYear10000 - kYear0));
+    const auto nanos = static_cast<std::uint32_t>(rng() % 1'000'000'000);
+    const std::string text = ds::format_rfc3339(ds::Timestamp{seconds, nanos});
+    const ds::Timestamp t{seconds, nanos};
+    ASSERT_EQ(ds::parse_rfc3339(text)->unix_nanos(), t.unix_nanos()) << text;
+    ASSERT_EQ(text.size(), 30u) << text;
+  }
+  EXPECT_EQ(ds::format_rfc3339(ds::Timestamp{kYear10000, 5}), "10000-01-01T00:00:00.000000005Z");
+  EXPECT_EQ(ds::format_rfc3339(ds::Timestamp{kYear0 - 1, 0}), "-001-12-31T23:59:59.000000000Z");
 }
 
 TEST(Timestamp, FormatAndParseRoundTrip) {
