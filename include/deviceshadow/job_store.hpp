@@ -54,6 +54,10 @@ class JobStore {
   virtual std::vector<ShadowKey> targets(std::string_view job, std::uint64_t page) = 0;
   // Drops the job's target list (once the job has finished).
   virtual void remove_targets(std::string_view job) = 0;
+  // Drops the target lists of job ids below `before` that have no job: what a crash left while
+  // a job's targets were being selected, before the job was stored. DynamoDB keeps them (finding
+  // them would read the whole table).
+  virtual void remove_orphan_targets(std::string_view before) = 0;
 };
 
 }  // namespace deviceshadow

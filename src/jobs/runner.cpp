@@ -25,11 +25,17 @@ std::string random_hex(int digits) {
 }
 
 // 16 hex digits of the creation time in ns, '-', 8 random hex digits: ids sort by creation.
-std::string new_job_id(std::int64_t now_ns) {
+// A job id starts with its creation time: every id of a job created before `ns` sorts below it.
+std::string job_id_time(std::int64_t ns) {
   char time[17];
-  std::snprintf(time, sizeof time, "%016llx", static_cast<unsigned long long>(now_ns));
-  return std::string(time) + "-" + random_hex(8);
+  std::snprintf(time, sizeof time, "%016llx", static_cast<unsigned long long>(ns));
+  return time;
 }
+
+std::string new_job_id(std::int64_t now_ns) { return job_id_time(now_ns) + "-" + random_hex(8); }
+
+// A selection that began this long ago has ended: the examine budget bounds it to minutes.
+constexpr std::chrono::hours kSelectionBound{1};
 
 enum class Outcome { pending, succeeded, failed, skipped };
 
@@ -115,6 +121,8 @@ JobRunner::~JobRunner() {
 }
 
 void JobRunner::start() {
+  // Target lists a crash left during a selection, before their job was stored.
+  store_.remove_orphan_targets(job_id_time(engine_.options().clock() - std::chrono::nanoseconds(kSelectionBound).count()));
   take_up_jobs();
   supervisor_ = std::thread([this] { supervise(); });
 }

@@ -141,6 +141,7 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   void put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) override;
   std::vector<ShadowKey> targets(std::string_view job, std::uint64_t page) override;
   void remove_targets(std::string_view job) override;
+  void remove_orphan_targets(std::string_view before) override;
 
  private:
   // Shared by both halves (dynamodb_store.cpp).

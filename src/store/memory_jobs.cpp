@@ -71,4 +71,11 @@ void MemoryStore::remove_targets(std::string_view job) {
   while (it != job_targets_.end() && it->first.first == job) it = job_targets_.erase(it);
 }
 
+void MemoryStore::remove_orphan_targets(std::string_view before) {
+  std::unique_lock lock(mutex_);
+  for (auto it = job_targets_.begin(); it != job_targets_.end() && it->first.first < before;) {
+    it = jobs_.contains(it->first.first) ? std::next(it) : job_targets_.erase(it);
+  }
+}
+
 }  // namespace deviceshadow

@@ -64,6 +64,7 @@ class MemoryStore final : public StoreBackend, public JobStore {
   void put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) override;
   std::vector<ShadowKey> targets(std::string_view job, std::uint64_t page) override;
   void remove_targets(std::string_view job) override;
+  void remove_orphan_targets(std::string_view before) override;
 
  private:
   // One declared field's entries, ordered as SQLite's shadow_index.

@@ -208,6 +208,7 @@ class SqliteStore final : public StoreBackend, public JobStore {
   void put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) override;
   std::vector<ShadowKey> targets(std::string_view job, std::uint64_t page) override;
   void remove_targets(std::string_view job) override;
+  void remove_orphan_targets(std::string_view before) override;
 
  private:
   using Connection = sqlite::Connection;

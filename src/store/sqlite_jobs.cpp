@@ -29,6 +29,8 @@ constexpr const char* kRemoveJob = "DELETE FROM jobs WHERE id = ?1";
 constexpr const char* kPutTargets = "INSERT OR REPLACE INTO job_targets(job, page, targets) VALUES (?1, ?2, ?3)";
 constexpr const char* kTargets = "SELECT targets FROM job_targets WHERE job = ?1 AND page = ?2";
 constexpr const char* kRemoveTargets = "DELETE FROM job_targets WHERE job = ?1";
+constexpr const char* kRemoveOrphanTargets =
+    "DELETE FROM job_targets WHERE job < ?1 AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = job_targets.job)";
 
 JobRecord job_of(const Query& q) {
   return {q.text(0), q.text(1), q.text(2), q.integer(3) != 0, static_cast<std::uint64_t>(q.integer(4)), q.text(5),
@@ -118,6 +120,10 @@ std::vector<ShadowKey> SqliteStore::targets(std::string_view job, std::uint64_t 
 
 void SqliteStore::remove_targets(std::string_view job) {
   run_on_writer([&](Connection& c) { Query(c.statement(kRemoveTargets)).bind(1, job).run(); });
+}
+
+void SqliteStore::remove_orphan_targets(std::string_view before) {
+  run_on_writer([&](Connection& c) { Query(c.statement(kRemoveOrphanTargets)).bind(1, before).run(); });
 }
 
 }  // namespace deviceshadow

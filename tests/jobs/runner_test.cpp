@@ -103,6 +103,22 @@ TEST_P(Fixture, JobStoreKeepsJobsByRevisionAndTargetsByPage) {
   EXPECT_FALSE(job_store.job("nope").has_value());
 }
 
+// A crash during a job's selection leaves target pages with no job; a starting runner drops
+// those of selections begun over an hour ago, and keeps the pages of stored jobs and of ids too
+// recent to be over (on DynamoDB every page stays: finding them would scan the table).
+TEST_P(Fixture, AStartingRunnerDropsTheTargetListsACrashLeftBehind) {
+  const std::vector<ds::ShadowKey> page{{"t1", "main"}};
+  const std::string left = "0000000000000005-dddddddd", stored = "0000000000000006-eeeeeeee",
+                    recent = "ffffffffffffffff-ffffffff";
+  job_store.create_job({stored, "{}", "{}", false, 1, "", 0});
+  for (const std::string& id : {left, stored, recent}) job_store.put_targets(id, 0, page);
+  jobs::JobRunner runner(engine, job_store, {});
+  runner.start();
+  EXPECT_EQ(job_store.targets(left, 0).empty(), !GetParam().needs_dynamodb);
+  EXPECT_EQ(job_store.targets(stored, 0), page);
+  EXPECT_EQ(job_store.targets(recent, 0), page);
+}
+
 TEST_P(Fixture, RequestsAreValidatedBeforeAnythingIsWritten) {
   auto code_of = [&](const char* body) {
     try {
