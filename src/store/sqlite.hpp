@@ -132,6 +132,9 @@ class Connection {
       throw Error(ErrorCode::internal, std::string("sqlite: ") + sql + ": " + message);
     }
   }
+  // Runs a statement that returns no rows, prepared once: for what every write repeats
+  // (transaction control), which exec() would parse each time.
+  void run(const char* sql) { Query(statement(sql)).run(); }
   Statement& statement(const char* sql) {
     auto it = statements_.find(sql);
     if (it == statements_.end()) it = statements_.emplace(sql, std::make_unique<Statement>(db_, sql)).first;

@@ -441,30 +441,33 @@ void SqliteStore::writer_loop() {
 void SqliteStore::commit_group(const std::vector<Job*>& group) {
   Connection& c = *writer_;
   try {
-    c.exec("BEGIN IMMEDIATE");
+    c.run("BEGIN IMMEDIATE");
   } catch (...) {
     for (Job* job : group) job->error = std::current_exception();
     return;
   }
   for (Job* job : group) {
-    c.exec("SAVEPOINT job");
+    c.run("SAVEPOINT job");
     try {
       job->run(c);
-      c.exec("RELEASE job");
+      c.run("RELEASE job");
     } catch (...) {
       job->error = std::current_exception();
-      c.exec("ROLLBACK TO job");
-      c.exec("RELEASE job");
+      c.run("ROLLBACK TO job");
+      c.run("RELEASE job");
     }
   }
-  int rc = sqlite3_exec(c.db(), "COMMIT", nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) {
-    std::exception_ptr error;
+  sqlite::Statement& commit = c.statement("COMMIT");
+  std::exception_ptr error;
+  if (const int rc = sqlite3_step(commit.get()); rc != SQLITE_DONE) {
     try {
       fail(c.db(), rc, "commit");
     } catch (...) {
       error = std::current_exception();
     }
+  }
+  sqlite3_reset(commit.get());
+  if (error) {
     sqlite3_exec(c.db(), "ROLLBACK", nullptr, nullptr, nullptr);
     for (Job* job : group) job->error = error;
   }
