@@ -692,12 +692,22 @@ std::string prefix_successor(std::string prefix) {
 }
 
 std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
+  if (n.op == Op::or_) {  // every member selectable: the union of what they select
+    IndexableComparison u;
+    for (const Filter::Node& child : n.children) {
+      std::optional<IndexableComparison> m = indexable_comparison(child);
+      if (!m) return std::nullopt;
+      for (IndexableComparison::Part& part : m->parts) u.parts.push_back(std::move(part));
+    }
+    return u;
+  }
   const Property& p = n.property;
   if (p.kind == Property::Kind::thing || p.kind == Property::Kind::name || p.kind == Property::Kind::delta ||
       (p.in_section() && p.path.empty())) {
     return std::nullopt;
   }
-  IndexableComparison c{&p, {}};
+  IndexableComparison c{{{&p, {}}}};
+  std::vector<IndexRange>& ranges = c.parts.front().ranges;
   switch (n.op) {
     case Op::eq:
     case Op::in:
@@ -705,7 +715,7 @@ std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
     case Op::ge:
     case Op::lt:
     case Op::le:
-      for (const Literal& l : n.values) add_ranges(n.op, l, c.ranges);
+      for (const Literal& l : n.values) add_ranges(n.op, l, ranges);
       return c;
     case Op::like: {
       const std::string& pattern = n.values.front().string;
@@ -720,7 +730,7 @@ std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
           r.high_open = true;
         }
       }
-      c.ranges.push_back(std::move(r));
+      ranges.push_back(std::move(r));
       return c;
     }
     default: return std::nullopt;
@@ -885,7 +895,7 @@ std::vector<IndexableComparison> Filter::indexable() const {
     return out;
   }
   for (const Node& child : root_->children) {
-    if (child.op == Op::and_ || child.op == Op::or_ || child.op == Op::not_) continue;
+    if (child.op == Op::and_ || child.op == Op::not_) continue;
     if (auto c = indexable_comparison(child)) out.push_back(std::move(*c));
   }
   if (root_->children.size() == 1 && out.size() == 1) out.front().whole = true;

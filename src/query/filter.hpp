@@ -94,12 +94,17 @@ struct ThingRange {
 // double (IndexValue's number order).
 IndexValue index_number(const json::value& number);
 
-// A comparison every match of a filter must pass, as the index ranges whose entries are exactly
-// the values it accepts (IndexRange per type; a string holding an RFC 3339 time is also a time).
+// What every match of a filter must pass that declared indexes can select: a comparison, as the
+// index ranges whose entries are exactly the values it accepts (IndexRange per type; a string
+// holding an RFC 3339 time is also a time), or an `or` of such comparisons, as the union of
+// theirs.
 struct IndexableComparison {
-  const Property* property;         // the filter's own, alive while the filter is
-  std::vector<IndexRange> ranges;   // empty: nothing can match
-  bool whole = false;               // the filter is this comparison alone
+  struct Part {
+    const Property* property;        // the filter's own, alive while the filter is
+    std::vector<IndexRange> ranges;  // empty: nothing can match
+  };
+  std::vector<Part> parts;  // one comparison; each member of an `or`
+  bool whole = false;       // the filter is this alone: its entries are exactly the matches
 };
 
 class Filter {
@@ -121,7 +126,8 @@ class Filter {
   std::string field_to_index() const;
   // The comparisons under the filter's top-level and (or the filter itself) that an index on
   // their property could select: eq, in, gt, ge, lt, le, and like with a literal prefix, on a
-  // section path or a pseudo field.
+  // section path or a pseudo field; and each `or` there whose members all are such comparisons
+  // (or such `or`s).
   std::vector<IndexableComparison> indexable() const;
 
  private:

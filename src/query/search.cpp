@@ -54,33 +54,47 @@ bool single_value(const IndexRange& r) {
   return r.low && r.high && !r.low_open && !r.high_open && *r.low == *r.high;
 }
 
-// The comparison a ready index serves that selects the fewest entries (counted up to the budget),
-// or null: then the filter's thing ranges are the plan.
+// The comparison (or `or` of them) ready indexes serve that selects the fewest entries (counted
+// up to the budget), or null: then the filter's thing ranges are the plan.
 const IndexableComparison* choose(Store& store, const std::vector<IndexableComparison>& comparisons,
                                   const QueryOptions& options) {
   const IndexableComparison* best = nullptr;
   std::uint64_t fewest = 0;
   for (const IndexableComparison& c : comparisons) {
-    if (!options.indexes || !options.indexes->ready(c.property->text)) continue;
+    if (!options.indexes || !std::all_of(c.parts.begin(), c.parts.end(), [&](const IndexableComparison::Part& p) {
+          return options.indexes->ready(p.property->text);
+        })) {
+      continue;
+    }
     const std::uint64_t cap = best ? fewest : options.budget + 1;
     std::uint64_t n = 0;
-    for (const IndexRange& r : c.ranges) {
-      if (n < cap) n += store.index_count(c.property->text, r, cap - n);
+    for (const IndexableComparison::Part& p : c.parts) {
+      for (const IndexRange& r : p.ranges) {
+        if (n < cap) n += store.index_count(p.property->text, r, cap - n);
+      }
     }
     if (!best || n < fewest) best = &c, fewest = n;
   }
   return best;
 }
 
+// The one range of a comparison holding one value, or null.
+const IndexRange* single_value_range(const IndexableComparison& c) {
+  if (c.parts.size() != 1 || c.parts.front().ranges.size() != 1) return nullptr;
+  const IndexRange& r = c.parts.front().ranges.front();
+  return single_value(r) ? &r : nullptr;
+}
+
 // Calls `visit` with the keys of the shadows `c` selects in `scope`, after `after`, in (thing,
 // name) order, in chunks, until it returns false. A single value is read page by page; anything
-// else is read whole (at most `limit` keys, else `too_many` is called) and sorted.
+// else (ranges, several values, the members of an `or`) is read whole (at most `limit` keys, else
+// `too_many` is called), sorted and rid of repeats.
 void candidates(Store& store, const IndexableComparison& c, std::span<const ThingPattern> scope,
                 const std::optional<ShadowKey>& after, std::uint64_t limit, const std::function<void()>& too_many,
                 const std::function<bool(std::vector<ShadowKey>&)>& visit) {
-  const std::string& field = c.property->text;
-  if (c.ranges.size() == 1 && single_value(c.ranges.front())) {
-    const IndexRange& r = c.ranges.front();
+  if (const IndexRange* single = single_value_range(c)) {
+    const std::string& field = c.parts.front().property->text;
+    const IndexRange& r = *single;
     std::optional<IndexHit> from;
     if (after) from = IndexHit{*r.low, after->thing, after->name};
     for (;;) {
@@ -95,7 +109,7 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
     }
   }
   std::vector<ShadowKey> all;
-  for (const IndexRange& r : c.ranges) {
+  auto read = [&](const std::string& field, const IndexRange& r) {
     std::optional<IndexHit> from;
     for (;;) {
       std::vector<IndexHit> hits = store.index_range(field, r, from ? &*from : nullptr, kHitPage);
@@ -105,9 +119,12 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
         }
       }
       if (all.size() > limit) too_many();
-      if (hits.size() < kHitPage) break;
+      if (hits.size() < kHitPage) return;
       from = std::move(hits.back());
     }
+  };
+  for (const IndexableComparison::Part& part : c.parts) {
+    for (const IndexRange& r : part.ranges) read(part.property->text, r);
   }
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
@@ -234,8 +251,8 @@ std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, c
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
     const IndexableComparison* by = choose(store, comparisons, options);
     if (by && by->whole) {  // the index's entries are exactly the matches
-      if (by->ranges.size() == 1 && single_value(by->ranges.front()) && scan.scope.empty()) {
-        return store.index_count(by->property->text, by->ranges.front(), UINT64_MAX);
+      if (const IndexRange* single = single_value_range(*by); single && scan.scope.empty()) {
+        return store.index_count(by->parts.front().property->text, *single, UINT64_MAX);
       }
       std::uint64_t n = 0;
       candidates(store, *by, scan.scope, std::nullopt, UINT64_MAX, [] {}, [&](std::vector<ShadowKey>& wanted) {

@@ -257,7 +257,11 @@ TEST_P(Planner, FindsWhatAScanFinds) {
            R"(and(like(thing,"plant-1/*"),eq(reported/temp,7)))", "lt(reported/at,time:now)",
            R"(ge(reported/at,"2026-01-05T00:00:00Z"))", R"(gt(reported/at,"2026-01-05"))", "eq(reported/flag,true)",
            "gt(reported/flag,false)", "eq(reported/temp,null)", "ge(_reportedVersion,2)", R"(eq(reported/temp,"1"))",
-           R"(and(eq(reported/temp,5),not(eq(reported/fw,"1.0"))))", R"(or(eq(reported/temp,5),eq(reported/temp,6)))"}) {
+           R"(and(eq(reported/temp,5),not(eq(reported/fw,"1.0"))))", R"(or(eq(reported/temp,5),eq(reported/temp,6)))",
+           R"(or(eq(reported/fw,"2.0"),eq(reported/temp,7)))", R"(or(eq(reported/fw,"2.0"),eq(reported/temp,10)))",
+           R"(or(gt(reported/temp,47),or(eq(reported/tags,"3"),lt(reported/at,"2026-01-02"))))",
+           R"(or(eq(reported/fw,"2.0"),exists(reported/nothing)))", R"(or(eq(reported/fw,"2.0"),like(thing,"plant-1/*")))",
+           R"(and(or(eq(reported/temp,7),eq(reported/temp,8)),eq(reported/flag,true)))"}) {
     const std::vector<std::string> expected = find(filter, false);
     EXPECT_EQ(find(filter, true), expected) << filter;
     EXPECT_EQ(count(filter, true), expected.size()) << filter;
@@ -275,6 +279,21 @@ TEST_P(Planner, ReadsOnlyWhatTheMostSelectiveComparisonSelects) {
   EXPECT_EQ(counter.read_keys, 0u);  // counted from the index alone
   EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", false).size(), 30u);
   EXPECT_EQ(counter.read_keys, 300u);
+}
+
+// An `or` whose members the indexes all serve reads the union of what they select, each shadow
+// once, and counts from the indexes alone when it is the whole filter.
+TEST_P(Planner, AnOrOfDeclaredFieldsReadsTheUnionOfWhatItsMembersSelect) {
+  keeper->declare({"reported/fw", "reported/temp", "reported/flag"});
+  keeper->wait_until_built();
+  EXPECT_EQ(find(R"(or(eq(reported/fw,"2.0"),eq(reported/temp,7)))", true).size(), 36u);
+  EXPECT_EQ(counter.read_keys, 36u);  // fw = 2.0 selects 30, temp = 7 six others
+  EXPECT_EQ(count(R"(or(eq(reported/fw,"2.0"),eq(reported/temp,10)))", true), 30u);  // temp = 10: all among fw = 2.0
+  EXPECT_EQ(counter.read_keys, 0u);
+  EXPECT_EQ(find(R"(and(or(eq(reported/temp,7),eq(reported/temp,8)),eq(reported/flag,true)))", true).size(), 6u);
+  EXPECT_EQ(counter.read_keys, 12u);  // the or selects 12, flag = true 150
+  EXPECT_EQ(find(R"(or(eq(reported/fw,"2.0"),eq(reported/tags,"3")))", true).size(), 105u);
+  EXPECT_EQ(counter.read_keys, 300u);  // tags is not declared: every shadow is read
 }
 
 TEST_P(Planner, PagesResumeAfterTheCursorsShadow) {
