@@ -438,6 +438,25 @@ void SqliteStore::writer_loop() {
 
 // Runs each job in its own savepoint inside one transaction; a failed job rolls back only
 // itself. If the commit fails, every job of the group fails.
+namespace {
+
+// Undoes the job that failed inside a group's transaction. False when the transaction is gone:
+// SQLite may roll it back whole after SQLITE_FULL, IOERR, NOMEM or BUSY, and it is rolled back
+// here when undoing the job fails.
+bool undo_job(Connection& c) {
+  if (sqlite3_get_autocommit(c.db())) return false;
+  try {
+    c.run("ROLLBACK TO job");
+    c.run("RELEASE job");
+    return true;
+  } catch (...) {
+    sqlite3_exec(c.db(), "ROLLBACK", nullptr, nullptr, nullptr);
+    return false;
+  }
+}
+
+}  // namespace
+
 void SqliteStore::commit_group(const std::vector<Job*>& group) {
   Connection& c = *writer_;
   try {
@@ -447,14 +466,18 @@ void SqliteStore::commit_group(const std::vector<Job*>& group) {
     return;
   }
   for (Job* job : group) {
-    c.run("SAVEPOINT job");
     try {
+      c.run("SAVEPOINT job");
       job->run(c);
       c.run("RELEASE job");
     } catch (...) {
       job->error = std::current_exception();
-      c.run("ROLLBACK TO job");
-      c.run("RELEASE job");
+      if (!undo_job(c)) {  // the group's transaction is gone, and with it every write of the group
+        for (Job* other : group) {
+          if (!other->error) other->error = job->error;
+        }
+        return;
+      }
     }
   }
   sqlite::Statement& commit = c.statement("COMMIT");
