@@ -122,7 +122,8 @@ JobRunner::~JobRunner() {
 
 void JobRunner::start() {
   // Target lists a crash left during a selection, before their job was stored.
-  store_.remove_orphan_targets(job_id_time(engine_.options().clock() - std::chrono::nanoseconds(kSelectionBound).count()));
+  const std::int64_t bound = engine_.options().clock() - std::chrono::nanoseconds(kSelectionBound).count();
+  store_.remove_orphan_targets(job_id_time(std::max<std::int64_t>(bound, 0)));
   take_up_jobs();
   supervisor_ = std::thread([this] { supervise(); });
 }

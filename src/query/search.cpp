@@ -118,7 +118,11 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
           all.push_back({h.thing, h.name});
         }
       }
-      if (all.size() > limit) too_many();
+      if (all.size() > limit) {  // members of an `or` may select the same shadows: count each once
+        std::sort(all.begin(), all.end());
+        all.erase(std::unique(all.begin(), all.end()), all.end());
+        if (all.size() > limit) too_many();
+      }
       if (hits.size() < kHitPage) return;
       from = std::move(hits.back());
     }

@@ -292,6 +292,8 @@ TEST_P(Planner, AnOrOfDeclaredFieldsReadsTheUnionOfWhatItsMembersSelect) {
   EXPECT_EQ(counter.read_keys, 0u);
   EXPECT_EQ(find(R"(and(or(eq(reported/temp,7),eq(reported/temp,8)),eq(reported/flag,true)))", true).size(), 6u);
   EXPECT_EQ(counter.read_keys, 12u);  // the or selects 12, flag = true 150
+  EXPECT_EQ(find(R"(or(eq(reported/fw,"2.0"),in(reported/fw,"2.0","3.0")))", true, std::nullopt, 40).size(), 30u);
+  EXPECT_EQ(counter.read_keys, 30u);  // 60 entries of 30 shadows: within a budget of 40
   EXPECT_EQ(find(R"(or(eq(reported/fw,"2.0"),eq(reported/tags,"3")))", true).size(), 105u);
   EXPECT_EQ(counter.read_keys, 300u);  // tags is not declared: every shadow is read
 }
