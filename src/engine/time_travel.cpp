@@ -55,8 +55,8 @@ struct PastImage {
 // Reads a stored change event (render_change_event) straight into a PastEvent, with no
 // document of the event: the members replay needs are taken as the parser passes them, the
 // changes' "new" values (and "old" ones when asked) are built in the given storage, and
-// everything else is parsed past. About a third of what parsing the event into a document and
-// picking from it cost.
+// everything else is parsed past: three fifths of the instructions that parsing the event into a
+// document and picking from it took.
 class EventParser {
  public:
   static constexpr std::size_t max_object_size = ValueBuilder::max_object_size;
