@@ -131,14 +131,18 @@ class TwoServersOneTable(ApiTestCase):
         total = sum(len(v) for v in expected.values())
         got, order = set(), {}
         deadline = time.monotonic() + 120  # a bound on liveness: an event lost fails here, naming what is missing
-        while len(got) < total:
-            missing = sorted(i for t, ids in expected.items() for i in ids if (t, i) not in got)
-            self.assertLess(time.monotonic(), deadline, f"events never streamed: {missing}")
-            [m] = s.events(1, within=max(1, deadline - time.monotonic()))
-            key = (m["data"]["subject"].split("#")[0], m["id"])
-            if key not in got and m["id"] != start:  # the reach back may send the start again
-                got.add(key)
-                order.setdefault(key[0], []).append(m["id"])
+        try:
+            while len(got) < total:
+                missing = sorted(i for t, ids in expected.items() for i in ids if (t, i) not in got)
+                self.assertLess(time.monotonic(), deadline, f"events never streamed: {missing}")
+                [m] = s.events(1, within=max(1, deadline - time.monotonic()))
+                key = (m["data"]["subject"].split("#")[0], m["id"])
+                if key not in got and m["id"] != start:  # the reach back may send the start again
+                    got.add(key)
+                    order.setdefault(key[0], []).append(m["id"])
+        except AssertionError as e:  # what the server saw, for the one who reads the failure
+            stats = [line for line in self.b.get("/metrics").text.splitlines() if line.startswith("shadowd_stream")]
+            raise AssertionError(f"{e}; {len(got)} of {total} streamed; server b: {stats}") from e
         s.close()
         for thing in things:
             self.assertEqual(order[thing], expected[thing], thing)  # every one, in version order
