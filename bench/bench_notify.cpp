@@ -19,6 +19,7 @@
 #include "deviceshadow/sqlite_store.hpp"
 #include "deviceshadow/timestamp.hpp"
 #include "notify/dispatcher.hpp"
+#include "per_second.hpp"
 
 #include <boost/json.hpp>
 
@@ -180,22 +181,7 @@ void report(ds::Engine& engine, int thread, long i) {
 
 // Writers for `seconds`; returns writes per second.
 double write_for(ds::Engine& engine, int threads, double seconds) {
-  std::atomic<bool> stop{false};
-  std::atomic<long> writes{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      for (long i = 0; !stop.load(std::memory_order_relaxed); ++i) {
-        report(engine, t, i);
-        ++writes;
-      }
-    });
-  }
-  auto start = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  for (auto& w : workers) w.join();
-  return static_cast<double>(writes.load()) / std::chrono::duration<double>(Clock::now() - start).count();
+  return per_second(threads, seconds, [&](int t, long i) { report(engine, t, i); });
 }
 
 // Writes `n` events with the feed on and no dispatcher running.

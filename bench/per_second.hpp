@@ -6,7 +6,8 @@
 #include <thread>
 #include <vector>
 
-// Calls op(thread, i) in a loop on `threads` threads for `seconds`; returns the calls a second.
+// Calls op(thread, i) in a loop on `threads` threads for `seconds`; returns the calls a second
+// over the time they took (the last calls, which finish after the stop, included).
 template <class F>
 double per_second(int threads, double seconds, F&& op) {
   std::atomic<bool> stop{false};
@@ -20,8 +21,9 @@ double per_second(int threads, double seconds, F&& op) {
       }
     });
   }
+  const auto start = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
   for (auto& w : workers) w.join();
-  return static_cast<double>(done) / seconds;
+  return static_cast<double>(done) / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
