@@ -109,6 +109,10 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
     }
   }
   std::vector<ShadowKey> all;
+  auto distinct = [&] {
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+  };
   auto read = [&](const std::string& field, const IndexRange& r) {
     std::optional<IndexHit> from;
     for (;;) {
@@ -119,8 +123,7 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
         }
       }
       if (all.size() > limit) {  // members of an `or` may select the same shadows: count each once
-        std::sort(all.begin(), all.end());
-        all.erase(std::unique(all.begin(), all.end()), all.end());
+        distinct();
         if (all.size() > limit) too_many();
       }
       if (hits.size() < kHitPage) return;
@@ -130,8 +133,7 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
   for (const IndexableComparison::Part& part : c.parts) {
     for (const IndexRange& r : part.ranges) read(part.property->text, r);
   }
-  std::sort(all.begin(), all.end());
-  all.erase(std::unique(all.begin(), all.end()), all.end());
+  distinct();
   for (std::size_t i = 0; i < all.size(); i += kHitPage) {
     std::vector<ShadowKey> chunk(all.begin() + static_cast<std::ptrdiff_t>(i),
                                  all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + kHitPage)));
