@@ -271,6 +271,8 @@ class Engine {
   class Impl;
   struct UpdatePlan;
   UpdateResult run(const UpdatePlan& plan);
+  // Stores `write` with the index updates the indexer decides from `before` and `changes`.
+  void store_write(ShadowWrite& write, const ShadowRecord& before, std::span<const Change> changes);
 
   Store& store_;
   EngineOptions options_;

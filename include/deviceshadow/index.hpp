@@ -11,6 +11,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,22 @@ struct IndexFieldState {
   friend bool operator==(const IndexFieldState&, const IndexFieldState&) = default;
 };
 
+// The declared fields as a store keeps them. `generation` moves whenever the list of fields
+// changes; a store that several processes share (DynamoDB) checks it on every write that carries
+// index updates, so that no process indexes by a list another one has replaced. A store of one
+// process keeps it at 0.
+struct IndexDeclaration {
+  std::vector<IndexFieldState> fields;
+  std::uint64_t generation = 0;
+};
+
+// Thrown by a store when the declaration it was given a generation of has since been replaced by
+// another process: read it again (Store::index_fields) and retry.
+class IndexDeclarationChanged : public std::runtime_error {
+ public:
+  IndexDeclarationChanged() : std::runtime_error("the declared indexes changed in another process") {}
+};
+
 // Decides, for each write, what the declared indexes must store with it. Called by the engine
 // under the shadow's write lock while it holds `hold()`, which a change of the declared fields
 // waits for: a write either ends before the change or sees it.
@@ -84,6 +101,11 @@ class Indexer {
   // changes (`changes`; a removed section changes all of its leaves).
   virtual std::vector<IndexUpdate> updates(const ShadowKey& key, const ShadowRecord& before, const ShadowWrite& write,
                                            std::span<const Change> changes) = 0;
+  // The declaration's generation the updates are decided by, while any field is declared; else 0
+  // (under hold()). A write carries it as ShadowWrite::index_generation.
+  virtual std::uint64_t generation() const = 0;
+  // Reads the declaration again after a store threw IndexDeclarationChanged (without hold()).
+  virtual void reload() = 0;
 };
 
 }  // namespace deviceshadow

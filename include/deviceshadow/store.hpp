@@ -109,6 +109,9 @@ struct ShadowWrite {
   std::optional<StateImage> image;  // only with `event`, stored in the same transaction
   // The shadow's index entries the write changes (Indexer).
   std::vector<IndexUpdate> index;
+  // Non-zero: the declaration generation `index` was decided by; a store shared by processes
+  // throws IndexDeclarationChanged, storing nothing, when its declaration is no longer at it.
+  std::uint64_t index_generation = 0;
 };
 
 // A shadow's index entries as a background build computed them from the sections it read.
@@ -182,14 +185,16 @@ class Store {
   // Readiness: nothing when the store can serve requests, else why it cannot.
   virtual std::optional<std::string> unready() = 0;
 
-  // Declared indexes (index.hpp, docs/queries.md). A store without them (DynamoDB today)
-  // declares none and refuses to: the defaults below.
+  // Declared indexes (index.hpp, docs/queries.md). A store without them declares none and
+  // refuses to: the defaults below.
   //
-  // The declared fields, in the order declared.
-  virtual std::vector<IndexFieldState> index_fields() { return {}; }
-  // Replaces the declared fields; the entries of fields left out are deleted in the same
-  // transaction. Throws invalid_request on a store without indexes.
-  virtual void put_index_fields(std::span<const IndexFieldState> fields);
+  // The declared fields, in the order declared, and their generation.
+  virtual IndexDeclaration index_fields() { return {}; }
+  // Replaces the declared fields if the declaration is still at `generation` (else throws
+  // IndexDeclarationChanged); a new list of fields moves the generation on. The entries of
+  // fields left out are deleted. Returns the generation stored. Throws invalid_request on a
+  // store without indexes.
+  virtual std::uint64_t put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t generation);
   // Adds the entries of shadows a background build read (their updates remove nothing), each
   // only if its sections are still at the versions it read (else a newer write indexed it
   // itself). Returns how many it stored.

@@ -341,9 +341,7 @@ HttpResponse Api::index(Context& ctx) {
     }
     if (!o.contains("fields")) throw Error::invalid_request("fields is required, e.g. {\"fields\":[\"reported/fw\"]}", "fields");
     if (!keeper) {
-      throw Error::invalid_request("declared indexes are kept on the SQLite and memory stores only; on DynamoDB a query "
-                                   "that is not narrowed by thing reads every shadow with allowScan=true",
-                                   "fields");
+      throw Error::invalid_request("this server keeps no declared indexes", "fields");
     }
     states = keeper->declare(fields);
   } else if (keeper) {

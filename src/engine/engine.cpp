@@ -479,12 +479,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
                               !write_listeners_.empty(), unimaged_bytes);
       }
       write.unchanged = unchanged_section(write, record);
-      std::shared_lock<std::shared_mutex> index_hold;
-      if (indexer_) {
-        index_hold = indexer_->hold();
-        write.index = indexer_->updates(plan.key, record, write, outcome.changes);
-      }
-      store_.write(write);
+      store_write(write, record, outcome.changes);
       std::optional<ShadowRecord> before;
       if (plan.keep_previous || !write_listeners_.empty()) before = record;
       const std::uint64_t new_version = write.sections.front().record.version;
@@ -540,6 +535,22 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
       throw;
     }
   });
+}
+
+void Engine::store_write(ShadowWrite& write, const ShadowRecord& before, std::span<const Change> changes) {
+  if (!indexer_) return store_.write(write);
+  for (;;) {
+    {
+      std::shared_lock<std::shared_mutex> hold = indexer_->hold();
+      write.index = indexer_->updates(write.key, before, write, changes);
+      write.index_generation = indexer_->generation();
+      try {
+        return store_.write(write);
+      } catch (const IndexDeclarationChanged&) {  // another process declared: decide again
+      }
+    }
+    indexer_->reload();
+  }
 }
 
 DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section, std::optional<std::uint64_t> version,
@@ -598,12 +609,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
     }
     write.unchanged = unchanged_section(write, record);
     impl_->cache.erase(key);
-    std::shared_lock<std::shared_mutex> index_hold;
-    if (indexer_) {
-      index_hold = indexer_->hold();
-      write.index = indexer_->updates(key, record, write, {});  // removed sections: every leaf changed
-    }
-    store_.write(write);
+    store_write(write, record, {});  // removed sections: every leaf changed
     if (store_.shares_versions()) share_version(result.record, write.sections.front().record.version);
     if (!write_listeners_.empty()) {
       WriteNotice notice{key, record, result.record};

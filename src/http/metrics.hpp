@@ -66,8 +66,10 @@ class MeteredStore final : public StoreBackend {
   std::size_t purge(std::int64_t now_ns) override;
   std::optional<std::string> unready() override { return inner_.unready(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
-  std::vector<IndexFieldState> index_fields() override { return inner_.index_fields(); }
-  void put_index_fields(std::span<const IndexFieldState> fields) override { inner_.put_index_fields(fields); }
+  IndexDeclaration index_fields() override { return inner_.index_fields(); }
+  std::uint64_t put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t generation) override {
+    return inner_.put_index_fields(fields, generation);
+  }
   std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override { return inner_.put_index_entries(shadows); }
   std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                     std::size_t limit) override;

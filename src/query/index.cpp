@@ -102,17 +102,50 @@ std::vector<IndexValue> index_values(const Subject& subject, const Property& pro
   return to_index_values(samples(subject, property));
 }
 
-IndexKeeper::IndexKeeper(Store& store, const TimestampKeys& keys) : store_(store), keys_(keys) {
-  for (const IndexFieldState& s : store_.index_fields()) {
-    auto f = std::make_shared<Field>();
-    f->property = parse_index_field(s.field);
-    f->pointer = leaf_pointer(f->property);
-    f->ready = s.ready;
-    f->indexed = s.indexed;
-    building_ = building_ || !s.ready;
-    fields_.push_back(std::move(f));
-  }
+IndexKeeper::IndexKeeper(Store& store, const TimestampKeys& keys, IndexKeeperOptions options)
+    : store_(store), keys_(keys), options_(options) {
+  adopt(store_.index_fields(), false);
   builder_ = std::thread([this] { build_loop(); });
+}
+
+void IndexKeeper::adopt(const IndexDeclaration& stored, bool grace) {
+  if (stored.generation == generation_ && stored.generation != 0) {  // the same list: another process's progress
+    for (const IndexFieldState& s : stored.fields) {
+      for (const auto& f : fields_) {
+        if (f->property.text == s.field && s.ready) f->ready = true;
+      }
+    }
+    return;
+  }
+  std::vector<std::shared_ptr<Field>> next;
+  bool building = false;
+  for (const IndexFieldState& s : stored.fields) {
+    auto kept = std::find_if(fields_.begin(), fields_.end(), [&](const auto& f) { return f->property.text == s.field; });
+    if (kept != fields_.end()) {
+      next.push_back(*kept);
+    } else {
+      auto f = std::make_shared<Field>();
+      f->property = parse_index_field(s.field);
+      f->pointer = leaf_pointer(f->property);
+      f->indexed = s.indexed;
+      if (grace) f->build_after = std::chrono::steady_clock::now() + options_.grace;
+      next.push_back(std::move(f));
+    }
+    if (s.ready) next.back()->ready = true;
+    building = building || !next.back()->ready;
+  }
+  fields_ = std::move(next);
+  generation_ = stored.generation;
+  std::lock_guard lock(build_mutex_);
+  ++changes_;
+  building_ = building_ || building;
+  build_cv_.notify_all();
+}
+
+void IndexKeeper::reload() {
+  const IndexDeclaration stored = store_.index_fields();
+  std::unique_lock lock(fields_mutex_);
+  adopt(stored, true);
 }
 
 IndexKeeper::~IndexKeeper() {
@@ -133,7 +166,7 @@ std::vector<IndexFieldState> IndexKeeper::states() const {
 void IndexKeeper::persist() {
   std::lock_guard lock(persist_mutex_);
   const std::vector<IndexFieldState> now = states();
-  store_.put_index_fields(now);
+  generation_ = store_.put_index_fields(now, generation_);
 }
 
 std::vector<IndexFieldState> IndexKeeper::declare(const std::vector<std::string>& fields) {
@@ -147,39 +180,39 @@ std::vector<IndexFieldState> IndexKeeper::declare(const std::vector<std::string>
       throw Error::invalid_request("fields: '" + text + "' is declared twice", "fields");
     }
   }
-  std::vector<IndexFieldState> out;
-  bool building = false;
-  {
-    // Exclusive: the writes in flight end first, and every later one sees the new list.
-    std::unique_lock lock(fields_mutex_);
+  // Exclusive: the writes in flight end first, and every later one sees the new list.
+  std::unique_lock lock(fields_mutex_);
+  for (int attempt = 1;; ++attempt) {
     std::vector<std::shared_ptr<Field>> next;
-    for (Property& p : wanted) {
+    for (const Property& p : wanted) {
       auto kept = std::find_if(fields_.begin(), fields_.end(), [&](const auto& f) { return f->property.text == p.text; });
       if (kept != fields_.end()) {
         next.push_back(*kept);
       } else {
         next.push_back(std::make_shared<Field>());
         next.back()->pointer = leaf_pointer(p);
-        next.back()->property = std::move(p);
+        next.back()->property = p;
+        next.back()->build_after = std::chrono::steady_clock::now() + options_.grace;
       }
-      building = building || !next.back()->ready;
     }
     std::swap(fields_, next);
     try {
       persist();  // drops the entries of the fields left out
+    } catch (const IndexDeclarationChanged&) {  // another process declared since we read: read it, then replace it
+      std::swap(fields_, next);
+      if (attempt == 3) throw Error(ErrorCode::unavailable, "fields: other processes keep changing the declared indexes; try again");
+      adopt(store_.index_fields(), true);
+      continue;
     } catch (...) {
       std::swap(fields_, next);
       throw;
     }
-    out = states();
+    std::lock_guard build_lock(build_mutex_);
+    ++changes_;
+    building_ = building_ || std::any_of(fields_.begin(), fields_.end(), [](const auto& f) { return !f->ready; });
+    build_cv_.notify_all();
+    return states();
   }
-  {
-    std::lock_guard lock(build_mutex_);
-    ++generation_;
-    building_ = building_ || building;
-  }
-  build_cv_.notify_all();
-  return out;
 }
 
 std::vector<IndexFieldState> IndexKeeper::status() const {
@@ -257,40 +290,61 @@ const Change* IndexKeeper::only_change(const Field& f, const ShadowWrite& write,
 
 void IndexKeeper::build_loop() {
   for (;;) {
-    std::uint64_t generation = 0;
+    std::uint64_t seen = 0;
     {
       std::unique_lock lock(build_mutex_);
-      build_cv_.wait(lock, [&] { return stopping_ || building_; });
+      const auto wake = [&] { return stopping_ || building_; };
+      if (options_.refresh.count() == 0) {
+        build_cv_.wait(lock, wake);
+      } else if (!build_cv_.wait_for(lock, options_.refresh, wake)) {
+        lock.unlock();
+        try {
+          reload();
+        } catch (const std::exception&) {  // the store failed: the next refresh tries again
+        }
+        continue;
+      }
       if (stopping_) return;
-      generation = generation_;
+      seen = changes_;
     }
     bool done = false;
     try {
-      done = build_pass(generation);
+      done = build_pass(seen);
+    } catch (const IndexDeclarationChanged&) {  // another process declared: build what it declared
+      try {
+        reload();
+      } catch (const std::exception&) {
+      }
+      continue;
     } catch (const std::exception&) {  // the store failed: try again a little later
       std::unique_lock lock(build_mutex_);
       build_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
       continue;
     }
     std::lock_guard lock(build_mutex_);
-    if (done && generation_ == generation) building_ = false;
+    if (done && changes_ == seen) building_ = false;
   }
 }
 
 // Indexes every live shadow for the fields still building, then marks them ready. False when a
 // declaration or the destructor interrupted it (the next pass starts over).
-bool IndexKeeper::build_pass(std::uint64_t generation) {
+bool IndexKeeper::build_pass(std::uint64_t seen) {
   std::vector<std::shared_ptr<Field>> todo;
+  std::chrono::steady_clock::time_point build_after;
   {
     std::shared_lock lock(fields_mutex_);
     for (const auto& f : fields_) {
-      if (!f->ready) todo.push_back(f), f->indexed = 0;
+      if (!f->ready) todo.push_back(f), f->indexed = 0, build_after = std::max(build_after, f->build_after);
     }
   }
   auto interrupted = [&] {
     std::lock_guard lock(build_mutex_);
-    return stopping_ || generation_ != generation;
+    return stopping_ || changes_ != seen;
   };
+  {
+    std::unique_lock lock(build_mutex_);
+    if (build_cv_.wait_until(lock, build_after, [&] { return stopping_ || changes_ != seen; })) return false;
+  }
   std::size_t since_persist = 0;
   std::vector<ShadowKey> pending;  // read and indexed kBuildChunk at a time, across things
   auto flush = [&] {

@@ -182,13 +182,13 @@ int serve(const Settings& s) {
   ds::Store& store = metered;
   ds::DeliveryStore& delivery = metered;
   ds::Engine engine(store, options);
-  // Declared indexes (docs/queries.md, "Indexes"), kept in each write's transaction: SQLite and
-  // memory only.
-  std::unique_ptr<ds::query::IndexKeeper> indexes;
-  if (!on_dynamodb) {
-    indexes = std::make_unique<ds::query::IndexKeeper>(store, options.document.timestamp_keys);
-    engine.set_indexer(indexes.get());
-  }
+  // Declared indexes (docs/queries.md, "Indexes"), kept in each write's transaction. Processes
+  // sharing a DynamoDB table read each other's declarations every 2 s, and a new field's build
+  // waits until every process writes by it (a refresh, and a write's time limit).
+  ds::query::IndexKeeperOptions index_options;
+  if (on_dynamodb) index_options = {.refresh = std::chrono::seconds(2), .grace = std::chrono::seconds(15)};
+  auto indexes = std::make_unique<ds::query::IndexKeeper>(store, options.document.timestamp_keys, index_options);
+  engine.set_indexer(indexes.get());
   auto notify_log = [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
     std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
     logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);

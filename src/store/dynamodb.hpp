@@ -1,6 +1,8 @@
 // The DynamoDB store's one object (not public API): its shadows, the shared request machinery
-// and the table's management in dynamodb_store.cpp, its delivery state (registrations, dead
-// letters, claims) in dynamodb_delivery.cpp, its bulk jobs in dynamodb_jobs.cpp. Both use the one client. Layout: docs/storage.md.
+// and the table's management in dynamodb_store.cpp, its declared indexes in
+// dynamodb_index.cpp, its delivery state (registrations, dead letters, claims) in
+// dynamodb_delivery.cpp, its bulk jobs in dynamodb_jobs.cpp. All use the one client. Layout:
+// docs/storage.md.
 #pragma once
 
 #include "aws/attribute_value.hpp"
@@ -13,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -112,6 +115,14 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   bool shares_versions() const override { return options_.layout == DynamoDbLayout::combined; }
   std::optional<std::string> unready() override;
 
+  // Declared indexes (dynamodb_index.cpp)
+  IndexDeclaration index_fields() override;
+  std::uint64_t put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t generation) override;
+  std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override;
+  std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
+                                    std::size_t limit) override;
+  std::uint64_t index_count(std::string_view field, const IndexRange& range, std::uint64_t cap) override;
+
   // DeliveryStore
   bool claim(std::string_view id, std::string_view owner, std::int64_t now_ns, std::int64_t expires_ns) override;
   std::size_t purge_dead_letters(std::int64_t now_ns) override;
@@ -172,6 +183,7 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   struct Operation {
     std::string_view kind;
     std::string body;
+    bool declaration_check = false;  // the check of the index declaration's generation
   };
   std::vector<std::string> section_sks(const std::string& name) const;
   static std::uint64_t version_in(const json::value* item);
@@ -194,8 +206,26 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   bool applied(const ShadowWrite& w);
   std::vector<std::string> things_in_shard(int shard, std::string_view prefix, const std::string& start, std::size_t limit);
 
+  // Declared indexes (dynamodb_index.cpp).
+  struct Declared {
+    std::uint64_t generation = 0;
+    std::vector<IndexFieldState> fields;
+    std::map<std::string, std::uint64_t, std::less<>> since;  // the generation that declared each field
+  };
+  // Reads the declaration item (strongly consistent) and keeps it as declared_.
+  Declared read_declaration();
+  // A Delete (put: false) or Put of one index entry.
+  std::string entry_operation(std::uint64_t since, std::string_view field, const ShadowKey& key, const IndexValue& v,
+                              bool put) const;
+  // The check of the declaration and the entry operations of a write carrying index updates.
+  void append_index_operations(const ShadowWrite& w, std::vector<Operation>& ops);
+  std::vector<IndexHit> read_index(std::string_view field, const IndexRange& range, const IndexHit* after,
+                                   std::size_t limit, std::uint64_t* count);
+
   DynamoDbOptions options_;
   std::unique_ptr<dynamodb::JsonClient> client_;
+  std::mutex declared_mutex_;
+  Declared declared_;  // the newest declaration read
 };
 
 }  // namespace deviceshadow

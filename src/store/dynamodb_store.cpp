@@ -313,8 +313,12 @@ void DynamoDbStore::write(const ShadowWrite& write) {
         const json::value* reasons = e.body().as_object().if_contains("CancellationReasons");
         bool transient = false;
         if (reasons) {
-          for (const json::value& reason : reasons->as_array()) {
+          for (std::size_t i = 0; i < reasons->as_array().size(); ++i) {
+            const json::value& reason = reasons->as_array()[i];
             std::string code(reason.at("Code").as_string());
+            if (code == "ConditionalCheckFailed" && i < ops.size() && ops[i].declaration_check) {
+              throw IndexDeclarationChanged();
+            }
             if (code == "ConditionalCheckFailed") {
               throw Error::version_conflict(version_in(reason.as_object().if_contains("Item")));
             }
@@ -805,6 +809,7 @@ std::vector<DynamoDbStore::Operation> DynamoDbStore::build_operations(const Shad
     close(op, '}');
     ops.push_back({"Update", finish(std::move(op))});
   }
+  append_index_operations(w, ops);
   return ops;
 }
 

@@ -171,18 +171,19 @@ void MemoryStore::apply_index_updates(const ShadowKey& key, std::span<const Inde
   }
 }
 
-std::vector<IndexFieldState> MemoryStore::index_fields() {
+IndexDeclaration MemoryStore::index_fields() {
   std::shared_lock lock(mutex_);
-  return index_fields_;
+  return {index_fields_, 0};
 }
 
-void MemoryStore::put_index_fields(std::span<const IndexFieldState> fields) {
+std::uint64_t MemoryStore::put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t) {
   std::unique_lock lock(mutex_);
   index_fields_.assign(fields.begin(), fields.end());
   std::erase_if(indexes_, [&](const auto& i) {
     return std::none_of(fields.begin(), fields.end(), [&](const IndexFieldState& f) { return f.field == i.first; });
   });
   for (const IndexFieldState& f : fields) indexes_.try_emplace(f.field);
+  return 0;
 }
 
 std::size_t MemoryStore::put_index_entries(std::span<const IndexedShadow> shadows) {

@@ -28,8 +28,8 @@ class MemoryStore final : public StoreBackend, public JobStore {
                                                 std::size_t limit) override;
   std::size_t purge(std::int64_t now_ns) override;
   std::optional<std::string> unready() override { return std::nullopt; }
-  std::vector<IndexFieldState> index_fields() override;
-  void put_index_fields(std::span<const IndexFieldState> fields) override;
+  IndexDeclaration index_fields() override;
+  std::uint64_t put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t generation) override;
   std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override;
   std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                     std::size_t limit) override;

@@ -175,8 +175,8 @@ class SqliteStore final : public StoreBackend, public JobStore {
   void append_history(std::span<const ShadowHistoryEvent> events) override;
   std::optional<StateImage> image_before(const ShadowKey& key, std::string_view event_id) override;
   std::optional<std::string> unready() override;
-  std::vector<IndexFieldState> index_fields() override;
-  void put_index_fields(std::span<const IndexFieldState> fields) override;
+  IndexDeclaration index_fields() override;
+  std::uint64_t put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t generation) override;
   std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override;
   std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                     std::size_t limit) override;

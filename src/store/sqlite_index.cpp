@@ -99,16 +99,17 @@ void sqlite::apply_index_updates(Connection& c, const ShadowKey& key, std::span<
   }
 }
 
-std::vector<IndexFieldState> SqliteStore::index_fields() {
+// One process writes a database file: the generation stays 0.
+IndexDeclaration SqliteStore::index_fields() {
   return with_reader([&](Connection& c) {
-    std::vector<IndexFieldState> out;
+    IndexDeclaration out;
     Query q(c.statement(kSelectFields));
-    while (q.step()) out.push_back({q.text(0), q.integer(1) != 0, static_cast<std::uint64_t>(q.integer(2))});
+    while (q.step()) out.fields.push_back({q.text(0), q.integer(1) != 0, static_cast<std::uint64_t>(q.integer(2))});
     return out;
   });
 }
 
-void SqliteStore::put_index_fields(std::span<const IndexFieldState> fields) {
+std::uint64_t SqliteStore::put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t) {
   run_on_writer([&](Connection& c) {
     std::vector<std::string> dropped;
     for (Query q(c.statement(kSelectFields)); q.step();) {
@@ -125,6 +126,7 @@ void SqliteStore::put_index_fields(std::span<const IndexFieldState> fields) {
           .bind(4, static_cast<std::int64_t>(f.indexed)).run();
     }
   });
+  return 0;
 }
 
 std::size_t SqliteStore::put_index_entries(std::span<const IndexedShadow> shadows) {

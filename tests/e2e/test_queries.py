@@ -403,10 +403,36 @@ class DynamoDbQueries(Queries, ApiTestCase):
         self.assertEqual(self.count(filter='eq(reported/fw,"1.3.0")', allowScan="true"), 2)
         self.assertEqual(self.count(filter='and(like(thing,"plant-8/*"),eq(reported/fw,"1.3.0"))'), 1)
 
-    def test_indexes_cannot_be_declared(self):
-        e = self.assertError(self.server.request("PUT", "/v1/index", json={"fields": ["reported/fw"]}), 400, "invalid_request")
-        self.assertIn("allowScan=true", e["message"])
-        self.assertEqual(self.server.get("/v1/index").json(), {"fields": []})
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running (scripts/with-services.sh starts it)")
+class DynamoDbIndexes(ApiTestCase):
+    def test_two_servers_on_one_table_keep_and_use_one_declaration(self):
+        table = new_table()
+        with dynamo_server(table, "--query-budget", "3") as a, dynamo_server(table) as b:
+            populate(a)
+            fw = {"filter": 'eq(reported/fw,"1.3.0")'}
+            self.assertError(b.get("/v1/shadows/count", params=fw), 400, "query_too_expensive")
+            r = a.request("PUT", "/v1/index", json={"fields": ["reported/fw"]})
+            self.assertEqual(r.status_code, 200, r.text)
+            # The build waits until every shadowd writes by the declaration (docs/queries.md).
+            for server in (a, b):
+                self.assertTrue(eventually(lambda: server.get("/v1/index").json()["fields"][0]["state"] == "ready", timeout=90))
+            self.assertEqual(a.get("/v1/index").json()["fields"], [{"field": "reported/fw", "state": "ready", "indexed": 6}])
+            # Served by the index on either server, without allowScan, within a's budget of 3.
+            self.assertEqual(keys(a.get("/v1/shadows", params=fw).json()), [("plant-7/s2", "main"), ("plant-8/s0", "main")])
+            # A write through one is seen by the next query through the other.
+            b.post(shadow_path("office", "main", "reported"), {"state": {"fw": "1.3.0"}})
+            self.assertEqual(a.get("/v1/shadows/count", params=fw).json(), {"count": 3})
+            b.post(shadow_path("office", "main", "reported"), {"state": {"fw": "1.4.0"}})
+            self.assertEqual(b.get("/v1/shadows/count", params=fw).json(), {"count": 2})
+            # Declared through b, the list replaces a's; a field left out is not served any more.
+            r = b.request("PUT", "/v1/index", json={"fields": ["reported/temp"]})
+            self.assertEqual([f["field"] for f in r.json()["fields"]], ["reported/temp"])
+            self.assertTrue(eventually(lambda: [f["field"] for f in a.get("/v1/index").json()["fields"]] == ["reported/temp"]))
+            self.assertError(a.get("/v1/shadows", params=fw), 400, "query_too_expensive")
+            self.assertEqual(b.get("/v1/shadows/count", params={"filter": 'eq(reported/fw,"1.3.0")', "allowScan": "true"}).json(),
+                             {"count": 2})
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-// Declared indexes on every store that keeps them (memory, SQLite): the values a field holds,
-// entries kept exact by writes (random writes against a rebuild), the background build with
-// writes landing during it, removal, persistence, and a store that keeps none.
+// Declared indexes on every store (memory, SQLite, DynamoDB in both layouts): the values a field
+// holds and the order ranges read them in, entries kept exact by writes (random writes against a
+// rebuild), the background build with writes landing during it, removal, persistence,
+// declarations by several processes on one DynamoDB table, and a store that keeps none.
 #include "query/index.hpp"
 #include "query/search.hpp"
 
@@ -20,8 +21,14 @@ using T = ds::IndexValue::Type;
 
 namespace {
 
+bool on_dynamodb(const std::string& kind) { return kind.starts_with("dynamodb"); }
+ds::DynamoDbLayout layout_of(const std::string& kind) {
+  return kind == "dynamodb_combined" ? ds::DynamoDbLayout::combined : ds::DynamoDbLayout::separate;
+}
+
 std::unique_ptr<ds::StoreBackend> open_store(const std::string& kind, const TempDir& dir) {
-  if (kind == "memory") return ds::make_memory_store();
+  if (kind == "memory" || (on_dynamodb(kind) && dynamodb_endpoint().empty())) return ds::make_memory_store();  // skipped
+  if (on_dynamodb(kind)) return open_dynamodb_for_test(dir.path(), layout_of(kind));
   ds::SqliteOptions o;
   o.path = (dir.path() / "shadows.db").string();
   o.durable = false;
@@ -68,14 +75,30 @@ std::set<std::string> rebuilt(ds::Store& store, const std::string& field, const 
   return out;
 }
 
+// Drops a test's DynamoDB table once its store is closed.
+struct DropTable {
+  const std::string kind;
+  const TempDir& dir;
+  ~DropTable() {
+    if (on_dynamodb(kind) && !dynamodb_endpoint().empty()) ds::delete_dynamodb_table(dynamodb_test_options(dir.path(), layout_of(kind)));
+  }
+};
+
 struct Indexes : ::testing::TestWithParam<std::string> {
   TempDir dir;
+  DropTable drop{GetParam(), dir};
   std::unique_ptr<ds::StoreBackend> store = open_store(GetParam(), dir);
   ds::Engine engine{*store};
   ds::TimestampKeys keys;
   std::unique_ptr<q::IndexKeeper> keeper = std::make_unique<q::IndexKeeper>(*store, keys);
 
-  void SetUp() override { engine.set_indexer(keeper.get()); }
+  void SetUp() override {
+    if (on_dynamodb(GetParam()) && dynamodb_endpoint().empty()) {
+      if (std::getenv("DS_REQUIRE_DYNAMODB")) FAIL() << "DS_REQUIRE_DYNAMODB is set but DS_DYNAMODB_ENDPOINT is not";
+      GTEST_SKIP() << "no DynamoDB endpoint (run through scripts/test.sh)";
+    }
+    engine.set_indexer(keeper.get());
+  }
   void TearDown() override { engine.set_indexer(nullptr); }
 
   void write(ds::Section section, const std::string& thing, std::string_view state) {
@@ -116,6 +139,58 @@ TEST_P(Indexes, ValuesAreTypedAsFiltersCompareThem) {
   EXPECT_TRUE(values(R"({"a":{"b":1}})", "reported/a").empty());  // objects are not compared
   EXPECT_EQ(values(R"({"a":null})", "reported/a").front().type, T::null);
   EXPECT_EQ(values(R"({"a":true})", "reported/a").front().integer, 1);
+}
+
+// Every range of every type reads exactly the entries its bounds contain, in value order (ties by
+// thing), both ways: numbers mixing integers and doubles of every magnitude and sign, strings with
+// the bytes a store's keys may reserve, strings longer than a DynamoDB key holds, times, booleans.
+TEST_P(Indexes, RangesReadWhatTheirBoundsContainInValueOrder) {
+  // Longer than a DynamoDB key holds (400 bytes of a value, docs/storage.md), differing within them.
+  const std::string long_a(500, 'x'), long_b = std::string(300, 'x') + "y" + std::string(200, 'x');
+  const std::vector<std::string> values = {
+      "-9223372036854775808", "-1e120", "-2.5", "-2", "-1.5", "-1", "-0.5", "-0.25", "0", "1e-120", "0.5", "1", "1.5",
+      "2", "10", "9007199254740993", "9223372036854775807", "1e19", "1e120", R"("")", R"("\u0000")", R"("\u0001")",
+      R"("\u0002")", R"("a")", R"("a\u0000")", R"("a\u0003")", R"("ab")", R"("b")", R"("\u00e9")",
+      "\"" + long_a + "\"", "\"" + long_b + "\"", R"("2026-01-01T00:00:00Z")", R"("1969-12-31T23:59:59Z")", "true",
+      "false", "null"};
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    ASSERT_NO_THROW(report("v" + std::to_string(i), R"({"x":)" + values[i] + "}")) << values[i];
+    report("w" + std::to_string(i), R"({"x":)" + values[i] + "}");  // ties, ordered by thing
+  }
+  keeper->declare({"reported/x"});
+  keeper->wait_until_built();
+  for (T type : {T::null, T::boolean, T::number, T::string, T::time}) {
+    std::vector<ds::IndexHit> all = store->index_range("reported/x", {type}, nullptr, 1000);
+    std::vector<ds::IndexHit> sorted = all;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const ds::IndexHit& a, const ds::IndexHit& b) {
+      return std::tie(a.value, a.thing, a.name) < std::tie(b.value, b.thing, b.name);
+    });
+    EXPECT_EQ(all.size(), type == T::number ? 38u : type == T::string ? 28u : type == T::time ? 4u : type == T::null ? 0u : 4u);  // null removes a member
+    auto keys_of = [](const std::vector<ds::IndexHit>& hits) {
+      std::vector<std::string> out;
+      for (const ds::IndexHit& h : hits) out.push_back(h.thing);
+      return out;
+    };
+    EXPECT_EQ(keys_of(all), keys_of(sorted)) << static_cast<int>(type);
+    ds::IndexRange reverse{type};
+    reverse.descending = true;
+    std::vector<std::string> backwards = keys_of(store->index_range("reported/x", reverse, nullptr, 1000));
+    std::reverse(backwards.begin(), backwards.end());
+    EXPECT_EQ(backwards, keys_of(sorted));
+    for (const ds::IndexHit& bound : all) {
+      if (&bound != &all.front() && bound.value == (&bound - 1)->value) continue;
+      for (int shape = 0; shape < 5; ++shape) {
+        ds::IndexRange r{type};
+        if (shape == 0 || shape == 1) r.low = bound.value, r.low_open = shape == 1;
+        if (shape == 2 || shape == 3) r.high = bound.value, r.high_open = shape == 3;
+        if (shape == 4) r.low = r.high = bound.value;
+        std::vector<ds::IndexHit> expected;
+        std::copy_if(sorted.begin(), sorted.end(), std::back_inserter(expected), [&](const ds::IndexHit& h) { return r.contains(h.value); });
+        EXPECT_EQ(keys_of(store->index_range("reported/x", r, nullptr, 1000)), keys_of(expected)) << bound.thing << " " << shape;
+        EXPECT_EQ(store->index_count("reported/x", r, 1000), expected.size()) << bound.thing << " " << shape;
+      }
+    }
+  }
 }
 
 TEST_P(Indexes, RefusesFieldsThatCannotBeIndexed) {
@@ -170,7 +245,7 @@ TEST_P(Indexes, BuildsExistingShadowsInTheBackgroundWhileWritesGoOn) {
   EXPECT_GE(status[0].indexed, 450u);
   EXPECT_TRUE(keeper->ready("reported/n"));
   EXPECT_EQ(entries_of(*store, "reported/n"), rebuilt(*store, "reported/n", keys));
-  EXPECT_EQ(store->index_fields(), status);  // stored: every shadowd sees it
+  EXPECT_EQ(store->index_fields().fields, status);  // stored: every shadowd sees it
 }
 
 TEST_P(Indexes, AFieldLeftOutLosesItsEntriesAndTheOthersKeepTheirs) {
@@ -198,6 +273,47 @@ TEST_P(Indexes, ADeclarationOutlivesTheKeeper) {
   EXPECT_TRUE(keeper->ready("reported/a"));
   report("u", R"({"a":2})");
   EXPECT_EQ(entries_of(*store, "reported/a").size(), 2u);
+}
+
+// Two processes on one DynamoDB table: a field one declares is indexed by writes through the
+// other, whether the other has read the declaration yet (its build waits for those writes) or
+// not (its write fails the declaration's check and is decided again); a field left out is
+// written by neither.
+struct SharedIndexes : Indexes {};
+
+TEST_P(SharedIndexes, ProcessesSharingATableIndexByTheSameDeclaration) {
+  const q::IndexKeeperOptions shared{.refresh = std::chrono::milliseconds(50), .grace = std::chrono::milliseconds(500)};
+  engine.set_indexer(nullptr);
+  keeper = std::make_unique<q::IndexKeeper>(*store, keys, shared);
+  engine.set_indexer(keeper.get());
+  std::unique_ptr<ds::StoreBackend> other_store = open_dynamodb_for_test(dir.path(), layout_of(GetParam()));
+  ds::Engine other(*other_store);
+  // It reads the declaration only when told to or when a write fails its check.
+  auto other_keeper = std::make_unique<q::IndexKeeper>(*other_store, keys, q::IndexKeeperOptions{.refresh = std::chrono::hours(1), .grace = shared.grace});
+  other.set_indexer(other_keeper.get());
+  auto write_other = [&](const std::string& thing, std::string_view state) {
+    ds::UpdateRequest r;
+    r.key = {thing, "main"};
+    r.state = ds::parse_json(state).as_object();
+    other.update(r);
+  };
+  keeper->declare({"reported/a"});
+  for (int i = 0; i < 10; ++i) write_other("early" + std::to_string(i), R"({"a":1,"b":1})");  // maybe before it read it
+  keeper->wait_until_built();
+  EXPECT_EQ(entries_of(*store, "reported/a").size(), 10u);
+  other_keeper->reload();  // its refresh
+  EXPECT_TRUE(other_keeper->ready("reported/a"));
+  keeper->declare({"reported/a", "reported/b"});
+  write_other("late", R"({"a":2,"b":2})");  // by the list it read: the check fails, it reads again
+  keeper->declare({"reported/b"});
+  write_other("later", R"({"a":3,"b":3})");
+  keeper->wait_until_built();
+  other_keeper->wait_until_built();
+  EXPECT_TRUE(entries_of(*store, "reported/a").empty());
+  EXPECT_EQ(entries_of(*store, "reported/b"), rebuilt(*store, "reported/b", keys));
+  EXPECT_EQ(entries_of(*store, "reported/b").size(), 12u);
+  EXPECT_TRUE(other_keeper->ready("reported/b"));
+  other.set_indexer(nullptr);
 }
 
 // Counts the shadows a query reads, so a test sees what the planner chose.
@@ -389,16 +505,20 @@ TEST_P(Planner, CountsWithinTheTokensThings) {
   EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", false, scope), 10u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, Planner, ::testing::Values("memory", "sqlite"));
+INSTANTIATE_TEST_SUITE_P(Stores, Planner, ::testing::Values("memory", "sqlite", "dynamodb"));
 
-INSTANTIATE_TEST_SUITE_P(Stores, Indexes, ::testing::Values("memory", "sqlite"));
+INSTANTIATE_TEST_SUITE_P(Stores, Indexes, ::testing::Values("memory", "sqlite", "dynamodb", "dynamodb_combined"));
+
+INSTANTIATE_TEST_SUITE_P(Stores, SharedIndexes, ::testing::Values("dynamodb", "dynamodb_combined"));
 
 // A store that keeps no indexes (DynamoDB today) refuses a declaration and declares none.
 class WithoutIndexes : public ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
-  std::vector<ds::IndexFieldState> index_fields() override { return Store::index_fields(); }
-  void put_index_fields(std::span<const ds::IndexFieldState> fields) override { Store::put_index_fields(fields); }
+  ds::IndexDeclaration index_fields() override { return Store::index_fields(); }
+  std::uint64_t put_index_fields(std::span<const ds::IndexFieldState> fields, std::uint64_t generation) override {
+    return Store::put_index_fields(fields, generation);
+  }
 };
 
 TEST(IndexesUnavailable, ADeclarationIsRefusedClearly) {

@@ -215,15 +215,15 @@ TEST(Sqlite, MigratesVersion7ToKeepDeclaredIndexes) {
   auto store = ds::open_sqlite_store(options_in(dir));
   EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
   EXPECT_EQ(store->read(w.key).reported.state_json, r.state_json);
-  EXPECT_TRUE(store->index_fields().empty());
+  EXPECT_TRUE(store->index_fields().fields.empty());
   const std::vector<ds::IndexFieldState> fields{{"reported/fw", false, 0}};
-  store->put_index_fields(fields);
+  store->put_index_fields(fields, 0);
   ds::IndexValue fw{ds::IndexValue::Type::string, 0, 0, false, "1.3"};
   w.sections[0] = {ds::Section::reported, 1, r, true};
   w.sections[0].record.version = 2;
   w.index = {{"reported/fw", {}, {fw}}};
   store->write(w);
-  EXPECT_EQ(store->index_fields(), fields);
+  EXPECT_EQ(store->index_fields().fields, fields);
   const auto hits = store->index_range("reported/fw", {ds::IndexValue::Type::string, fw, fw}, nullptr, 10);
   ASSERT_EQ(hits.size(), 1u);
   EXPECT_EQ(hits[0].thing, "t");

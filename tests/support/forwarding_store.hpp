@@ -36,8 +36,10 @@ class ForwardingStore : public deviceshadow::Store {
   std::size_t purge(std::int64_t now_ns) override { return inner_.purge(now_ns); }
   std::optional<std::string> unready() override { return inner_.unready(); }
   bool shares_versions() const override { return inner_.shares_versions(); }
-  std::vector<deviceshadow::IndexFieldState> index_fields() override { return inner_.index_fields(); }
-  void put_index_fields(std::span<const deviceshadow::IndexFieldState> fields) override { inner_.put_index_fields(fields); }
+  deviceshadow::IndexDeclaration index_fields() override { return inner_.index_fields(); }
+  std::uint64_t put_index_fields(std::span<const deviceshadow::IndexFieldState> fields, std::uint64_t generation) override {
+    return inner_.put_index_fields(fields, generation);
+  }
   std::size_t put_index_entries(std::span<const deviceshadow::IndexedShadow> shadows) override {
     return inner_.put_index_entries(shadows);
   }
