@@ -63,12 +63,20 @@ def proxy(target, counter):
 
         def do_POST(self):
             body = self.rfile.read(int(self.headers["Content-Length"]))
-            if not hasattr(local, "conn"):
-                local.conn = http.client.HTTPConnection(host, int(port))
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
-            local.conn.request("POST", self.path, body, headers)
-            r = local.conn.getresponse()
-            data = r.read()
+            for attempt in (1, 2):  # a kept connection DynamoDB Local closed: once more on a new one
+                try:
+                    if not hasattr(local, "conn"):
+                        local.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+                    local.conn.request("POST", self.path, body, headers)
+                    r = local.conn.getresponse()
+                    data = r.read()
+                    break
+                except (OSError, http.client.HTTPException):
+                    local.conn.close()
+                    del local.conn
+                    if attempt == 2:
+                        raise
             operation = self.headers.get("X-Amz-Target", "").split(".")[-1]
             if r.status == 200:
                 counter.add(operation, json.loads(data))
@@ -97,8 +105,11 @@ def measure(base, counter, fleet, selected):
         list(pool.map(report, range(fleet)))
     r = session.put(f"{base}/v1/index", json={"fields": ["reported/fw"]})
     assert r.status_code == 200, r.text
+    start = time.time()
     while session.get(f"{base}/v1/index").json()["fields"][0]["state"] != "ready":
+        assert time.time() - start < 300, "the build did not end"
         time.sleep(0.5)
+    print(f"fleet {fleet}: written and indexed", file=sys.stderr, flush=True)
     out = {}
     query = 'eq(reported/fw,"9.9")'
     for label, path, params in [("count, index", "/v1/shadows/count", {"filter": query}),

@@ -101,8 +101,8 @@ class Indexer {
   // changes (`changes`; a removed section changes all of its leaves).
   virtual std::vector<IndexUpdate> updates(const ShadowKey& key, const ShadowRecord& before, const ShadowWrite& write,
                                            std::span<const Change> changes) = 0;
-  // The declaration's generation the updates are decided by, while any field is declared; else 0
-  // (under hold()). A write carries it as ShadowWrite::index_generation.
+  // The declaration's generation the updates are decided by (under hold()); 0 before any
+  // declaration. A write carries it as ShadowWrite::index_generation.
   virtual std::uint64_t generation() const = 0;
   // Reads the declaration again after a store threw IndexDeclarationChanged (without hold()).
   virtual void reload() = 0;

@@ -550,6 +550,8 @@ void Engine::store_write(ShadowWrite& write, const ShadowRecord& before, std::sp
       }
     }
     indexer_->reload();
+    // A new attempt with other items: new ids (DynamoDB's request token is the write id).
+    for (SectionPut& put : write.sections) put.record.write_id = random_write_id();
   }
 }
 

@@ -104,11 +104,18 @@ std::vector<IndexValue> index_values(const Subject& subject, const Property& pro
 
 IndexKeeper::IndexKeeper(Store& store, const TimestampKeys& keys, IndexKeeperOptions options)
     : store_(store), keys_(keys), options_(options) {
-  adopt(store_.index_fields(), false);
+  try {
+    // A field still building may be new to processes that have not read it yet: its build waits too.
+    adopt(store_.index_fields(), true);
+  } catch (const std::exception&) {
+    if (options_.refresh.count() == 0) throw;  // a shared store is read again at the next refresh
+  }
   builder_ = std::thread([this] { build_loop(); });
 }
 
+// Under fields_mutex_: shared for the same generation (the ready flags only), else exclusive.
 void IndexKeeper::adopt(const IndexDeclaration& stored, bool grace) {
+  if (stored.generation < generation_) return;  // read before a declaration of ours
   if (stored.generation == generation_ && stored.generation != 0) {  // the same list: another process's progress
     for (const IndexFieldState& s : stored.fields) {
       for (const auto& f : fields_) {
@@ -131,7 +138,7 @@ void IndexKeeper::adopt(const IndexDeclaration& stored, bool grace) {
       if (grace) f->build_after = std::chrono::steady_clock::now() + options_.grace;
       next.push_back(std::move(f));
     }
-    if (s.ready) next.back()->ready = true;
+    next.back()->ready = s.ready;  // as stored: a field declared again is not the one built before
     building = building || !next.back()->ready;
   }
   fields_ = std::move(next);
@@ -144,6 +151,10 @@ void IndexKeeper::adopt(const IndexDeclaration& stored, bool grace) {
 
 void IndexKeeper::reload() {
   const IndexDeclaration stored = store_.index_fields();
+  {
+    std::shared_lock lock(fields_mutex_);
+    if (stored.generation == generation_ && stored.generation != 0) return adopt(stored, true);  // progress only
+  }
   std::unique_lock lock(fields_mutex_);
   adopt(stored, true);
 }

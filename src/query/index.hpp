@@ -58,7 +58,7 @@ class IndexKeeper final : public Indexer {
   std::shared_lock<std::shared_mutex> hold() override { return std::shared_lock(fields_mutex_); }
   std::vector<IndexUpdate> updates(const ShadowKey& key, const ShadowRecord& before, const ShadowWrite& write,
                                    std::span<const Change> changes) override;
-  std::uint64_t generation() const override { return fields_.empty() ? 0 : generation_.load(); }
+  std::uint64_t generation() const override { return generation_; }
   void reload() override;
 
  private:

@@ -144,17 +144,20 @@ std::string entry_sk(const IndexValue& v, std::string_view thing, std::string_vi
   return sk;
 }
 
-// A number as the entry's `n` attribute: an integer's digits, else the shortest round trip.
+// A number as the entry's `n` attribute: an integer's digits, else the shortest round trip in
+// scientific notation (so that it is never mistaken for an integer, however large).
 std::string number_text(const IndexValue& v) {
   if (!v.real) return std::to_string(v.integer);
   char buffer[64];
-  return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, v.number).ptr);
+  return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, v.number, std::chars_format::scientific).ptr);
 }
 
 // The entry an item is, from its sort key and attributes.
 IndexHit decode_entry(const json::object& item) {
   const std::string sk = get_s(item, "SK");
-  const std::size_t last = sk.rfind(kSeparator), middle = sk.rfind(kSeparator, last - 1);
+  const std::size_t last = sk.rfind(kSeparator);
+  const std::size_t middle = last == std::string::npos || last == 0 ? std::string::npos : sk.rfind(kSeparator, last - 1);
+  if (middle == std::string::npos || middle == 0) throw Error(ErrorCode::internal, "dynamodb: a malformed index entry");
   IndexHit hit;
   hit.name = sk.substr(last + 1);
   hit.thing = sk.substr(middle + 1, last - middle - 1);
@@ -167,11 +170,8 @@ IndexHit decode_entry(const json::object& item) {
     case IndexValue::Type::number: {
       const std::string text = get_s(item, "n");
       v.real = text.find_first_of(".eEn") != std::string::npos;
-      if (v.real) {
-        v.number = std::strtod(text.c_str(), nullptr);
-      } else {
-        std::from_chars(text.data(), text.data() + text.size(), v.integer);
-      }
+      if (!v.real && std::from_chars(text.data(), text.data() + text.size(), v.integer).ec != std::errc()) v.real = true;
+      if (v.real) v.number = std::strtod(text.c_str(), nullptr);
       break;
     }
     case IndexValue::Type::string:
@@ -262,6 +262,7 @@ std::uint64_t DynamoDbStore::put_index_fields(std::span<const IndexFieldState> f
   if (stored.generation != generation) throw IndexDeclarationChanged();
   const bool same_list = std::equal(fields.begin(), fields.end(), stored.fields.begin(), stored.fields.end(),
                                     [](const IndexFieldState& a, const IndexFieldState& b) { return a.field == b.field; });
+  if (same_list && generation == 0) return 0;  // nothing declared, nothing to store
   Declared next;
   next.generation = same_list ? generation : generation + 1;
   json::array list;

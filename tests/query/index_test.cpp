@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -149,7 +151,7 @@ TEST_P(Indexes, RangesReadWhatTheirBoundsContainInValueOrder) {
   const std::string long_a(500, 'x'), long_b = std::string(300, 'x') + "y" + std::string(200, 'x');
   const std::vector<std::string> values = {
       "-9223372036854775808", "-1e120", "-2.5", "-2", "-1.5", "-1", "-0.5", "-0.25", "0", "1e-120", "0.5", "1", "1.5",
-      "2", "10", "9007199254740993", "9223372036854775807", "1e19", "1e120", R"("")", R"("\u0000")", R"("\u0001")",
+      "2", "10", "9007199254740993", "9223372036854775807", "18446744073709551615", "1e19", "1e120", R"("")", R"("\u0000")", R"("\u0001")",
       R"("\u0002")", R"("a")", R"("a\u0000")", R"("a\u0003")", R"("ab")", R"("b")", R"("\u00e9")",
       "\"" + long_a + "\"", "\"" + long_b + "\"", R"("2026-01-01T00:00:00Z")", R"("1969-12-31T23:59:59Z")", "true",
       "false", "null"};
@@ -165,7 +167,7 @@ TEST_P(Indexes, RangesReadWhatTheirBoundsContainInValueOrder) {
     std::stable_sort(sorted.begin(), sorted.end(), [](const ds::IndexHit& a, const ds::IndexHit& b) {
       return std::tie(a.value, a.thing, a.name) < std::tie(b.value, b.thing, b.name);
     });
-    EXPECT_EQ(all.size(), type == T::number ? 38u : type == T::string ? 28u : type == T::time ? 4u : type == T::null ? 0u : 4u);  // null removes a member
+    EXPECT_EQ(all.size(), type == T::number ? 40u : type == T::string ? 28u : type == T::time ? 4u : type == T::null ? 0u : 4u);  // null removes a member
     auto keys_of = [](const std::vector<ds::IndexHit>& hits) {
       std::vector<std::string> out;
       for (const ds::IndexHit& h : hits) out.push_back(h.thing);
@@ -314,6 +316,47 @@ TEST_P(SharedIndexes, ProcessesSharingATableIndexByTheSameDeclaration) {
   EXPECT_EQ(entries_of(*store, "reported/b").size(), 12u);
   EXPECT_TRUE(other_keeper->ready("reported/b"));
   other.set_indexer(nullptr);
+}
+
+// A refresh that read the declaration before this process declared does not undo the
+// declaration when it takes what it read.
+TEST_P(SharedIndexes, ARefreshReadBeforeADeclarationKeepsIt) {
+  struct SlowRead : ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::mutex mutex;
+    std::condition_variable cv;
+    int stage = 0;  // 1: a read is held back, 2: let it go
+    ds::IndexDeclaration index_fields() override {
+      ds::IndexDeclaration read = ForwardingStore::index_fields();
+      std::unique_lock lock(mutex);
+      if (stage == 0) {
+        stage = 1;
+        cv.notify_all();
+        cv.wait(lock, [&] { return stage == 2; });
+      }
+      return read;
+    }
+  };
+  engine.set_indexer(nullptr);
+  keeper.reset();
+  SlowRead slow(*store);
+  slow.stage = 3;  // not the constructor's read
+  q::IndexKeeper shared(slow, keys);
+  slow.stage = 0;
+  std::thread refresh([&] { shared.reload(); });
+  {
+    std::unique_lock lock(slow.mutex);
+    slow.cv.wait(lock, [&] { return slow.stage == 1; });
+  }
+  shared.declare({"reported/a"});
+  {
+    std::lock_guard lock(slow.mutex);
+    slow.stage = 2;
+  }
+  slow.cv.notify_all();
+  refresh.join();
+  ASSERT_EQ(shared.status().size(), 1u);
+  EXPECT_EQ(shared.status()[0].field, "reported/a");
 }
 
 // Counts the shadows a query reads, so a test sees what the planner chose.
