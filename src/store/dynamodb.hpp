@@ -184,6 +184,7 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
     std::string_view kind;
     std::string body;
     bool declaration_check = false;  // the check of the index declaration's generation
+    bool after_commit = false;       // sent after the transaction (the operations at the end)
   };
   std::vector<std::string> section_sks(const std::string& name) const;
   static std::uint64_t version_in(const json::value* item);
@@ -200,7 +201,8 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   static void append_history_item(std::string& out, const ShadowKey& key, const HistoryEvent& event);
   // `size`: an item's length as DynamoDB JSON text, which is never less than DynamoDB counts.
   static void check_size(std::size_t size);
-  // One request: a single Put or Update as itself, more as one transaction.
+  // One request: a single Put or Update as itself, more as one transaction (without the
+  // operations after_commit).
   void send(const std::vector<Operation>& ops, const ShadowWrite& w);
   // After an unknown outcome: did this write land? (Its records carry its writeId.)
   bool applied(const ShadowWrite& w);
@@ -219,6 +221,8 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
                               bool put) const;
   // The check of the declaration and the entry operations of a write carrying index updates.
   void append_index_operations(const ShadowWrite& w, std::vector<Operation>& ops);
+  // The operations marked after_commit, in batches.
+  void delete_after_commit(const std::vector<Operation>& ops);
   std::vector<IndexHit> read_index(std::string_view field, const IndexRange& range, const IndexHit* after,
                                    std::size_t limit, std::uint64_t* count);
 

@@ -4,6 +4,7 @@
 // | item        | PK                                   | SK                                    |
 // |-------------|--------------------------------------|---------------------------------------|
 // | declaration | IX                                   | FIELDS                                |
+// | guard       | IX#G{shard 0-15}                     | G                                     |
 // | entry       | IX#{since}#{field}#{shard 0-15}      | {type}{value, sortable}\x01{thing}\x01{name} |
 //
 // `since` is the generation that declared the field, so a field declared again never sees the
@@ -29,6 +30,11 @@ namespace {
 constexpr int kIndexShards = 16;
 constexpr std::string_view kDeclarationPk = "IX";
 constexpr std::string_view kDeclarationSk = "FIELDS";
+// The declaration's generation again in one guard item per shard, which writes check instead of
+// the declaration itself: no item every write reads, and the declaration's progress (which
+// writes do not check) is put without conflicting with the writes in flight.
+constexpr std::string_view kGuardSk = "G";
+std::string guard_pk(int shard) { return "IX#G" + std::to_string(shard); }
 // A sort key holds at most 1024 bytes; a thing 512, a name 64. A string value's key part is cut
 // at this many bytes and followed by kCut and a hash of the whole value (the item keeps the value).
 constexpr std::size_t kMaxValueKeyBytes = 400;
@@ -273,22 +279,47 @@ std::uint64_t DynamoDbStore::put_index_fields(std::span<const IndexFieldState> f
     next.since[f.field] = since;
     list.push_back(json::object{{"field", f.field}, {"ready", f.ready}, {"indexed", f.indexed}, {"since", since}});
   }
-  json::object request{{"TableName", options_.table},
-                       {"Item", json::object{{"PK", S(kDeclarationPk)},
-                                             {"SK", S(kDeclarationSk)},
-                                             {"generation", N(static_cast<std::int64_t>(next.generation))},
-                                             {"fields", S(to_json(list))}}}};
+  json::object put{{"TableName", options_.table},
+                   {"Item", json::object{{"PK", S(kDeclarationPk)},
+                                         {"SK", S(kDeclarationSk)},
+                                         {"generation", N(static_cast<std::int64_t>(next.generation))},
+                                         {"fields", S(to_json(list))}}}};
   if (generation == 0) {
-    request["ConditionExpression"] = "attribute_not_exists(PK)";
+    put["ConditionExpression"] = "attribute_not_exists(PK)";
   } else {
-    request["ConditionExpression"] = "generation = :g";
-    request["ExpressionAttributeValues"] = json::object{{":g", N(static_cast<std::int64_t>(generation))}};
+    put["ConditionExpression"] = "generation = :g";
+    put["ExpressionAttributeValues"] = json::object{{":g", N(static_cast<std::int64_t>(generation))}};
   }
-  try {
-    client_->call("PutItem", to_json(request), false);
-  } catch (const AwsError& e) {
-    if (e.type() == "ConditionalCheckFailedException") throw IndexDeclarationChanged();
-    throw translate(e);
+  if (same_list) {  // progress: the guards stay
+    try {
+      client_->call("PutItem", to_json(put), false);
+    } catch (const AwsError& e) {
+      if (e.type() == "ConditionalCheckFailedException") throw IndexDeclarationChanged();
+      throw translate(e);
+    }
+  } else {  // a new list: the declaration and every guard at once
+    json::array items{json::object{{"Put", put}}};
+    for (int shard = 0; shard < kIndexShards; ++shard) {
+      items.push_back(json::object{
+          {"Put", json::object{{"TableName", options_.table},
+                               {"Item", json::object{{"PK", S(guard_pk(shard))},
+                                                     {"SK", S(kGuardSk)},
+                                                     {"generation", N(static_cast<std::int64_t>(next.generation))}}}}}});
+    }
+    const std::string request = to_json(json::object{{"TransactItems", std::move(items)}});
+    for (int attempt = 1;; ++attempt) {
+      try {
+        client_->call("TransactWriteItems", request, false);
+        break;
+      } catch (const AwsError& e) {
+        // Writes in flight check the guards: their transactions and this one may cancel each other.
+        const std::string body = to_json(e.body());
+        if (e.type() != "TransactionCanceledException") throw translate(e);
+        if (body.find("ConditionalCheckFailed") != std::string::npos) throw IndexDeclarationChanged();
+        if (attempt >= 4 * options_.max_attempts) throw translate(e);
+        sleep_before_retry(attempt, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+      }
+    }
   }
   {
     std::lock_guard lock(declared_mutex_);
@@ -353,22 +384,47 @@ void DynamoDbStore::append_index_operations(const ShadowWrite& w, std::vector<Op
   };
   if (!look_up() && (read_declaration(), !look_up())) throw IndexDeclarationChanged();
   std::string check = begin_body();
-  member_key(check, kDeclarationPk, kDeclarationSk);
+  member_key(check, guard_pk(shard_of(w.key.thing, w.key.name)), kGuardSk);
   member(check, "ConditionExpression", "generation = :g");
   open(check, "ExpressionAttributeValues", '{');
   member_n(check, ":g", w.index_generation);
   close(check, '}');
   ops.push_back({"ConditionCheck", finish(std::move(check)), true});
+  std::vector<Operation> deletes;
   for (std::size_t i = 0; i < w.index.size(); ++i) {
     const IndexUpdate& u = w.index[i];
-    for (const IndexValue& v : u.removed) ops.push_back({"Delete", entry_operation(since[i], u.field, w.key, v, false)});
+    for (const IndexValue& v : u.removed) deletes.push_back({"Delete", entry_operation(since[i], u.field, w.key, v, false)});
     for (const IndexValue& v : u.added) ops.push_back({"Put", entry_operation(since[i], u.field, w.key, v, true)});
   }
   if (ops.size() > kMaxTransactionItems) {
-    throw Error::invalid_request("this write changes " + std::to_string(ops.size()) +
+    throw Error::invalid_request("this write adds " + std::to_string(ops.size() - 1) +
                                  " items with its index entries; a DynamoDB transaction holds at most " +
                                  std::to_string(kMaxTransactionItems) + " (declare fields holding fewer values)");
   }
+  // Deletes past the transaction's limit follow the commit (a shadow losing many values, a
+  // deleted shadow): until they do, or if the process stops first, a search skips the entries
+  // (it tests the filter on the shadow) but a count from the index may include them.
+  for (Operation& d : deletes) {
+    d.after_commit = ops.size() >= kMaxTransactionItems;
+    ops.push_back(std::move(d));
+  }
+}
+
+void DynamoDbStore::delete_after_commit(const std::vector<Operation>& ops) {
+  std::vector<const Operation*> late;
+  for (const Operation& op : ops) {
+    if (op.after_commit) late.push_back(&op);
+  }
+  batch_write_chunks(
+      late.size(),
+      [&](std::string& out, std::size_t i) {
+        open(out, "DeleteRequest", '{');
+        // The operation's body is {"TableName":…,"Key":{…}}: its key, without the table name.
+        const json::value body = parse_json(late[i]->body);
+        out += "\"Key\":" + to_json(body.at("Key")) + ",";
+        close(out, '}');
+      },
+      "index entries");
 }
 
 std::size_t DynamoDbStore::put_index_entries(std::span<const IndexedShadow> shadows) {

@@ -304,6 +304,7 @@ void DynamoDbStore::write(const ShadowWrite& write) {
   for (int attempt = 1;; ++attempt) {
     try {
       send(ops, write);
+      delete_after_commit(ops);
       return;
     } catch (const AwsError& e) {
       if (e.type() == "ConditionalCheckFailedException") {
@@ -331,7 +332,7 @@ void DynamoDbStore::write(const ShadowWrite& write) {
       } else if (e.outcome_unknown()) {
         // The write may or may not have landed: the writeIds tell.
         std::this_thread::sleep_for(options_.request_timeout / 4);
-        if (applied(write)) return;
+        if (applied(write)) return delete_after_commit(ops);
         if (attempt >= options_.max_attempts) throw translate(e);
       } else {
         throw translate(e);
@@ -844,6 +845,7 @@ void DynamoDbStore::send(const std::vector<Operation>& ops, const ShadowWrite& w
   std::string request = "{";
   open(request, "TransactItems", '[');
   for (const Operation& op : ops) {
+    if (op.after_commit) break;  // only at the end
     request += '{';
     append_json_string(request, op.kind);
     request += ':';

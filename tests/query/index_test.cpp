@@ -195,6 +195,36 @@ TEST_P(Indexes, RangesReadWhatTheirBoundsContainInValueOrder) {
   }
 }
 
+// A shadow holding more values than a DynamoDB transaction holds items: built in parts, and
+// deleted whole (the deletes past the limit follow the commit). On DynamoDB a write adding that
+// many entries at once is refused and stores nothing.
+TEST_P(Indexes, AShadowHoldingManyValuesIsBuiltAndDeletedWhole) {
+  auto array = [](int from) {
+    std::string out = "[";
+    for (int i = from; i < from + 150; ++i) out += (i > from ? "," : "") + std::to_string(i);
+    return out + "]";
+  };
+  report("many", R"({"a":)" + array(0) + "}");
+  report("other", R"({"a":1})");
+  keeper->declare({"reported/a"});
+  keeper->wait_until_built();
+  EXPECT_EQ(entries_of(*store, "reported/a").size(), 151u);
+  if (on_dynamodb(GetParam())) {
+    try {
+      report("many", R"({"a":)" + array(1000) + "}");
+      FAIL() << "150 new entries in one transaction";
+    } catch (const ds::Error& e) {
+      EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request);
+      EXPECT_NE(std::string(e.what()).find("at most 100"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(entries_of(*store, "reported/a").size(), 151u);
+    EXPECT_EQ(store->read({"many", "main"}).reported.version, 1u);
+  }
+  engine.remove({"many", "main"}, std::nullopt, std::nullopt, ds::WriteSource::api);
+  EXPECT_EQ(entries_of(*store, "reported/a"), rebuilt(*store, "reported/a", keys));
+  EXPECT_EQ(entries_of(*store, "reported/a").size(), 1u);
+}
+
 TEST_P(Indexes, RefusesFieldsThatCannotBeIndexed) {
   for (const char* bad : {"thing", "name", "delta/x", "reported", "bogus/x", ""}) {
     EXPECT_THROW(keeper->declare({bad}), ds::Error) << bad;
