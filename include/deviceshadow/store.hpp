@@ -192,9 +192,13 @@ class Store {
   virtual IndexDeclaration index_fields() { return {}; }
   // Replaces the declared fields if the declaration is still at `generation` (else throws
   // IndexDeclarationChanged); a new list of fields moves the generation on. The entries of
-  // fields left out are deleted. Returns the generation stored. Throws invalid_request on a
-  // store without indexes.
+  // fields left out are deleted, in the same transaction or (a store whose entries of a field
+  // declared again are new ones: DynamoDB) by remove_undeclared_entries. Returns the generation
+  // stored. Throws invalid_request on a store without indexes.
   virtual std::uint64_t put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t generation);
+  // Deletes what put_index_fields left of the entries of fields left out; called without holding
+  // writes up.
+  virtual void remove_undeclared_entries() {}
   // Adds the entries of shadows a background build read (their updates remove nothing), each
   // only if its sections are still at the versions it read (else a newer write indexed it
   // itself). Returns how many it stored.

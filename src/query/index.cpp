@@ -218,11 +218,16 @@ std::vector<IndexFieldState> IndexKeeper::declare(const std::vector<std::string>
       std::swap(fields_, next);
       throw;
     }
-    std::lock_guard build_lock(build_mutex_);
-    ++changes_;
-    building_ = building_ || std::any_of(fields_.begin(), fields_.end(), [](const auto& f) { return !f->ready; });
+    {
+      std::lock_guard build_lock(build_mutex_);
+      ++changes_;
+      building_ = building_ || std::any_of(fields_.begin(), fields_.end(), [](const auto& f) { return !f->ready; });
+    }
     build_cv_.notify_all();
-    return states();
+    std::vector<IndexFieldState> out = states();
+    lock.unlock();  // writes go on while the entries of the fields left out are deleted
+    store_.remove_undeclared_entries();
+    return out;
   }
 }
 

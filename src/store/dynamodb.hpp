@@ -118,6 +118,7 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   // Declared indexes (dynamodb_index.cpp)
   IndexDeclaration index_fields() override;
   std::uint64_t put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t generation) override;
+  void remove_undeclared_entries() override;
   std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override;
   std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                     std::size_t limit) override;
@@ -229,7 +230,8 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   DynamoDbOptions options_;
   std::unique_ptr<dynamodb::JsonClient> client_;
   std::mutex declared_mutex_;
-  Declared declared_;  // the newest declaration read
+  Declared declared_;                                            // the newest declaration read
+  std::vector<std::pair<std::string, std::uint64_t>> undeclared_;  // (field, since) to delete
 };
 
 }  // namespace deviceshadow

@@ -326,9 +326,23 @@ std::uint64_t DynamoDbStore::put_index_fields(std::span<const IndexFieldState> f
     if (next.generation >= declared_.generation) declared_ = next;
   }
   // The entries of the fields left out: no write adds to them any more (a write by the old list
-  // fails its check of the declaration).
+  // fails its check), and a field declared again has new partitions.
+  std::lock_guard lock(declared_mutex_);
   for (const auto& [field, since] : stored.since) {
-    if (next.since.contains(field)) continue;
+    if (!next.since.contains(field)) undeclared_.emplace_back(field, since);
+  }
+  return next.generation;
+}
+
+void DynamoDbStore::remove_undeclared_entries() {
+  for (;;) {
+    std::pair<std::string, std::uint64_t> next;
+    {
+      std::lock_guard lock(declared_mutex_);
+      if (undeclared_.empty()) return;
+      next = undeclared_.back();
+    }
+    const auto& [field, since] = next;
     for (int shard = 0; shard < kIndexShards; ++shard) {
       const std::string pk = entry_pk(since, field, shard);
       json::object q = base_query(pk);
@@ -344,8 +358,9 @@ std::uint64_t DynamoDbStore::put_index_fields(std::span<const IndexFieldState> f
         q["ExclusiveStartKey"] = *last;
       }
     }
+    std::lock_guard lock(declared_mutex_);
+    std::erase(undeclared_, next);
   }
-  return next.generation;
 }
 
 // ---- entries written with their shadows ------------------------------------------------

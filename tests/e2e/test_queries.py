@@ -11,7 +11,7 @@ import unittest
 from urllib.parse import quote
 
 from harness import SHADOWCTL, ApiTestCase, Server, eventually, shadow_path
-from test_dynamodb import ENDPOINT, dynamo_server, new_table
+from test_dynamodb import ENDPOINT, ddb, dynamo_server, new_table
 
 # thing -> reported state; plant-7/s1 also has a shadow "aux" and a pending desired fw.
 FLEET = {
@@ -431,6 +431,11 @@ class DynamoDbIndexes(ApiTestCase):
             self.assertEqual([f["field"] for f in r.json()["fields"]], ["reported/temp"])
             self.assertTrue(eventually(lambda: [f["field"] for f in a.get("/v1/index").json()["fields"]] == ["reported/temp"]))
             self.assertError(a.get("/v1/shadows", params=fw), 400, "query_too_expensive")
+            entries = lambda field: [i for i in ddb().scan(TableName=table)["Items"]
+                                     if i["PK"]["S"].startswith("IX#") and f"#{field}#" in i["PK"]["S"]]
+            self.assertEqual(entries("reported/fw"), [])  # deleted with the declaration
+            self.assertTrue(eventually(lambda: b.get("/v1/index").json()["fields"][0]["state"] == "ready", timeout=90))
+            self.assertTrue(entries("reported/temp"))
             self.assertEqual(b.get("/v1/shadows/count", params={"filter": 'eq(reported/fw,"1.3.0")', "allowScan": "true"}).json(),
                              {"count": 2})
 

@@ -40,6 +40,7 @@ class ForwardingStore : public deviceshadow::Store {
   std::uint64_t put_index_fields(std::span<const deviceshadow::IndexFieldState> fields, std::uint64_t generation) override {
     return inner_.put_index_fields(fields, generation);
   }
+  void remove_undeclared_entries() override { inner_.remove_undeclared_entries(); }
   std::size_t put_index_entries(std::span<const deviceshadow::IndexedShadow> shadows) override {
     return inner_.put_index_entries(shadows);
   }
