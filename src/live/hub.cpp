@@ -96,8 +96,9 @@ void Hub::Admission::end_replay() noexcept {
 
 struct Hub::Subscription {
   struct Held {
-    ShadowKey key;
+    std::string key;  // replay_key
     std::string id;
+    std::int64_t ns;
     std::string message;
   };
 
@@ -113,9 +114,36 @@ struct Hub::Subscription {
   bool replaying = false;
   std::vector<Held> held;  // live events that came during the replay
   std::size_t held_bytes = 0;
-  // The last id replayed of each shadow: written by the replaying thread alone while
-  // `replaying`, read under `mutex` after.
-  std::map<ShadowKey, std::string> replayed;
+  // What the replay sent that may still come live, as "{id}\x01{thing}\x01{name}" (ids start
+  // with their time, so the set is in time order): written by the replaying thread alone while
+  // `replaying`, read under `mutex` after. Not the last id per shadow: on a store several
+  // processes write, an event that committed late may come live after the replay sent a later
+  // one of its shadow, and must still be sent.
+  std::set<std::string> replayed;
+  std::int64_t replay_window_ns = 0;  // how long after its time an event may come live
+  // What the client has by its resume point: one shadow's events up to its id, or (across
+  // shadows) the events before the replay's reach back.
+  std::string resumed_after_id;
+  std::int64_t resumed_after_ns = INT64_MIN;
+
+  static std::string replay_key(std::string_view id, std::string_view thing, std::string_view name) {
+    std::string key(id);
+    key += '\x01';
+    key += thing;
+    key += '\x01';
+    key += name;
+    return key;
+  }
+  // Whether a live event is one the client has: before its resume point, or replayed.
+  bool has(std::string_view id, std::int64_t ns, const std::string& key) {
+    if (ns < resumed_after_ns || (!resumed_after_id.empty() && id <= resumed_after_id)) return true;
+    if (replayed.empty()) return false;
+    // Ids older than the window cannot come again: forget them (times as the ids' 20 digits).
+    char oldest[24];
+    std::snprintf(oldest, sizeof oldest, "%020lld", static_cast<long long>(std::max<std::int64_t>(0, saturating_sub(ns, replay_window_ns))));
+    replayed.erase(replayed.begin(), replayed.lower_bound(oldest));
+    return replayed.contains(key);
+  }
 
   Subscription(std::shared_ptr<http::ResponseStream> o, StreamRequest r, std::shared_ptr<Admission> a, HubStats& s,
                std::size_t l)
@@ -150,12 +178,12 @@ struct Hub::Subscription {
   void deliver(const notify::FeedWrite& w, const std::string& m) {
     std::lock_guard lock(mutex);
     if (!replaying) {
-      if (auto it = replayed.find({std::string(w.thing), std::string(w.name)}); it != replayed.end() && w.id <= it->second) return;
+      if (has(w.id, w.timestamp_ns, replay_key(w.id, w.thing, w.name))) return;
       return send(m);
     }
     held_bytes += m.size();
     if (held_bytes > limit) return overflow();
-    held.push_back({{std::string(w.thing), std::string(w.name)}, std::string(w.id), m});
+    held.push_back({replay_key(w.id, w.thing, w.name), std::string(w.id), w.timestamp_ns, m});
   }
 
   // A replayed event, sent at the client's pace; false when the stream ended.
@@ -180,8 +208,7 @@ struct Hub::Subscription {
   void go_live() {
     std::lock_guard lock(mutex);
     for (const Held& h : held) {
-      auto it = replayed.find(h.key);
-      if (it == replayed.end() || h.id > it->second) send(h.message);  // one shadow's ids grow with its versions
+      if (!has(h.id, h.ns, h.key)) send(h.message);
     }
     held.clear();
     held_bytes = 0;
@@ -276,6 +303,11 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
   ++core_->stats.replays;
   const EngineOptions& engine = engine_.options();
   const std::int64_t now = engine.clock();
+  // A replayed event may also come live while its commit trails its time, or (polling) until
+  // the last sweep reads it.
+  const auto ns = [](std::chrono::milliseconds d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
+  sub.replay_window_ns = ns(options_.reach_back) + 2 * core_->stats.max_commit_lag_ns.load() +
+                         (options_.poll ? ns(options_.poll->late + 2 * options_.poll->interval) : 0);
   // Every event after the horizon is still kept (an event expires retention after its time);
   // without history nothing is.
   const std::int64_t horizon =
@@ -305,7 +337,7 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
       if (!passes(sub.request.selection, query::Subject(it->first, it->second, keys), w.timestamp_ns)) return true;
     }
     if (gap && !announce_gap(e.id)) return false;
-    sub.replayed[key] = e.id;
+    if (e.timestamp_ns >= now - sub.replay_window_ns) sub.replayed.insert(Subscription::replay_key(e.id, key.thing, key.name));
     return sub.send_paced(message(w, notify::build_event(sub.request.selection, entry, options_.stream_buffer / 2)));
   };
   Store& store = engine_.store();
@@ -317,8 +349,10 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
     q.max_bytes = options_.stream_buffer;
     if (point.id.empty()) {
       q.since_ns = point.ns == std::numeric_limits<std::int64_t>::max() ? point.ns : point.ns + 1;
+      sub.resumed_after_ns = q.since_ns;
     } else {
       q.after_id = point.id;
+      sub.resumed_after_id = point.id;
     }
     for (;;) {
       std::vector<HistoryEvent> page = store.history(key, q);
@@ -335,6 +369,7 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(options_.reach_back).count(),
         2 * core_->stats.max_commit_lag_ns.load());
     const std::int64_t since = saturating_sub(point.ns, reach);
+    sub.resumed_after_ns = since;
     std::optional<ShadowHistoryEvent> last;
     for (;;) {
       std::vector<ShadowHistoryEvent> page = store.history_since(since, last ? &*last : nullptr, kReplayPage);
