@@ -159,6 +159,9 @@ class Store {
   // things > after_thing.
   virtual std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
                                                std::size_t limit) = 0;
+  // Shadows with at least one live section, in (thing, name) order, after `after` when given,
+  // at most limit (a background build's walk). The default lists things, then their shadows.
+  virtual std::vector<ShadowKey> list_shadow_keys(const ShadowKey* after, std::size_t limit);
   virtual std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) = 0;
   // The history of every shadow in time order, for live streams resuming at a time (docs/streams.md):
   // events with timestamp_ns >= since_ns, ordered by (timestamp, thing, name, id), strictly

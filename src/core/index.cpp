@@ -10,10 +10,7 @@ namespace {
 int sign(auto a, auto b) noexcept { return a < b ? -1 : b < a ? 1 : 0; }
 
 [[noreturn]] void no_indexes() {
-  throw Error::invalid_request(
-      "this store keeps no declared indexes (available on the SQLite and memory stores); queries on DynamoDB "
-      "read every shadow with allowScan=true",
-      "fields");
+  throw Error::invalid_request("this store keeps no declared indexes", "fields");
 }
 
 }  // namespace
@@ -49,5 +46,32 @@ std::uint64_t Store::put_index_fields(std::span<const IndexFieldState>, std::uin
 std::size_t Store::put_index_entries(std::span<const IndexedShadow>) { no_indexes(); }
 std::vector<IndexHit> Store::index_range(std::string_view, const IndexRange&, const IndexHit*, std::size_t) { no_indexes(); }
 std::uint64_t Store::index_count(std::string_view, const IndexRange&, std::uint64_t) { no_indexes(); }
+
+std::vector<ShadowKey> Store::list_shadow_keys(const ShadowKey* after, std::size_t limit) {
+  std::vector<ShadowKey> out;
+  // The rest of the thing of `after`, then the things after it, each whole until `limit`.
+  auto add_thing = [&](const std::string& thing, std::string after_name) {
+    while (out.size() < limit) {
+      const std::size_t wanted = limit - out.size();
+      const std::vector<ShadowSummary> list = list_shadows(thing, after_name, wanted);
+      for (const ShadowSummary& s : list) out.push_back({thing, s.name});
+      if (list.size() < wanted) return;
+      after_name = list.back().name;
+    }
+  };
+  std::string last_thing;
+  if (after) {
+    add_thing(after->thing, after->name);
+    last_thing = after->thing;
+  }
+  while (out.size() < limit) {
+    const std::vector<std::string> things = list_things("", last_thing, limit);
+    for (const std::string& thing : things) add_thing(thing, "");
+    if (things.size() < limit) break;
+    last_thing = things.back();
+  }
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
 
 }  // namespace deviceshadow

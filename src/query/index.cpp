@@ -386,23 +386,15 @@ bool IndexKeeper::build_pass(std::uint64_t seen) {
     }
     return true;
   };
-  std::string last_thing;
+  std::optional<ShadowKey> last;
   for (bool more = !todo.empty(); more;) {
-    const std::vector<std::string> things = store_.list_things("", last_thing, kBuildChunk);
-    for (const std::string& thing : things) {
-      std::string after_name;
-      for (bool names = true; names;) {
-        const std::vector<ShadowSummary> list = store_.list_shadows(thing, after_name, kBuildChunk);
-        for (const ShadowSummary& s : list) {
-          pending.push_back({thing, s.name});
-          if (pending.size() == kBuildChunk && !flush()) return false;
-        }
-        names = list.size() == kBuildChunk;
-        if (names) after_name = list.back().name;
-      }
+    const std::vector<ShadowKey> keys = store_.list_shadow_keys(last ? &*last : nullptr, kBuildChunk);
+    for (const ShadowKey& key : keys) {
+      pending.push_back(key);
+      if (pending.size() == kBuildChunk && !flush()) return false;
     }
-    more = things.size() == kBuildChunk;
-    if (more) last_thing = things.back();
+    more = keys.size() == kBuildChunk;
+    if (more) last = keys.back();
   }
   if (!pending.empty() && !flush()) return false;
   std::shared_lock lock(fields_mutex_);

@@ -168,6 +168,7 @@ class SqliteStore final : public StoreBackend, public JobStore {
                                           std::size_t limit) override;
   std::vector<std::string> list_things(std::string_view prefix, std::string_view after_thing,
                                        std::size_t limit) override;
+  std::vector<ShadowKey> list_shadow_keys(const ShadowKey* after, std::size_t limit) override;
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
   std::vector<ShadowHistoryEvent> history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
                                                 std::size_t limit) override;

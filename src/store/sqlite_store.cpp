@@ -133,6 +133,9 @@ constexpr const char* kInsertHistory =
 constexpr const char* kListShadows =
     "SELECT name, section, version, deleted, timestamp FROM sections WHERE thing = ?1 AND name > ?2 "
     "ORDER BY name, section";
+constexpr const char* kListShadowKeys =
+    "SELECT thing, name FROM sections WHERE (thing, name) > (?1, ?2) AND deleted = 0 GROUP BY thing, name "
+    "ORDER BY thing, name LIMIT ?3";
 constexpr const char* kListThings =
     "SELECT thing FROM sections WHERE thing >= ?1 AND thing > ?2 AND deleted = 0 GROUP BY thing ORDER BY thing "
     "LIMIT ?3";
@@ -291,6 +294,18 @@ std::vector<ShadowSummary> SqliteStore::list_shadows(std::string_view thing, std
       s.timestamp_ns = q.integer(4);
     }
     if (out.size() < limit) flush();
+    return out;
+  });
+}
+
+std::vector<ShadowKey> SqliteStore::list_shadow_keys(const ShadowKey* after, std::size_t limit) {
+  return with_reader([&](Connection& c) {
+    Query q(c.statement(kListShadowKeys));
+    q.bind(1, after ? std::string_view(after->thing) : std::string_view(""))  // not a null pointer: not NULL
+        .bind(2, after ? std::string_view(after->name) : std::string_view(""))
+        .bind(3, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+    std::vector<ShadowKey> out;
+    while (q.step()) out.push_back({q.text(0), q.text(1)});
     return out;
   });
 }

@@ -220,6 +220,30 @@ TEST_P(Conformance, ListsThingsBytewiseByPrefix) {
   EXPECT_TRUE(store().list_things("q", "", 100).empty());
 }
 
+// Every live shadow once, in (thing, name) order, page after page of any size.
+TEST_P(Conformance, ListsShadowKeysAcrossThingsInOrder) {
+  for (const char* thing : {"b", "a#1", "a", "\u00e9", "a 3"}) {
+    for (const char* name : {"main", "x", "aux"}) store().write(put({thing, name}, ds::Section::reported, 0, record(1, "{}")));
+  }
+  store().write(put({"a", "x"}, ds::Section::reported, 1, tombstone(2, INT64_MAX)));  // deleted
+  store().write(put({"c", "only-desired"}, ds::Section::desired, 0, record(1, "{}")));
+  std::vector<ds::ShadowKey> expected;
+  for (const std::string& thing : store().list_things("", "", 100)) {
+    for (const ds::ShadowSummary& s : store().list_shadows(thing, "", 100)) expected.push_back({thing, s.name});
+  }
+  ASSERT_EQ(expected.size(), 15u);
+  for (std::size_t page : {1u, 2u, 3u, 4u, 100u}) {
+    std::vector<ds::ShadowKey> listed;
+    for (;;) {
+      const std::vector<ds::ShadowKey> next = store().list_shadow_keys(listed.empty() ? nullptr : &listed.back(), page);
+      ASSERT_LE(next.size(), page);
+      listed.insert(listed.end(), next.begin(), next.end());
+      if (next.size() < page) break;
+    }
+    EXPECT_EQ(listed, expected) << page;
+  }
+}
+
 TEST_P(Conformance, HistoryQueriesByTimeOrderAndCursor) {
   for (int i = 1; i <= 5; ++i) {
     ds::ShadowWrite w = put({"t", "main"}, ds::Section::reported, static_cast<std::uint64_t>(i - 1),

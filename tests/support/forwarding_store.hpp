@@ -17,6 +17,9 @@ class ForwardingStore : public deviceshadow::Store {
                                                         std::size_t limit) override {
     return inner_.list_shadows(thing, after, limit);
   }
+  std::vector<deviceshadow::ShadowKey> list_shadow_keys(const deviceshadow::ShadowKey* after, std::size_t limit) override {
+    return inner_.list_shadow_keys(after, limit);
+  }
   std::vector<std::string> list_things(std::string_view prefix, std::string_view after, std::size_t limit) override {
     return inner_.list_things(prefix, after, limit);
   }
