@@ -177,6 +177,8 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
                           std::string_view what);
   // Deletes the items (pk, sort_keys[i]), 25 to a BatchWriteItem.
   void batch_delete(const std::string& pk, std::span<const std::string> sort_keys, std::string_view what);
+  // Deletes every item of partition `pk`: its keys queried a page at a time, each page deleted.
+  void delete_partition(const std::string& pk, std::string_view what);
 
   // Writes (dynamodb_store.cpp).
   // One item operation of a write: its kind in a transaction ("ConditionCheck", "Put",

@@ -122,6 +122,21 @@ void DynamoDbStore::batch_delete(const std::string& pk, std::span<const std::str
       what);
 }
 
+void DynamoDbStore::delete_partition(const std::string& pk, std::string_view what) {
+  json::object q = base_query(pk);
+  q["KeyConditionExpression"] = "PK = :pk";
+  q["ProjectionExpression"] = "SK";
+  for (;;) {
+    json::value page = call("Query", q, true);
+    std::vector<std::string> found;
+    for (const json::value& v : page.at("Items").as_array()) found.push_back(get_s(v.as_object(), "SK"));
+    batch_delete(pk, found, what);
+    const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
+    if (!last) return;
+    q["ExclusiveStartKey"] = *last;
+  }
+}
+
 // BatchWriteItem, 25 at a time; a letter named twice is put once, as its last.
 void DynamoDbStore::put_dead_letters(std::span<const DeadLetter> letters) {
   std::map<std::pair<std::string_view, std::string_view>, std::size_t> last;  // registration, event id

@@ -343,21 +343,7 @@ void DynamoDbStore::remove_undeclared_entries() {
       next = undeclared_.back();
     }
     const auto& [field, since] = next;
-    for (int shard = 0; shard < kIndexShards; ++shard) {
-      const std::string pk = entry_pk(since, field, shard);
-      json::object q = base_query(pk);
-      q["KeyConditionExpression"] = "PK = :pk";
-      q["ProjectionExpression"] = "SK";
-      for (;;) {
-        json::value page = call("Query", q, true);
-        std::vector<std::string> sks;
-        for (const json::value& v : page.at("Items").as_array()) sks.push_back(get_s(v.as_object(), "SK"));
-        batch_delete(pk, sks, "index entries");
-        const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
-        if (!last) break;
-        q["ExclusiveStartKey"] = *last;
-      }
-    }
+    for (int shard = 0; shard < kIndexShards; ++shard) delete_partition(entry_pk(since, field, shard), "index entries");
     std::lock_guard lock(declared_mutex_);
     std::erase(undeclared_, next);
   }

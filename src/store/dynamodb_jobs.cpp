@@ -170,22 +170,7 @@ std::vector<ShadowKey> DynamoDbStore::targets(std::string_view job, std::uint64_
   return item ? decode_target_page(get_s(item->as_object(), "targets")) : std::vector<ShadowKey>{};
 }
 
-// Its page keys are queried and deleted 25 to a BatchWriteItem.
-void DynamoDbStore::remove_targets(std::string_view job) {
-  const std::string pk = targets_pk(job);
-  json::object q = base_query(pk);
-  q["KeyConditionExpression"] = "PK = :pk";
-  q["ProjectionExpression"] = "SK";
-  for (;;) {
-    json::value page = call("Query", q, true);
-    std::vector<std::string> found;
-    for (const json::value& v : page.at("Items").as_array()) found.push_back(get_s(v.as_object(), "SK"));
-    batch_delete(pk, found, "job targets");
-    const json::value* last = page.as_object().if_contains("LastEvaluatedKey");
-    if (!last) return;
-    q["ExclusiveStartKey"] = *last;
-  }
-}
+void DynamoDbStore::remove_targets(std::string_view job) { delete_partition(targets_pk(job), "job targets"); }
 
 // Each job's pages are a partition of their own, found only by scanning the table: kept (they
 // cost storage alone; docs/jobs.md).
