@@ -65,9 +65,10 @@ std::vector<ShadowKey> Store::list_shadow_keys(const ShadowKey* after, std::size
     last_thing = after->thing;
   }
   while (out.size() < limit) {
-    const std::vector<std::string> things = list_things("", last_thing, limit);
+    const std::size_t wanted = limit - out.size();  // each listed thing has a live shadow
+    const std::vector<std::string> things = list_things("", last_thing, wanted);
     for (const std::string& thing : things) add_thing(thing, "");
-    if (things.size() < limit) break;
+    if (things.size() < wanted) break;
     last_thing = things.back();
   }
   if (out.size() > limit) out.resize(limit);

@@ -105,6 +105,9 @@ std::vector<ShadowSummary> MeteredStore::list_shadows(std::string_view thing, st
 std::vector<std::string> MeteredStore::list_things(std::string_view prefix, std::string_view after, std::size_t limit) {
   return timed("list_things", [&] { return inner_.list_things(prefix, after, limit); });
 }
+std::vector<ShadowKey> MeteredStore::list_shadow_keys(const ShadowKey* after, std::size_t limit) {
+  return timed("list_shadow_keys", [&] { return inner_.list_shadow_keys(after, limit); });
+}
 std::vector<HistoryEvent> MeteredStore::history(const ShadowKey& key, const HistoryQuery& query) {
   return timed("history", [&] { return inner_.history(key, query); });
 }

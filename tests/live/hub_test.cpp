@@ -441,4 +441,5 @@ TEST(PollingHub, AnEventCommittedAfterTheReplaySentALaterOneOfItsShadowStillCome
   EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id, history[1].id, id}));
 }
 
+
 }  // namespace
