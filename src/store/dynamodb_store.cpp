@@ -243,6 +243,12 @@ Error dynamodb::translate(const AwsError& e) {
   if (e.type() == "ValidationException" && std::string(e.what()).find("size") != std::string::npos) {
     return Error(ErrorCode::document_too_large, "dynamodb: " + std::string(e.what()));
   }
+  if (e.type() == "ValidationException" && (std::string(e.what()).find("Number overflow") != std::string::npos ||
+                                            std::string(e.what()).find("Number underflow") != std::string::npos)) {
+    return Error::invalid_request("state: a number's magnitude is outside what DynamoDB stores (1e-130 to below 1e126, "
+                                  "or 0); nothing was stored",
+                                  "state");
+  }
   return Error(ErrorCode::internal, "dynamodb: " + std::string(e.what()));
 }
 

@@ -220,6 +220,24 @@ TEST_P(Conformance, ListsThingsBytewiseByPrefix) {
   EXPECT_TRUE(store().list_things("q", "", 100).empty());
 }
 
+// DynamoDB keeps numbers of magnitude 1e-130 to below 1e126 (and 0): a state holding another is
+// refused clearly and stores nothing; the other stores keep any double.
+TEST_P(Conformance, ANumberOutsideTheStoresRangeIsRefusedClearlyOrKept) {
+  for (const char* state : {R"({"n":1e300})", R"({"n":-1e-300})"}) {
+    const ds::ShadowKey key{"range", "main"};
+    const std::uint64_t before = store().read(key).reported.version;
+    try {
+      store().write(put(key, ds::Section::reported, before, record(before + 1, state), before > 0));
+      EXPECT_FALSE(GetParam().needs_dynamodb) << state;
+      EXPECT_EQ(store().read(key).reported.state_json, state);
+    } catch (const ds::Error& e) {
+      EXPECT_TRUE(GetParam().needs_dynamodb) << e.what();
+      EXPECT_EQ(e.code(), ds::ErrorCode::invalid_request) << e.what();
+      EXPECT_EQ(store().read(key).reported.version, before);
+    }
+  }
+}
+
 // Every live shadow once, in (thing, name) order, page after page of any size.
 TEST_P(Conformance, ListsShadowKeysAcrossThingsInOrder) {
   for (const char* thing : {"b", "a#1", "a", "\u00e9", "a 3"}) {
