@@ -14,6 +14,10 @@ inline constexpr std::size_t kMaxEventIdBytes = 42;  // 20 digits, '#', a letter
 
 std::string make_event_id(std::int64_t timestamp_ns, char letter, std::uint64_t version);
 
+// The 20 digits an id at time `ns` starts with (0 for times before 1970): at or below every id
+// at that time and after, and above every id before it.
+std::string event_id_time_prefix(std::int64_t ns);
+
 // The time of an event id; nullopt when `text` is not one (its time past int64, its version
 // past 20 digits, another letter).
 std::optional<std::int64_t> event_id_time(std::string_view text);

@@ -12,6 +12,12 @@ std::string make_event_id(std::int64_t timestamp_ns, char letter, std::uint64_t 
   return buf;
 }
 
+std::string event_id_time_prefix(std::int64_t ns) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(std::max<std::int64_t>(ns, 0)));
+  return buf;
+}
+
 std::optional<std::int64_t> event_id_time(std::string_view text) {
   auto digits = [](std::string_view s) { return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }); };
   if (text.size() < 23 || text.size() > kMaxEventIdBytes || text[20] != '#' ||

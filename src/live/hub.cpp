@@ -118,8 +118,9 @@ struct Hub::Subscription {
   // (ids start with their time, so the set is in time order): written by the replaying thread
   // alone while `replaying`, read under `mutex` after. Not the last id per shadow: across
   // shadows the replay reads history's time index, which may show an event after a later one of
-  // its shadow (on DynamoDB: a write that committed late), and that event must still be sent. Only what is likely to come live again is kept
-  // (replay_window_ns, at most `limit` bytes): what is left out may come twice, never not at all.
+  // its shadow (on DynamoDB: a write that committed late), and that event must still be sent.
+  // Only what is likely to come live again is kept (replay_window_ns, at most `limit` bytes):
+  // what is left out may come twice, never not at all.
   std::set<std::string> replayed;
   std::size_t replayed_bytes = 0;
   std::int64_t replay_window_ns = 0;
@@ -139,10 +140,8 @@ struct Hub::Subscription {
   bool has(std::string_view id, std::int64_t ns, const std::string& key) {
     if (!shadow_floor.empty()) return id <= shadow_floor;
     if (replayed.empty()) return false;
-    // Ids older than the window cannot come again: forget them (times as the ids' 20 digits).
-    char oldest[24];
-    std::snprintf(oldest, sizeof oldest, "%020lld", static_cast<long long>(std::max<std::int64_t>(0, saturating_sub(ns, replay_window_ns))));
-    replayed.erase(replayed.begin(), replayed.lower_bound(oldest));
+    // Ids older than the window cannot come again: forget them.
+    replayed.erase(replayed.begin(), replayed.lower_bound(event_id_time_prefix(saturating_sub(ns, replay_window_ns))));
     return replayed.contains(key);
   }
 
@@ -358,9 +357,7 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
     q.max_bytes = options_.stream_buffer;
     if (point.id.empty()) {
       q.since_ns = point.ns == std::numeric_limits<std::int64_t>::max() ? point.ns : point.ns + 1;
-      char floor[32];  // above every id at the point's time ('#' < '~')
-      std::snprintf(floor, sizeof floor, "%020lld~", static_cast<long long>(std::max<std::int64_t>(0, point.ns)));
-      sub.shadow_floor = floor;
+      sub.shadow_floor = event_id_time_prefix(point.ns) + "~";  // above every id at the point's time ('#' < '~')
     } else {
       q.after_id = point.id;
       sub.shadow_floor = point.id;

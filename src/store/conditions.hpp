@@ -2,10 +2,10 @@
 #pragma once
 
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/event_id.hpp"
 #include "deviceshadow/store.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 namespace deviceshadow {
@@ -27,17 +27,11 @@ inline ShadowSummary summarize(std::string name, const ShadowRecord& r) {
           std::max(r.reported.timestamp_ns, r.desired.timestamp_ns)};
 }
 
-// A time as the start of a history event id: 20 digits of ns (0 for times before 1970).
-inline std::string ts20(std::int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(std::max<std::int64_t>(ns, 0)));
-  return buf;
-}
-
 // The range of ids a history query's since and until allow, inclusive: an id starts with its
 // time, so a store ordered by id walks only that range.
 inline std::pair<std::string, std::string> history_id_range(const HistoryQuery& query) {
-  return {ts20(query.since_ns), query.until_ns == INT64_MAX ? std::string("99999999999999999999~") : ts20(query.until_ns) + "~"};
+  return {event_id_time_prefix(query.since_ns),
+          query.until_ns == INT64_MAX ? std::string("99999999999999999999~") : event_id_time_prefix(query.until_ns) + "~"};
 }
 
 }  // namespace deviceshadow

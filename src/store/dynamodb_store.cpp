@@ -8,6 +8,7 @@
 #include "aws/credentials.hpp"
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/event_id.hpp"
 #include "store/conditions.hpp"
 #include "store/dynamodb_client.hpp"
 
@@ -149,12 +150,6 @@ ShadowKey history_key(std::string_view pk) {
   pk.remove_prefix(kHistoryPkPrefix.size());
   const std::size_t hash = pk.rfind('#');
   return {std::string(pk.substr(0, hash)), std::string(pk.substr(hash + 1))};
-}
-// The smallest event id at time `ns` and after (ids start with 20 digits of time).
-std::string id_at(std::int64_t ns) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(std::max<std::int64_t>(ns, 0)));
-  return buf;
 }
 
 // Section metadata as attributes: of a separate-layout item, or of the "{section}Meta" map
@@ -433,7 +428,7 @@ std::vector<ShadowHistoryEvent> DynamoDbStore::history_since(std::int64_t since_
     json::object q{{"TableName", options_.table},
                    {"IndexName", kHistoryIndex},
                    {"KeyConditionExpression", "GSI2PK = :pk AND GSI2SK >= :from"},
-                   {"ExpressionAttributeValues", json::object{{":pk", S(history_index_pk(shard))}, {":from", S(id_at(from))}}}};
+                   {"ExpressionAttributeValues", json::object{{":pk", S(history_index_pk(shard))}, {":from", S(event_id_time_prefix(from))}}}};
     Part part;
     std::size_t wanted = 0;  // events after `after`
     for (;;) {
