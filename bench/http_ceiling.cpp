@@ -18,7 +18,10 @@ class FixedService final : public deviceshadow::http::Service {
   explicit FixedService(bool on_pool) : on_pool_(on_pool) {}
   HttpResponse handle(const HttpRequest&) override { return {200, "application/json", "{}", {}}; }
   HttpResponse refuse(int status, const std::string&) const override { return {status, "application/json", "{}", {}}; }
-  bool runs_inline(const HttpRequest&) const override { return !on_pool_; }
+  std::optional<HttpResponse> handle_inline(const HttpRequest& request) override {
+    if (on_pool_) return std::nullopt;
+    return handle(request);
+  }
 
  private:
   const bool on_pool_;

@@ -220,6 +220,9 @@ class Engine {
 
   // Throws not_found when neither section exists.
   ShadowView get(const ShadowKey& key);
+  // As get(), for threads that must not wait: nullopt when the store cannot read the record now
+  // (Store::try_read).
+  std::optional<ShadowView> try_get(const ShadowKey& key);
   UpdateResult update(const UpdateRequest& request);
   // Throws invalid_request when it names no section; version_conflict(current shadow version)
   // when a pinned version differs. In UpdateResult, stale paths start with their section.
@@ -271,6 +274,8 @@ class Engine {
   class Impl;
   struct UpdatePlan;
   UpdateResult run(const UpdatePlan& plan);
+  // What get() answers for the record it read (caching it); throws not_found as get() does.
+  ShadowView view_of(const ShadowKey& key, ShadowRecord record);
   // Stores `write` with the index updates the indexer decides from `before` and `changes`.
   void store_write(ShadowWrite& write, const ShadowRecord& before, std::span<const Change> changes);
 

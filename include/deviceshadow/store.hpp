@@ -146,6 +146,10 @@ class Store {
   // Both sections of each key, in key order; tombstones included. Strongly consistent.
   virtual std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) = 0;
   ShadowRecord read(const ShadowKey& key) { return read(std::span<const ShadowKey>(&key, 1)).front(); }
+  // As read(key), for threads that must not wait (the HTTP I/O threads): the record when it can
+  // be read now, without waiting behind other work (every SQLite reader busy) or on a network;
+  // nullopt otherwise (the default). A read from a local disk counts as now.
+  virtual std::optional<ShadowRecord> try_read(const ShadowKey& /*key*/) { return std::nullopt; }
 
   // Applies `write` atomically and durably before returning. Throws
   // Error::version_conflict(current) when a section's stored version differs from its

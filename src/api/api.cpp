@@ -175,15 +175,28 @@ HttpResponse Api::refuse(int status, const std::string& message) const {
   return json_response(status, render_error(Error(http::refusal_code(status), message)));
 }
 
-bool Api::runs_inline(const HttpRequest& request) const {
+std::optional<HttpResponse> Api::handle_inline(const HttpRequest& request) {
   const std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
-  return path == "/healthz" || path == "/v1/openapi.json";
+  if (path == "/healthz" || path == "/v1/openapi.json") return handle(request);
+  // /v1/things/{thing}/shadows/{name}: the names are percent-encoded, so hold no '/'.
+  constexpr std::string_view kThings = "/v1/things/";
+  if (!options_.inline_reads || request.method != "GET" || !path.starts_with(kThings)) return std::nullopt;
+  const std::string_view rest = path.substr(kThings.size());
+  const std::size_t thing_end = rest.find('/');
+  if (thing_end == std::string_view::npos || !rest.substr(thing_end).starts_with("/shadows/") ||
+      rest.find('/', thing_end + 9) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return respond(request, true);
 }
 
-HttpResponse Api::handle(const HttpRequest& request) {
+HttpResponse Api::handle(const HttpRequest& request) { return *respond(request, false); }
+
+std::optional<HttpResponse> Api::respond(const HttpRequest& request, bool must_not_wait) {
   auto start = std::chrono::steady_clock::now();
   metrics_.request_started();
   Context ctx{request, {}, {}};
+  ctx.must_not_wait = must_not_wait;
   HttpResponse response;
   try {
     RequestTarget target = split_target(request.target);
@@ -203,6 +216,9 @@ HttpResponse Api::handle(const HttpRequest& request) {
     response = route(ctx);
     // Reads may be shed when too many response bytes wait for slow clients; writes never.
     response.sheddable = request.method == "GET" || ctx.route == "/v1/batch/get";
+  } catch (const WouldWait&) {
+    metrics_.request_handed_on();
+    return std::nullopt;
   } catch (const Error& e) {
     response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) response.headers.emplace_back("Allow", ctx.allow);
@@ -353,7 +369,9 @@ void Api::authorize(Context& ctx, Action action, std::string_view thing) const {
 
 HttpResponse Api::get_shadow(Context& ctx) {
   for (const char* p : {"asOf", "asOfEvent", "reportedVersion", "desiredVersion"}) {
-    if (ctx.query.contains(p)) return get_shadow_as_of(ctx);
+    if (!ctx.query.contains(p)) continue;
+    if (ctx.must_not_wait) throw WouldWait{};  // reads history
+    return get_shadow_as_of(ctx);
   }
   allow_only(ctx.query, {"metadata"});
   bool metadata = false;
@@ -361,7 +379,9 @@ HttpResponse Api::get_shadow(Context& ctx) {
   ShadowKey key{ctx.segments[2], ctx.segments[4]};
   validate_thing(key.thing);
   authorize(ctx, Action::read, key.thing);
-  return json_response(200, render_shadow(engine_.get(key), metadata ? &engine_.options().document.timestamp_keys : nullptr));
+  std::optional<ShadowView> view = ctx.must_not_wait ? engine_.try_get(key) : engine_.get(key);
+  if (!view) throw WouldWait{};
+  return json_response(200, render_shadow(*view, metadata ? &engine_.options().document.timestamp_keys : nullptr));
 }
 
 HttpResponse Api::update(Context& ctx, Section section) {

@@ -53,6 +53,11 @@ struct ApiOptions {
   // Runs the bulk jobs (docs/jobs.md, src/api/jobs.cpp); nullptr: /v1/jobs answers 400 saying
   // the store does not keep them (DynamoDB).
   jobs::JobRunner* jobs = nullptr;
+  // GETs of one shadow are answered on the I/O thread that read them whenever the store can read
+  // the record without waiting (Store::try_read: SQLite with an idle reader, memory), skipping
+  // two thread hops; the others go to the worker pool. false: every GET goes to the pool (for a
+  // database on a disk slow enough that a read would hold up the other connections).
+  bool inline_reads = true;
 };
 
 class Api final : public http::Service {
@@ -66,14 +71,19 @@ class Api final : public http::Service {
   HttpResponse handle(const HttpRequest& request) override;
   // The response for a request the transport refused (oversized, malformed, shed).
   HttpResponse refuse(int status, const std::string& message) const override;
-  // /healthz and /v1/openapi.json, which touch no store, run on the I/O thread.
-  bool runs_inline(const HttpRequest& request) const override;
+  // /healthz and /v1/openapi.json, which touch no store, and the GETs of one shadow the store
+  // can read at once (ApiOptions::inline_reads) are answered on the I/O thread.
+  std::optional<HttpResponse> handle_inline(const HttpRequest& request) override;
   // Every route the API serves. Routing takes each route's methods from here, and a test
   // checks that docs/openapi.yaml documents exactly these.
   static std::span<const Route> routes() noexcept;
 
  private:
   struct Context;
+  // Thrown by a handler called on the I/O thread (Context::must_not_wait) that would wait.
+  struct WouldWait {};
+  // handle(), or on the I/O thread handle_inline(): nullopt when a handler would wait.
+  std::optional<HttpResponse> respond(const HttpRequest& request, bool must_not_wait);
   HttpResponse route(Context& ctx);
   HttpResponse get_shadow(Context& ctx);
   HttpResponse update(Context& ctx, Section section);

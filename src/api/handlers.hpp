@@ -19,6 +19,7 @@ struct Api::Context {
   std::string route = "unmatched";              // the route template, for metrics
   std::string allow;                            // the methods of the route, for a 405
   const Token* token = nullptr;
+  bool must_not_wait = false;  // on an I/O thread: a handler that would wait throws WouldWait
 };
 
 HttpResponse json_response(int status, std::string body);

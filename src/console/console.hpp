@@ -41,7 +41,7 @@ class Console final : public http::Service {
   http::HttpResponse handle(const http::HttpRequest& request) override;
   http::HttpResponse refuse(int status, const std::string& message) const override;
   // Its files are built in: every request runs on the I/O thread.
-  bool runs_inline(const http::HttpRequest&) const override { return true; }
+  std::optional<http::HttpResponse> handle_inline(const http::HttpRequest& request) override { return handle(request); }
 
  private:
   http::Metrics& metrics_;

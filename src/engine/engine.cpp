@@ -301,7 +301,17 @@ Engine::~Engine() = default;
 
 ShadowView Engine::get(const ShadowKey& key) {
   validate_key(key);
-  ShadowRecord record = store_.read(key);
+  return view_of(key, store_.read(key));
+}
+
+std::optional<ShadowView> Engine::try_get(const ShadowKey& key) {
+  validate_key(key);
+  std::optional<ShadowRecord> record = store_.try_read(key);
+  if (!record) return std::nullopt;
+  return view_of(key, std::move(*record));
+}
+
+ShadowView Engine::view_of(const ShadowKey& key, ShadowRecord record) {
   impl_->cache.put(key, record);
   if (!record.exists()) throw Error::not_found("no shadow " + key.name + " for thing " + key.thing);
   const DocumentOptions& doc = options_.document;

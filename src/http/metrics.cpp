@@ -96,6 +96,13 @@ auto MeteredStore::timed(std::string_view operation, F&& f) {
 std::vector<ShadowRecord> MeteredStore::read(std::span<const ShadowKey> keys) {
   return timed("read", [&] { return inner_.read(keys); });
 }
+// Timed as a read when it reads.
+std::optional<ShadowRecord> MeteredStore::try_read(const ShadowKey& key) {
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<ShadowRecord> record = inner_.try_read(key);
+  if (record) metrics_.store_operation("read", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return record;
+}
 void MeteredStore::write(const ShadowWrite& w) {
   timed("write", [&] { inner_.write(w); });
 }

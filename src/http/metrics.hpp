@@ -23,6 +23,8 @@ namespace deviceshadow::http {
 class Metrics {
  public:
   void request_started() { ++in_flight_; }
+  // A request started on an I/O thread and handed to the worker pool, where it starts again.
+  void request_handed_on() { --in_flight_; }
   void request_finished(std::string_view route, std::string_view method, int status, double seconds);
   void store_operation(std::string_view operation, double seconds);
   std::string render(const EngineStats& engine) const;
@@ -55,6 +57,7 @@ class MeteredStore final : public StoreBackend {
  public:
   MeteredStore(StoreBackend& inner, Metrics& metrics) : inner_(inner), metrics_(metrics) {}
   std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override;
+  std::optional<ShadowRecord> try_read(const ShadowKey& key) override;
   void write(const ShadowWrite& write) override;
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after, std::size_t limit) override;
   std::vector<std::string> list_things(std::string_view prefix, std::string_view after, std::size_t limit) override;

@@ -372,7 +372,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request.body = std::move(req.body());
     request.headers.reserve(static_cast<std::size_t>(std::distance(req.begin(), req.end())));
     for (const auto& field : req) request.headers.emplace_back(field.name_string(), field.value());
-    if (service_->runs_inline(request)) return write(answer(*service_, request), keep_alive, version, head);
+    if (std::optional<HttpResponse> now = answer_inline(*service_, request)) return write(std::move(*now), keep_alive, version, head);
     stream_.expires_never();  // the handler may take its time; the client waits
     // The work guard keeps the I/O loop running (even while stopping) until the response is out.
     auto work = asio::make_work_guard(stream_.get_executor());
@@ -390,6 +390,13 @@ class Session : public std::enable_shared_from_this<Session> {
   static HttpResponse answer(Service& service, const HttpRequest& request) {
     try {
       return service.handle(request);
+    } catch (const std::exception&) {
+      return service.refuse(500, "internal error");
+    }
+  }
+  static std::optional<HttpResponse> answer_inline(Service& service, const HttpRequest& request) {
+    try {
+      return service.handle_inline(request);
     } catch (const std::exception&) {
       return service.refuse(500, "internal error");
     }

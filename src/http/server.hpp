@@ -1,7 +1,7 @@
 // A small HTTP/1.1 server (Boost.Beast underneath, kept out of this header): keep-alive,
 // pipelining-safe (one request at a time per connection, in order), request size limits,
-// read timeouts, graceful shutdown. Handlers run on a worker pool, except those their service
-// says never block (Service::runs_inline), which run on the I/O thread that read the request.
+// read timeouts, graceful shutdown. Handlers run on a worker pool, except the answers a service
+// gives without waiting (Service::handle_inline), which run on the I/O thread that read the request.
 //
 // Hostile clients are bounded: every byte a request takes in memory (headers, chunk framing,
 // trailers, body) counts against a limit; the read timeout runs from a request's first byte;
@@ -20,6 +20,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,11 +39,12 @@ class Service {
   virtual HttpResponse handle(const HttpRequest& request) = 0;
   // The answer to a request refused by the transport: oversized, malformed, or shed.
   virtual HttpResponse refuse(int status, const std::string& message) const = 0;
-  // Whether handle(request) may run on the I/O thread that read the request instead of the
-  // worker pool, skipping two thread hops: only when it never blocks (no store call, nothing
-  // that waits on disk or network) and is quick, since every connection of that thread waits
-  // meanwhile. Must be quick and must not throw.
-  virtual bool runs_inline(const HttpRequest& /*request*/) const { return false; }
+  // The answer given on the I/O thread that read the request, skipping the two thread hops to
+  // the worker pool and back, when the service can give it quickly and without waiting (no
+  // network call, no lock held across slow work; a read from a local disk counts as quick);
+  // nullopt hands the request to handle() on the worker pool. Every connection of that thread
+  // waits meanwhile. Must not throw.
+  virtual std::optional<HttpResponse> handle_inline(const HttpRequest& /*request*/) { return std::nullopt; }
 };
 // Picks the service of a request target (raw, still percent-encoded); "" when the target could
 // not be read (headers too large, bad framing). Must return a service that outlives the server.

@@ -171,6 +171,10 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--private-readyz", s.private_readyz,
                  "with --tokens: /readyz needs a token too (/healthz never does): true or false")
       ->envname(env("PRIVATE_READYZ"))->default_str("false");
+  app.add_option("--inline-reads", s.inline_reads,
+                 "answer GETs of one shadow on the network thread when the store can read at once (SQLite, "
+                 "memory): true or false (false: on the worker pool, for a disk too slow to read on the network thread)")
+      ->envname(env("INLINE_READS"))->default_str("true");
   app.add_option("--console", s.console, "serve the web console at /console/ (docs/console.md): true or false")
       ->envname(env("CONSOLE"))->default_str("true");
   app.add_option("--aws-credentials", s.aws_credentials,

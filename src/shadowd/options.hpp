@@ -47,6 +47,7 @@ struct Options {
   std::uintmax_t min_free_bytes = std::uintmax_t{64} << 20;
   std::string tokens;
   bool private_readyz = false;
+  bool inline_reads = true;
   bool console = true;  // serve the web console at /console/
   std::string aws_credentials;
   std::string aws_classic_shadow = "main";

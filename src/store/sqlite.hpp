@@ -163,6 +163,7 @@ class SqliteStore final : public StoreBackend, public JobStore {
 
   // Store
   std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override;
+  std::optional<ShadowRecord> try_read(const ShadowKey& key) override;  // with an idle reader
   void write(const ShadowWrite& write) override;
   std::vector<ShadowSummary> list_shadows(std::string_view thing, std::string_view after_name,
                                           std::size_t limit) override;
@@ -232,25 +233,20 @@ class SqliteStore final : public StoreBackend, public JobStore {
   static int on_commit(void* self, sqlite3* db, const char*, int pages);
   void checkpoint_loop();
 
+  // A reader connection taken from the idle ones, given back when the lease ends; empty when
+  // `wait` is false and none is idle.
+  struct ReaderLease {
+    ReaderLease(SqliteStore& store, bool wait);
+    ~ReaderLease();
+    ReaderLease(const ReaderLease&) = delete;
+    ReaderLease& operator=(const ReaderLease&) = delete;
+    SqliteStore& store;
+    std::unique_ptr<Connection> connection;
+  };
   template <class F>
   std::invoke_result_t<F&, Connection&> with_reader(F&& f) {
-    std::unique_ptr<Connection> c;
-    {
-      std::unique_lock lock(readers_mutex_);
-      readers_cv_.wait(lock, [&] { return !idle_readers_.empty(); });
-      c = std::move(idle_readers_.back());
-      idle_readers_.pop_back();
-    }
-    struct Return {
-      SqliteStore* self;
-      std::unique_ptr<Connection>& c;
-      ~Return() {
-        std::lock_guard lock(self->readers_mutex_);
-        self->idle_readers_.push_back(std::move(c));
-        self->readers_cv_.notify_one();
-      }
-    } give_back{this, c};
-    return f(*c);
+    ReaderLease lease(*this, true);
+    return f(*lease.connection);
   }
 
   SqliteOptions options_;

@@ -263,6 +263,27 @@ std::vector<ShadowRecord> SqliteStore::read(std::span<const ShadowKey> keys) {
   });
 }
 
+SqliteStore::ReaderLease::ReaderLease(SqliteStore& store, bool wait) : store(store) {
+  std::unique_lock lock(store.readers_mutex_);
+  if (wait) store.readers_cv_.wait(lock, [&] { return !store.idle_readers_.empty(); });
+  if (store.idle_readers_.empty()) return;
+  connection = std::move(store.idle_readers_.back());
+  store.idle_readers_.pop_back();
+}
+
+SqliteStore::ReaderLease::~ReaderLease() {
+  if (!connection) return;
+  std::lock_guard lock(store.readers_mutex_);
+  store.idle_readers_.push_back(std::move(connection));
+  store.readers_cv_.notify_one();
+}
+
+std::optional<ShadowRecord> SqliteStore::try_read(const ShadowKey& key) {
+  ReaderLease lease(*this, false);
+  if (!lease.connection) return std::nullopt;
+  return read_record(*lease.connection, key);
+}
+
 void SqliteStore::write(const ShadowWrite& write) {
   run_on_writer([&](Connection& c) {
     apply_write(c, write);

@@ -92,7 +92,10 @@ class SplitService final : public srv::Service {
   srv::HttpResponse refuse(int status, const std::string& message) const override {
     return {status, "text/plain", message, {}};
   }
-  bool runs_inline(const srv::HttpRequest& r) const override { return r.target.starts_with("/inline/"); }
+  std::optional<srv::HttpResponse> handle_inline(const srv::HttpRequest& r) override {
+    if (!r.target.starts_with("/inline/")) return std::nullopt;  // declined: the pool serves it
+    return handle(r);
+  }
 };
 
 TEST(HttpServer, HandlersThatNeverBlockRunOnTheIoThreadInRequestOrder) {

@@ -170,6 +170,17 @@ TEST(Options, SubcommandsParse) {
 
 }  // namespace
 
+TEST(Options, InlineReadsAreOnByDefaultAndTakeTrueOrFalse) {
+  EXPECT_TRUE(parse({}).command.options.inline_reads);
+  EXPECT_FALSE(parse({"--inline-reads", "false"}).command.options.inline_reads);
+  ::setenv("SHADOWD_INLINE_READS", "false", 1);
+  EXPECT_FALSE(parse({}).command.options.inline_reads);
+  ::unsetenv("SHADOWD_INLINE_READS");
+  const Parsed bad = parse({"--inline-reads", "sometimes"});
+  EXPECT_EQ(bad.command.exit_status, 2);
+  EXPECT_NE(bad.error.find("--inline-reads"), std::string::npos) << bad.error;
+}
+
 TEST(Options, ConsoleIsOnByDefaultAndTakesTrueOrFalse) {
   EXPECT_TRUE(parse({}).command.options.console);
   EXPECT_FALSE(parse({"--console", "false"}).command.options.console);

@@ -96,6 +96,27 @@ TEST_P(Conformance, WrittenSectionReadsBackExactly) {
 
 // Per-leaf times round-trip with their section, survive writes of the other section (one item
 // in the combined layout), and tombstones keep none.
+// try_read answers as read does, or not at all: only DynamoDB, whose reads go over the network,
+// never answers.
+TEST_P(Conformance, TryReadAnswersAsReadOrNotAtAll) {
+  const ds::ShadowKey key{"t", "main"};
+  store().write(put(key, ds::Section::reported, 0, record(1, R"({"a":1.5})")));
+  const std::optional<ds::ShadowRecord> now = store().try_read(key);
+  const std::optional<ds::ShadowRecord> absent = store().try_read({"t", "other"});
+  if (GetParam().needs_dynamodb) {
+    EXPECT_FALSE(now);
+    EXPECT_FALSE(absent);
+    return;
+  }
+  ASSERT_TRUE(now && absent);
+  const ds::ShadowRecord read = store().read(key);
+  EXPECT_EQ(now->reported.state_json, read.reported.state_json);
+  EXPECT_EQ(now->reported.version, read.reported.version);
+  EXPECT_EQ(now->reported.write_id, read.reported.write_id);
+  EXPECT_EQ(now->desired.version, read.desired.version);
+  EXPECT_FALSE(absent->exists());
+}
+
 TEST_P(Conformance, LeafTimesRoundTripWithTheirSection) {
   const ds::ShadowKey key{"t", "main"};
   ds::SectionRecord reported = record(1, R"({"a":1,"b":{"c":2}})");

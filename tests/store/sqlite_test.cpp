@@ -5,6 +5,8 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -52,6 +54,27 @@ TEST(Sqlite, CreatesTheDatabaseWithWalAndTheCurrentSchema) {
   auto db = dir.path() / "nested" / "dir" / "shadows.db";
   EXPECT_EQ(scalar(db, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+}
+
+// try_read never waits for a reader: with the only one busy it does not answer.
+TEST(Sqlite, TryReadDoesNotWaitForABusyReader) {
+  TempDir dir;
+  ds::SqliteOptions o = options_in(dir);
+  o.readers = 1;
+  auto store = ds::open_sqlite_store(o);
+  const std::vector<ds::ShadowKey> many(20000, ds::ShadowKey{"t", "main"});
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop) store->read(many);  // holds the reader nearly all the time
+  });
+  bool declined = false;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30); !declined && std::chrono::steady_clock::now() < until;) {
+    declined = !store->try_read({"t", "main"});
+  }
+  stop = true;
+  reader.join();
+  EXPECT_TRUE(declined);
+  EXPECT_TRUE(store->try_read({"t", "main"}));  // idle again
 }
 
 TEST(Sqlite, WritesSurviveReopen) {
