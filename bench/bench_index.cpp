@@ -21,10 +21,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/resource.h>
 
 namespace ds = deviceshadow;
 namespace q = deviceshadow::query;
@@ -60,11 +63,36 @@ void populate(ds::Engine& engine, long shadows, int threads) {
   for (auto& w : workers) w.join();
 }
 
-// Reports a new temp of random shadows from `threads` writers for `seconds`; reports/s.
-double report_rate(ds::Engine& engine, long shadows, int threads, double seconds) {
+// What the process has written (write(2) and kin: the log and its checkpoints) and its CPU time.
+struct Usage {
+  double written_bytes = 0;
+  double cpu_us = 0;
+};
+Usage usage() {
+  Usage u;
+  std::ifstream io("/proc/self/io");
+  for (std::string key; io >> key;) {
+    if (key == "wchar:") io >> u.written_bytes;
+  }
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  u.cpu_us = static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+  return u;
+}
+
+struct Round {
+  double rate = 0;  // reports/s
+  double written_kib = 0;  // per report
+  double cpu_us = 0;       // per report, every thread of the process
+};
+
+// Reports a new temp of random shadows from `threads` writers for `seconds`.
+Round report_round(ds::Engine& engine, long shadows, int threads, double seconds) {
   std::vector<std::mt19937_64> rngs;
   for (int t = 0; t < threads; ++t) rngs.emplace_back(static_cast<unsigned>(t) * 7919 + static_cast<unsigned>(now_ns()));
-  return per_second(threads, seconds, [&](int t, long) {
+  std::atomic<long> reports{0};
+  const Usage before = usage();
+  const double rate = per_second(threads, seconds, [&](int t, long) {
     std::mt19937_64& rng = rngs[static_cast<std::size_t>(t)];
     ds::UpdateRequest r;
     r.key = {thing_of(static_cast<long>(rng() % static_cast<unsigned long>(shadows))), "main"};
@@ -73,7 +101,11 @@ double report_rate(ds::Engine& engine, long shadows, int threads, double seconds
     temp["ts"] = now_ns();
     r.state["temp"] = std::move(temp);
     engine.update(r);
+    ++reports;
   });
+  const Usage after = usage();
+  const double n = static_cast<double>(std::max(1L, reports.load()));
+  return {rate, (after.written_bytes - before.written_bytes) / 1024 / n, (after.cpu_us - before.cpu_us) / n};
 }
 
 // The median of `runs` timings of f, in ms.
@@ -128,11 +160,13 @@ int main(int argc, char** argv) {
   std::printf("built 5 fields over %ld shadows in %.1f s\n", shadows, std::chrono::duration<double>(Clock::now() - start).count());
   std::fflush(stdout);
 
-  std::printf("\n| round | durable reports/s without the index | with 5 declared fields | ratio |\n|---|---|---|---|\n");
+  std::printf("\n| round | durable reports/s without the index | with 5 declared fields | ratio "
+              "| KiB written a report, without / with | CPU µs a report, without / with |\n|---|---|---|---|---|---|\n");
   for (int r = 1; r <= rounds; ++r) {
-    const double without = report_rate(plain, shadows, threads, seconds);
-    const double with = report_rate(indexed, shadows, threads, seconds);
-    std::printf("| %d | %.0f | %.0f | %.2f |\n", r, without, with, with / without);
+    const Round without = report_round(plain, shadows, threads, seconds);
+    const Round with = report_round(indexed, shadows, threads, seconds);
+    std::printf("| %d | %.0f | %.0f | %.2f | %.1f / %.1f | %.0f / %.0f |\n", r, without.rate, with.rate, with.rate / without.rate,
+                without.written_kib, with.written_kib, without.cpu_us, with.cpu_us);
     std::fflush(stdout);
   }
 

@@ -5,7 +5,8 @@
 # With DynamoDB Local running (DS_DYNAMODB_ENDPOINT, as scripts/with-services.sh sets it) it
 # also measures what claiming each request costs: shadowd on one table with --mqtt-claim 3s
 # against --mqtt-claim 0, alternating.
-# Prints each round and the median ratios.
+# Prints each round (with the CPU time each round trip cost shadowd, the broker and the clients)
+# and the median ratios.
 # Usage: [scripts/with-services.sh] bench/mqtt_bench.sh [seconds per round] [rounds] [clients]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,11 +39,25 @@ mean_ms() {  # log file, store operation → its mean latency in ms, from shadow
 }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # user + system, in clock ticks
+# measure MODE: one run of bench_mqtt; prints its line, then the CPU µs each round trip cost
+# shadowd, the broker and the clients (bash's `time` of the clients' process).
+measure() {
+  local s0 m0 s1 m1 line client_cpu n
+  s0=$(cpu_ticks "$shadowd_pid"); m0=$(cpu_ticks "$broker_pid")
+  { TIMEFORMAT='%U %S'; time "$build/bench/bench_mqtt" "$1" "$port" "$clients" "$seconds" >"$data/line"; } 2>"$data/time"
+  s1=$(cpu_ticks "$shadowd_pid"); m1=$(cpu_ticks "$broker_pid")
+  line=$(cat "$data/line"); client_cpu=$(awk '{print $1 + $2}' "$data/time")
+  n=$(awk -v r="$(rate "$line")" -v s="$seconds" 'BEGIN {print r * s}')
+  awk -v line="$line" -v n="$n" -v s=$((s1 - s0)) -v m=$((m1 - m0)) -v c="$client_cpu" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN {printf "%s (CPU µs a round trip: shadowd %.0f, broker %.0f, clients %.0f)", line, s * 1e6 / hz / n, m * 1e6 / hz / n, c * 1e6 / n}'
+}
+broker_pid=$(cat "$data/broker/pid")
 start_shadowd "$data/shadowd.log" --store "${BENCH_STORE:-sqlite:$data/shadows.db}"
 ratios=()
 for round in $(seq "$rounds"); do
-  echo_line=$("$build/bench/bench_mqtt" echo "$port" "$clients" "$seconds")
-  shadow_line=$("$build/bench/bench_mqtt" shadow "$port" "$clients" "$seconds")
+  echo_line=$(measure echo)
+  shadow_line=$(measure shadow)
   ratio=$(awk -v a="$(rate "$shadow_line")" -v b="$(rate "$echo_line")" 'BEGIN {printf "%.3f", a / b}')
   ratios+=("$ratio")
   echo "round $round: broker $echo_line | shadowd $shadow_line | ratio $ratio"

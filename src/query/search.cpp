@@ -55,25 +55,30 @@ bool single_value(const IndexRange& r) {
 }
 
 // The comparison (or `or` of them) ready indexes serve that selects the fewest entries (counted
-// up to the budget), or null: then the filter's thing ranges are the plan.
+// up to the budget when there are several to choose from), or null: then the filter's thing
+// ranges are the plan.
 const IndexableComparison* choose(Store& store, const std::vector<IndexableComparison>& comparisons,
                                   const QueryOptions& options) {
-  const IndexableComparison* best = nullptr;
-  std::uint64_t fewest = 0;
+  std::vector<const IndexableComparison*> served;
   for (const IndexableComparison& c : comparisons) {
-    if (!options.indexes || !std::all_of(c.parts.begin(), c.parts.end(), [&](const IndexableComparison::Part& p) {
+    if (options.indexes && std::all_of(c.parts.begin(), c.parts.end(), [&](const IndexableComparison::Part& p) {
           return options.indexes->ready(p.property->text);
         })) {
-      continue;
+      served.push_back(&c);
     }
+  }
+  if (served.size() <= 1) return served.empty() ? nullptr : served.front();
+  const IndexableComparison* best = nullptr;
+  std::uint64_t fewest = 0;
+  for (const IndexableComparison* c : served) {
     const std::uint64_t cap = best ? fewest : options.budget + 1;
     std::uint64_t n = 0;
-    for (const IndexableComparison::Part& p : c.parts) {
+    for (const IndexableComparison::Part& p : c->parts) {
       for (const IndexRange& r : p.ranges) {
         if (n < cap) n += store.index_count(p.property->text, r, cap - n);
       }
     }
-    if (!best || n < fewest) best = &c, fewest = n;
+    if (!best || n < fewest) best = c, fewest = n;
   }
   return best;
 }
@@ -254,9 +259,11 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
 
 std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options) {
   if (options.indexes && !names_only(plan(scan.filter.thing_ranges(), scan.scope))) {
+    // The index's entries are exactly the matches of a comparison that is the whole filter (then
+    // the only one); any other filter is counted by the scan, which plans for itself.
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
-    const IndexableComparison* by = choose(store, comparisons, options);
-    if (by && by->whole) {  // the index's entries are exactly the matches
+    const IndexableComparison* by = comparisons.size() == 1 && comparisons.front().whole ? choose(store, comparisons, options) : nullptr;
+    if (by) {
       if (const IndexRange* single = single_value_range(*by); single && scan.scope.empty()) {
         return store.index_count(by->parts.front().property->text, *single, UINT64_MAX);
       }

@@ -397,7 +397,12 @@ class ReadCounter : public ForwardingStore {
     read_keys += keys.size();
     return inner_.read(keys);
   }
+  std::uint64_t index_count(std::string_view field, const ds::IndexRange& range, std::uint64_t cap) override {
+    ++index_counts;
+    return inner_.index_count(field, range, cap);
+  }
   std::size_t read_keys = 0;
+  std::size_t index_counts = 0;
 };
 
 struct Planner : Indexes {
@@ -420,7 +425,7 @@ struct Planner : Indexes {
     const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
     q::QueryOptions options{.budget = budget, .indexes = indexes ? keeper.get() : nullptr};
     std::vector<std::string> out;
-    counter.read_keys = 0;
+    counter.read_keys = counter.index_counts = 0;
     q::scan(counter, keys, {f, {}, after, false}, options, [&](const q::Subject& s) {
       out.push_back(s.key().thing + "|" + s.key().name);
       return out.size() < limit;
@@ -429,7 +434,7 @@ struct Planner : Indexes {
   }
   std::uint64_t count(std::string_view filter, bool indexes, std::span<const ds::ThingPattern> scope = {}) {
     const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
-    counter.read_keys = 0;
+    counter.read_keys = counter.index_counts = 0;
     return q::count(counter, keys, {f, scope, std::nullopt, false}, {.indexes = indexes ? keeper.get() : nullptr});
   }
 };
@@ -466,6 +471,12 @@ TEST_P(Planner, ReadsOnlyWhatTheMostSelectiveComparisonSelects) {
   EXPECT_LE(counter.read_keys, 100u);  // a page reads no further than it needs
   EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", true), 30u);
   EXPECT_EQ(counter.read_keys, 0u);  // counted from the index alone
+  EXPECT_EQ(counter.index_counts, 1u);  // one comparison: nothing to choose between, counted once
+  EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", true).size(), 30u);
+  EXPECT_EQ(counter.index_counts, 0u);
+  EXPECT_EQ(count(R"(and(eq(reported/fw,"2.0"),eq(reported/temp,10)))", true), 6u);
+  EXPECT_EQ(counter.index_counts, 2u);  // two to choose between: each counted, the fewer read
+  EXPECT_EQ(counter.read_keys, 6u);
   EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", false).size(), 30u);
   EXPECT_EQ(counter.read_keys, 300u);
 }
