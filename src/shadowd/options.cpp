@@ -219,9 +219,11 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--timestamp-keys", s.timestamp_keys, "members that make an object a timestamped value, in priority order")
       ->envname(env("TIMESTAMP_KEYS"))->delimiter(',')->capture_default_str();
   app.add_option("--history", s.history,
-                 "record the history journal: true, false, or stream (DynamoDB: written from the table's stream, "
-                 "not in each write's transaction)")
-      ->envname(env("HISTORY"))->check(CLI::IsMember({"true", "false", "stream"}))->capture_default_str();
+                 "record the history journal: true (or inline: in each write's transaction), false (or off), or "
+                 "stream (DynamoDB: written from the table's stream, not in each write's transaction)")
+      ->envname(env("HISTORY"))->check(CLI::IsMember({"true", "inline", "false", "off", "stream"}))
+      ->transform([](std::string v) { return v == "inline" ? "true" : v == "off" ? "false" : v; })
+      ->capture_default_str();
   app.add_option("--history-retention", s.history_retention, "how long history events are kept")
       ->envname(env("HISTORY_RETENTION"))->check(duration_of_at_least(std::chrono::seconds(0)))->capture_default_str();
   app.add_option("--history-image-every", s.history_image_every,

@@ -170,6 +170,16 @@ TEST(Options, SubcommandsParse) {
 
 }  // namespace
 
+TEST(Options, HistoryTakesInlineAndOffForTrueAndFalse) {
+  EXPECT_EQ(parse({}).command.options.history, "true");
+  EXPECT_EQ(parse({"--history", "inline"}).command.options.history, "true");
+  EXPECT_EQ(parse({"--history", "off"}).command.options.history, "false");
+  EXPECT_EQ(parse({"--history", "false"}).command.options.history, "false");
+  const Parsed bad = parse({"--history", "sometimes"});
+  EXPECT_EQ(bad.command.exit_status, 2);
+  EXPECT_NE(bad.error.find("--history"), std::string::npos) << bad.error;
+}
+
 TEST(Options, InlineReadsAreOnByDefaultAndTakeTrueOrFalse) {
   EXPECT_TRUE(parse({}).command.options.inline_reads);
   EXPECT_FALSE(parse({"--inline-reads", "false"}).command.options.inline_reads);
