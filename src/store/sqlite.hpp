@@ -17,7 +17,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <semaphore>
 #include <thread>
 #include <set>
 #include <span>
@@ -218,11 +217,15 @@ class SqliteStore final : public StoreBackend, public JobStore {
  private:
   using Connection = sqlite::Connection;
 
-  // A unit of work for the writer thread; `error` is set if it failed.
+  // A unit of work for the writer thread; `error` is set if it failed. Its caller sleeps until the
+  // writer marks it done (a mutex and condition variable rather than std::binary_semaphore,
+  // whose wait yields the CPU several times before it sleeps: four sched_yield calls a write).
   struct Job {
     std::function<void(Connection&)> run;
     std::exception_ptr error;
-    std::binary_semaphore done{0};  // released by the writer once `error` is final
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;  // guarded by mutex; set by the writer once `error` is final
   };
 
   static void migrate(Connection& c);

@@ -449,7 +449,10 @@ void SqliteStore::run_on_writer(std::function<void(Connection&)> work) {
     queue_.push_back(&job);
   }
   queue_cv_.notify_one();
-  job.done.acquire();
+  {
+    std::unique_lock lock(job.mutex);
+    job.cv.wait(lock, [&] { return job.done; });
+  }
   if (job.error) std::rethrow_exception(job.error);
 }
 
@@ -466,9 +469,15 @@ void SqliteStore::writer_loop() {
     }
     commit_group(group);
     if (std::exchange(appended_, false)) feed_listener_.call();
-    // Wakes exactly the group's callers. A job lives on its caller's stack: release() is the
-    // writer's last use of it (the wake-up that may follow passes on its address only).
-    for (Job* job : group) job->done.release();
+    // Wakes exactly the group's callers. A job lives on its caller's stack, and its caller
+    // returns once it holds the job's mutex and sees `done`: notifying before the unlock keeps
+    // the condition variable alive, and the unlock is the writer's last use of the job (the
+    // wake-up that may follow passes on the mutex's address only).
+    for (Job* job : group) {
+      std::lock_guard lock(job->mutex);
+      job->done = true;
+      job->cv.notify_one();
+    }
   }
 }
 
