@@ -48,6 +48,9 @@ std::string Metrics::render(const EngineStats& engine) const {
   for (const auto& [op, h] : store_latency_) append_histogram(out, "shadowd_store_operation_duration_seconds", "operation=\"" + op + "\"", h);
   append_header(out, "shadowd_http_requests_in_flight", "gauge", "HTTP requests being served.");
   append_sample(out, "shadowd_http_requests_in_flight", "", std::to_string(in_flight_.load()));
+  append_header(out, "shadowd_http_requests_handed_on_total", "counter",
+                "Requests tried on an I/O thread and handed to the workers: the store could not read at once.");
+  append_sample(out, "shadowd_http_requests_handed_on_total", "", std::to_string(handed_on_.load()));
   auto metric = [&](const char* type, const char* name, const char* help, const std::atomic<std::uint64_t>& v) {
     append_metric(out, type, name, help, v.load(std::memory_order_relaxed));
   };

@@ -24,7 +24,10 @@ class Metrics {
  public:
   void request_started() { ++in_flight_; }
   // A request started on an I/O thread and handed to the worker pool, where it starts again.
-  void request_handed_on() { --in_flight_; }
+  void request_handed_on() {
+    --in_flight_;
+    ++handed_on_;
+  }
   void request_finished(std::string_view route, std::string_view method, int status, double seconds);
   void store_operation(std::string_view operation, double seconds);
   std::string render(const EngineStats& engine) const;
@@ -44,6 +47,7 @@ class Metrics {
   std::map<std::string, Histogram> request_latency_;  // by route
   std::map<std::string, Histogram> store_latency_;    // by operation
   std::atomic<std::int64_t> in_flight_{0};
+  std::atomic<std::uint64_t> handed_on_{0};
   std::atomic<const HttpStats*> http_{nullptr};
   std::vector<std::function<void(std::string&)>> sections_;
 };

@@ -639,15 +639,17 @@ std::optional<std::vector<ThingRange>> ranges(const Filter::Node& n) {
 
 // The first section property under `n`: among the comparisons a match must pass when
 // `required`, else anywhere.
-const Property* section_property(const Filter::Node& n, bool required) {
+// Appends the section fields under `n` (those a match must pass when `required`) to `out`, once.
+void section_fields(const Filter::Node& n, bool required, std::vector<std::string>& out) {
   if (n.op == Op::and_ || (!required && (n.op == Op::or_ || n.op == Op::not_))) {
-    for (const Filter::Node& c : n.children) {
-      if (const Property* p = section_property(c, required)) return p;
-    }
-    return nullptr;
+    for (const Filter::Node& c : n.children) section_fields(c, required, out);
+    return;
   }
-  if (n.op == Op::or_ || n.op == Op::not_) return nullptr;
-  return n.property.in_section() && !n.property.path.empty() ? &n.property : nullptr;
+  if (n.op == Op::or_ || n.op == Op::not_ || !n.property.in_section() || n.property.path.empty()) return;
+  std::string text = n.property.text;
+  if (n.property.suffix == Property::Suffix::ts) text.resize(text.size() - 3);
+  if (n.property.suffix == Property::Suffix::changed) text.resize(text.size() - 8);
+  if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
 }
 
 // The index ranges one literal selects under `op` (see IndexableComparison).
@@ -902,15 +904,12 @@ std::vector<IndexableComparison> Filter::indexable() const {
   return out;
 }
 
-std::string Filter::field_to_index() const {
-  if (!root_) return {};
-  const Property* p = section_property(*root_, true);
-  if (!p) p = section_property(*root_, false);
-  if (!p) return {};
-  std::string text = p->text;
-  if (p->suffix == Property::Suffix::ts) text.resize(text.size() - 3);
-  if (p->suffix == Property::Suffix::changed) text.resize(text.size() - 8);
-  return text;
+std::vector<std::string> Filter::fields_to_index() const {
+  std::vector<std::string> out;
+  if (!root_) return out;
+  section_fields(*root_, true, out);
+  section_fields(*root_, false, out);
+  return out;
 }
 
 IndexValue index_number(const json::value& number) {

@@ -121,9 +121,10 @@ class Filter {
   // The things the filter can match, when a comparison every match must pass selects them by
   // name (eq, in, or like with a literal prefix on `thing`); nullopt: any thing.
   std::optional<std::vector<ThingRange>> thing_ranges() const;
-  // A field whose index would let the filter read less ("" when it compares none): the first
-  // section field a match must pass, else the first one it names.
-  std::string field_to_index() const;
+  // The section fields whose indexes would let the filter read less, each once (without @ts or
+  // @changed): first those a match must pass (under the top-level and), then the others, in the
+  // order the filter names them; empty when it compares none.
+  std::vector<std::string> fields_to_index() const;
   // The comparisons under the filter's top-level and (or the filter itself) that an index on
   // their property could select: eq, in, gt, ge, lt, le, and like with a literal prefix, on a
   // section path or a pseudo field; and each `or` there whose members all are such comparisons

@@ -22,20 +22,22 @@ std::optional<ThingRange> intersect(const ThingRange& a, const ThingRange& b) {
   return exact.text.starts_with(prefix.text) ? std::optional(exact) : std::nullopt;
 }
 
-// Names the field whose index would serve the query (`thing` when it compares none).
+// Names the first field the filter compares that has no ready index (`thing` when there is
+// none): declaring it, or waiting for its build, is what would let the query read less.
 [[noreturn]] void too_expensive(const Filter& filter, std::string_view why, const IndexKeeper* indexes) {
-  const std::string field = filter.field_to_index();
+  const std::vector<std::string> fields = filter.fields_to_index();
+  const auto unready = std::find_if(fields.begin(), fields.end(), [&](const std::string& f) { return !indexes || !indexes->ready(f); });
   std::string advice;
-  if (!field.empty()) {
+  if (unready != fields.end()) {
     const std::vector<IndexFieldState> declared_fields = indexes ? indexes->status() : std::vector<IndexFieldState>();
     const bool declared = std::any_of(declared_fields.begin(), declared_fields.end(),
-                                      [&](const IndexFieldState& f) { return f.field == field; });
-    advice = declared ? ", or wait until the index on " + field + " is built (GET /v1/index)"
-                      : ", or declare an index on " + field + " (PUT /v1/index)";
+                                      [&](const IndexFieldState& f) { return f.field == *unready; });
+    advice = declared ? ", or wait until the index on " + *unready + " is built (GET /v1/index)"
+                      : ", or declare an index on " + *unready + " (PUT /v1/index)";
   }
+  const std::string field = unready != fields.end() ? *unready : fields.empty() ? "thing" : fields.front();
   throw Error::query_too_expensive(
-      std::string(why) + "; narrow it by thing (eq, in, or like with a literal prefix on thing)" + advice,
-      field.empty() ? "thing" : field);
+      std::string(why) + "; narrow it by thing (eq, in, or like with a literal prefix on thing)" + advice, field);
 }
 
 [[noreturn]] void over_budget(const Filter& filter, const QueryOptions& options) {

@@ -275,7 +275,7 @@ int serve(const Settings& s) {
     job_runner->start();
   }
   ds::api::ApiOptions api_options{.private_readyz = s.private_readyz};
-  api_options.inline_reads = s.inline_reads;
+  api_options.inline_reads = s.inline_reads && !on_dynamodb;  // its reads go over the network
   api_options.queries = {.budget = s.query_budget, .scan_needs_consent = on_dynamodb, .indexes = indexes.get()};
   if (std::string key_file = cursor_key_file(s, store_spec); !key_file.empty()) {
     api_options.cursor_key = std::make_shared<const ds::query::CursorKey>(ds::query::CursorKey::from_file(key_file));

@@ -22,6 +22,13 @@ std::vector<ShadowRecord> MemoryStore::read(std::span<const ShadowKey> keys) {
   return out;
 }
 
+std::optional<ShadowRecord> MemoryStore::try_read(const ShadowKey& key) {
+  std::shared_lock lock(mutex_, std::try_to_lock);
+  if (!lock) return std::nullopt;
+  auto it = shadows_.find(key);
+  return it == shadows_.end() ? ShadowRecord{} : it->second;
+}
+
 void MemoryStore::write(const ShadowWrite& write) {
   {
     std::unique_lock lock(mutex_);

@@ -16,7 +16,7 @@ class MemoryStore final : public StoreBackend, public JobStore {
  public:
   // Store
   std::vector<ShadowRecord> read(std::span<const ShadowKey> keys) override;
-  std::optional<ShadowRecord> try_read(const ShadowKey& key) override { return Store::read(key); }
+  std::optional<ShadowRecord> try_read(const ShadowKey& key) override;  // unless a writer holds the store
   void write(const ShadowWrite& write) override;
   void append_history(std::span<const ShadowHistoryEvent> events) override;
   std::optional<StateImage> image_before(const ShadowKey& key, std::string_view event_id) override;

@@ -265,6 +265,7 @@ class SqliteStore final : public StoreBackend, public JobStore {
   std::mutex readers_mutex_;
   std::condition_variable readers_cv_;
   std::vector<std::unique_ptr<Connection>> idle_readers_;
+  std::size_t readers_awaited_ = 0;  // callers waiting for an idle reader, whom try_read leaves it to
 
   std::unique_ptr<Connection> checkpointer_;  // used by the checkpoint thread only
   std::thread checkpoint_thread_;

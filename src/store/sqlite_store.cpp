@@ -265,8 +265,13 @@ std::vector<ShadowRecord> SqliteStore::read(std::span<const ShadowKey> keys) {
 
 SqliteStore::ReaderLease::ReaderLease(SqliteStore& store, bool wait) : store(store) {
   std::unique_lock lock(store.readers_mutex_);
-  if (wait) store.readers_cv_.wait(lock, [&] { return !store.idle_readers_.empty(); });
-  if (store.idle_readers_.empty()) return;
+  if (wait) {
+    ++store.readers_awaited_;
+    store.readers_cv_.wait(lock, [&] { return !store.idle_readers_.empty(); });
+    --store.readers_awaited_;
+  }
+  // Without waiting, a reader given back goes to those who wait for one, not past them.
+  if (store.idle_readers_.empty() || (!wait && store.readers_awaited_ > 0)) return;
   connection = std::move(store.idle_readers_.back());
   store.idle_readers_.pop_back();
 }

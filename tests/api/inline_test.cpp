@@ -6,6 +6,7 @@
 #include "deviceshadow/memory_store.hpp"
 #include "http/log.hpp"
 #include "http/metrics.hpp"
+#include "support/forwarding_store.hpp"
 
 #include <gtest/gtest.h>
 
@@ -72,10 +73,32 @@ TEST_F(InlineAnswers, WhatWouldWaitGoesToThePool) {
   EXPECT_TRUE(inline_answer("GET", "/healthz"));
 }
 
-TEST_F(InlineAnswers, ARequestHandedOnIsNoLongerInFlight) {
+// A request handed on is counted once, by the worker that answers it.
+TEST_F(InlineAnswers, ARequestHandedOnIsCountedOnce) {
   EXPECT_FALSE(inline_answer("GET", "/v1/things/t%201/shadows/main?reportedVersion=1"));
-  EXPECT_NE(metrics.render(engine.stats()).find("shadowd_http_requests_in_flight 0\n"), std::string::npos)
-      << metrics.render(engine.stats());
+  std::string text = metrics.render(engine.stats());
+  EXPECT_NE(text.find("shadowd_http_requests_in_flight 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("shadowd_http_requests_handed_on_total 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("shadowd_http_requests_total{"), std::string::npos) << text;
+  api::Api pool(engine, nullptr, metrics, logger);
+  EXPECT_EQ(pool.handle(request("GET", "/v1/things/t%201/shadows/main?reportedVersion=1")).status, 200);
+  text = metrics.render(engine.stats());
+  EXPECT_NE(text.find(R"(shadowd_http_requests_total{route="/v1/things/{thing}/shadows/{name}",method="GET",status="200"} 1)"),
+            std::string::npos) << text;
+}
+
+// A store that cannot read at once (as DynamoDB): the GET goes to the pool.
+class NoReadAtOnce final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;  // try_read: Store's default, nullopt
+};
+
+TEST_F(InlineAnswers, AGetTheStoreCannotReadAtOnceGoesToThePool) {
+  NoReadAtOnce slow(*store);
+  ds::Engine over_slow(slow);
+  api::Api a(over_slow, nullptr, metrics, logger);
+  EXPECT_FALSE(a.handle_inline(request("GET", "/v1/things/t%201/shadows/main")));
+  EXPECT_EQ(a.handle(request("GET", "/v1/things/t%201/shadows/main")).status, 200);
 }
 
 }  // namespace

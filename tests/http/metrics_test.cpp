@@ -1,6 +1,8 @@
 // shadowd's metrics registry (src/server/metrics.hpp).
 #include "http/metrics.hpp"
 
+#include "deviceshadow/memory_store.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -34,6 +36,18 @@ TEST(Metrics, SectionsRenderWithoutTheRegistryLockHeld) {
   recorded.wait();
   EXPECT_NE(metrics.render(stats).find(R"(shadowd_store_operation_duration_seconds_count{operation="append_history"} 1)"),
             std::string::npos);
+}
+
+// shadowd wraps its store in a MeteredStore: try_read must reach the store behind it (else no
+// GET would be answered on an I/O thread), and count as a read.
+TEST(Metrics, AMeteredStoreTriesToReadThroughItsStore) {
+  srv::Metrics metrics;
+  auto inner = deviceshadow::make_memory_store();
+  srv::MeteredStore metered(*inner, metrics);
+  const std::optional<deviceshadow::ShadowRecord> record = metered.try_read({"t", "main"});
+  ASSERT_TRUE(record);
+  EXPECT_FALSE(record->exists());
+  EXPECT_NE(metrics.render({}).find(R"(shadowd_store_operation_duration_seconds_count{operation="read"} 1)"), std::string::npos);
 }
 
 }  // namespace

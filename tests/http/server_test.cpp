@@ -93,9 +93,14 @@ class SplitService final : public srv::Service {
     return {status, "text/plain", message, {}};
   }
   std::optional<srv::HttpResponse> handle_inline(const srv::HttpRequest& r) override {
-    if (!r.target.starts_with("/inline/")) return std::nullopt;  // declined: the pool serves it
-    return handle(r);
+    if (r.target.starts_with("/inline/")) return handle(r);
+    if (r.target.starts_with("/declined/")) {  // tried, then left to the pool
+      std::lock_guard lock(mutex);
+      tried.push_back(r.target);
+    }
+    return std::nullopt;
   }
+  std::vector<std::string> tried;  // targets handle_inline declined after a try
 };
 
 TEST(HttpServer, HandlersThatNeverBlockRunOnTheIoThreadInRequestOrder) {
@@ -115,9 +120,10 @@ TEST(HttpServer, HandlersThatNeverBlockRunOnTheIoThreadInRequestOrder) {
                                                   "GET /inline/2 HTTP/1.1\r\nHost: x\r\n\r\n"
                                                   "GET /inline/throw HTTP/1.1\r\nHost: x\r\n\r\n"
                                                   "GET /pool/3 HTTP/1.1\r\nHost: x\r\n\r\n"
-                                                  "GET /inline/4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                                                  "GET /declined/4 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                  "GET /inline/5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   std::size_t at = 0;
-  for (const char* body : {"/pool/1", "/inline/2", "internal error", "/pool/3", "/inline/4"}) {
+  for (const char* body : {"/pool/1", "/inline/2", "internal error", "/pool/3", "/declined/4", "/inline/5"}) {
     const std::size_t found = out.find(body, at);
     ASSERT_NE(found, std::string::npos) << body << " in order in " << out;
     at = found;
@@ -125,7 +131,8 @@ TEST(HttpServer, HandlersThatNeverBlockRunOnTheIoThreadInRequestOrder) {
   EXPECT_NE(out.find("HTTP/1.1 500"), std::string::npos) << out;
   server.stop();
   runner.join();
-  ASSERT_EQ(service.served.size(), 5u);
+  ASSERT_EQ(service.served.size(), 6u);  // each once
+  EXPECT_EQ(service.tried, std::vector<std::string>{"/declined/4"});
   for (const auto& [target, thread] : service.served) {
     if (target.starts_with("/inline/")) {
       EXPECT_EQ(thread, io) << target;

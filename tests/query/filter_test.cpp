@@ -298,11 +298,13 @@ TEST(Filter, ThingRangesSelectWhatTheFilterCanMatch) {
   EXPECT_EQ(q::Filter().thing_ranges(), std::nullopt);
 }
 
-TEST(Filter, FieldToIndexPrefersWhatAMatchMustPass) {
-  auto field = [](std::string_view f) { return q::Filter::parse(f, kNow).field_to_index(); };
-  EXPECT_EQ(field(R"(and(or(eq(reported/a,1),eq(reported/b,1)),lt(reported/c@ts,time:now)))"), "reported/c");
-  EXPECT_EQ(field(R"(or(eq(reported/a,1),eq(reported/b,1)))"), "reported/a");
-  EXPECT_EQ(field(R"(eq(thing,"x"))"), "");
+TEST(Filter, FieldsToIndexPutWhatAMatchMustPassFirst) {
+  using V = std::vector<std::string>;
+  auto fields = [](std::string_view f) { return q::Filter::parse(f, kNow).fields_to_index(); };
+  EXPECT_EQ(fields(R"(and(or(eq(reported/a,1),eq(reported/b,1)),lt(reported/c@ts,time:now)))"),
+            (V{"reported/c", "reported/a", "reported/b"}));
+  EXPECT_EQ(fields(R"(or(eq(reported/a,1),not(eq(desired/b@changed,1)),eq(reported/a,2)))"), (V{"reported/a", "desired/b"}));
+  EXPECT_EQ(fields(R"(eq(thing,"x"))"), V{});
 }
 
 TEST(Filter, Projection) {

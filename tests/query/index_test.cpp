@@ -477,6 +477,8 @@ TEST_P(Planner, ReadsOnlyWhatTheMostSelectiveComparisonSelects) {
   EXPECT_EQ(count(R"(and(eq(reported/fw,"2.0"),eq(reported/temp,10)))", true), 6u);
   EXPECT_EQ(counter.index_counts, 2u);  // two to choose between: each counted, the fewer read
   EXPECT_EQ(counter.read_keys, 6u);
+  EXPECT_EQ(count(R"(or(eq(reported/fw,"2.0"),eq(reported/temp,7)))", true), 36u);
+  EXPECT_EQ(counter.index_counts, 0u);  // one comparison (an or): its entries read, not counted first
   EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", false).size(), 30u);
   EXPECT_EQ(counter.read_keys, 300u);
 }
@@ -579,6 +581,14 @@ TEST_P(Planner, ABudgetRefusesAnUndeclaredFieldAndNamesIt) {
   EXPECT_EQ(find("eq(reported/temp,7)", true, std::nullopt, 50).size(), 6u);
   // A comparison selecting more than the budget is refused as well.
   EXPECT_THROW(find("ge(reported/temp,0)", true, std::nullopt, 50), ds::Error);
+  // An `or` names its member that has no index, not the first one.
+  try {
+    find("or(eq(reported/temp,7),eq(reported/flag,true))", true, std::nullopt, 50);
+    FAIL();
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::query_too_expensive);
+    EXPECT_NE(std::string(e.what()).find("declare an index on reported/flag"), std::string::npos) << e.what();
+  }
 }
 
 TEST_P(Planner, CountsWithinTheTokensThings) {

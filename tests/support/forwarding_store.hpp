@@ -12,7 +12,6 @@ class ForwardingStore : public deviceshadow::Store {
   std::vector<deviceshadow::ShadowRecord> read(std::span<const deviceshadow::ShadowKey> keys) override {
     return inner_.read(keys);
   }
-  std::optional<deviceshadow::ShadowRecord> try_read(const deviceshadow::ShadowKey& key) override { return inner_.try_read(key); }
   void write(const deviceshadow::ShadowWrite& w) override { inner_.write(w); }
   std::vector<deviceshadow::ShadowSummary> list_shadows(std::string_view thing, std::string_view after,
                                                         std::size_t limit) override {
