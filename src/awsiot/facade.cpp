@@ -20,6 +20,7 @@ struct Facade::Context {
   const http::Grant* grant = nullptr;  // null: the facade is open
   ShadowKey key;                         // of a shadow route
   bool classic = false;                  // the key is the classic shadow's
+  bool must_not_wait = false;            // on an I/O thread: a handler that would wait throws WouldWait
 };
 
 namespace {
@@ -59,16 +60,32 @@ HttpResponse Facade::refuse(int status, const std::string& message) const {
   return r;
 }
 
-HttpResponse Facade::handle(const http::HttpRequest& request) {
+std::optional<HttpResponse> Facade::handle_inline(const http::HttpRequest& request) {
+  // /things/{thing}/shadow: the thing is percent-encoded, so holds no '/'.
+  const std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
+  constexpr std::string_view kThings = "/things/";
+  if (!options_.inline_reads || request.method != "GET" || !path.starts_with(kThings)) return std::nullopt;
+  const std::string_view rest = path.substr(kThings.size());
+  if (rest.find('/') == std::string_view::npos || rest.substr(rest.find('/')) != "/shadow") return std::nullopt;
+  return respond(request, true);
+}
+
+HttpResponse Facade::handle(const http::HttpRequest& request) { return *respond(request, false); }
+
+std::optional<HttpResponse> Facade::respond(const http::HttpRequest& request, bool must_not_wait) {
   const auto start = std::chrono::steady_clock::now();
   metrics_.request_started();
   Context ctx{request, {}};
+  ctx.must_not_wait = must_not_wait;
   HttpResponse response;
   try {
     ctx.target = http::split_target(request.target);
     authenticate(ctx);
     response = route(ctx);
     response.sheddable = request.method == "GET";
+  } catch (const WouldWait&) {
+    metrics_.request_handed_on();
+    return std::nullopt;
   } catch (const Error& e) {
     response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) {
@@ -144,7 +161,9 @@ HttpResponse Facade::route(Context& ctx) {
 
 HttpResponse Facade::get(Context& ctx) {
   authorize(ctx, http::Action::read, ctx.key.thing);
-  return json_response(render_document(engine_.get(ctx.key), engine_.store().shares_versions(),
+  std::optional<ShadowView> view = ctx.must_not_wait ? engine_.try_get(ctx.key) : engine_.get(ctx.key);
+  if (!view) throw WouldWait{};
+  return json_response(render_document(*view, engine_.store().shares_versions(),
                                        engine_.options().document.timestamp_keys, now_seconds()));
 }
 

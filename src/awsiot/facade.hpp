@@ -23,6 +23,9 @@ namespace deviceshadow::awsiot {
 struct FacadeOptions {
   std::string classic_shadow = "main";  // the shadow AWS's classic (unnamed) shadow maps to
   bool acknowledge = false;             // acknowledge desired values that reported reaches
+  // GetThingShadow answered on the I/O thread when the store can read at once, as API v1's GETs
+  // (api::ApiOptions::inline_reads).
+  bool inline_reads = true;
 };
 
 // Who may call the facade. With a verifier, every request must carry a valid SigV4 signature
@@ -40,6 +43,8 @@ class Facade final : public http::Service {
   static bool serves(std::string_view target) noexcept;
   // Never throws. Safe to call concurrently.
   http::HttpResponse handle(const http::HttpRequest& request) override;
+  // GetThingShadow, when the store can read the shadow at once (FacadeOptions::inline_reads).
+  std::optional<http::HttpResponse> handle_inline(const http::HttpRequest& request) override;
   // A refusal by the transport (an oversized body, …) in AWS's format, with `status` kept.
   http::HttpResponse refuse(int status, const std::string& message) const override;
   // The facade's routes, as api::Api::routes() lists API v1's.
@@ -47,6 +52,10 @@ class Facade final : public http::Service {
 
  private:
   struct Context;
+  // Thrown by a handler called on the I/O thread (Context::must_not_wait) that would wait.
+  struct WouldWait {};
+  // handle(), or on the I/O thread handle_inline(): nullopt when a handler would wait.
+  std::optional<http::HttpResponse> respond(const http::HttpRequest& request, bool must_not_wait);
   http::HttpResponse route(Context& ctx);
   http::HttpResponse get(Context& ctx);
   http::HttpResponse update(Context& ctx);

@@ -285,7 +285,7 @@ int serve(const Settings& s) {
   api_options.streams_off = streams_off;
   ds::api::Api api(engine, auth ? &*auth : nullptr, metrics, logger, &dispatcher, api_options);
   awsiot::Facade facade(engine, {verifier ? &*verifier : nullptr, auth ? &*auth : nullptr}, metrics, logger,
-                        {s.aws_classic_shadow, s.aws_acknowledge});
+                        {s.aws_classic_shadow, s.aws_acknowledge, api_options.inline_reads});
   std::unique_ptr<awsiot::MqttBridge> bridge;
   if (!s.mqtt.empty()) {
     bridge = std::make_unique<awsiot::MqttBridge>(
