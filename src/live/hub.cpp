@@ -114,18 +114,17 @@ struct Hub::Subscription {
   bool replaying = false;
   std::vector<Held> held;  // live events that came during the replay
   std::size_t held_bytes = 0;
-  // What a replay across shadows sent that may still come live, as "{id}\x01{thing}\x01{name}"
-  // (ids start with their time, so the set is in time order): written by the replaying thread
-  // alone while `replaying`, read under `mutex` after. Not the last id per shadow: across
-  // shadows the replay reads history's time index, which may show an event after a later one of
-  // its shadow (on DynamoDB: a write that committed late), and that event must still be sent.
-  // Only what is likely to come live again is kept (replay_window_ns, at most `limit` bytes):
-  // what is left out may come twice, never not at all.
+  // What a replay sent that may still come live, as "{id}\x01{thing}\x01{name}" (ids start
+  // with their time, so the set is in time order): written by the replaying thread alone while
+  // `replaying`, read under `mutex` after. Not the last id per shadow: history may show an event
+  // after a later one of its shadow (on DynamoDB: a write that committed late; or a write of the
+  // other section through another shadowd, which took an earlier time), and that event must
+  // still be sent. Only what is likely to come live again is kept (replay_window_ns, at most
+  // `limit` bytes): what is left out may come twice, never not at all.
   std::set<std::string> replayed;
   std::size_t replayed_bytes = 0;
   std::int64_t replay_window_ns = 0;
-  // A resumed stream of one shadow: the client has every event up to this id (its resume point,
-  // then the last one replayed), as ids grow with versions within a shadow.
+  // A resumed stream of one shadow: the client has every event up to this id, its resume point.
   std::string shadow_floor;
 
   static std::string replay_key(std::string_view id, std::string_view thing, std::string_view name) {
@@ -138,7 +137,7 @@ struct Hub::Subscription {
   }
   // Whether a live event of a resumed stream is one the client has.
   bool has(std::string_view id, std::int64_t ns, const std::string& key) {
-    if (!shadow_floor.empty()) return id <= shadow_floor;
+    if (!shadow_floor.empty() && id <= shadow_floor) return true;
     if (replayed.empty()) return false;
     // Ids older than the window cannot come again: forget them.
     replayed.erase(replayed.begin(), replayed.lower_bound(event_id_time_prefix(saturating_sub(ns, replay_window_ns))));
@@ -339,9 +338,7 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
       if (!passes(sub.request.selection, query::Subject(it->first, it->second, keys), w.timestamp_ns)) return true;
     }
     if (gap && !announce_gap(e.id)) return false;
-    if (sub.request.shadow) {
-      sub.shadow_floor = e.id;
-    } else if (e.timestamp_ns >= saturating_sub(now, sub.replay_window_ns) && sub.replayed_bytes < sub.limit) {
+    if (e.timestamp_ns >= saturating_sub(now, sub.replay_window_ns) && sub.replayed_bytes < sub.limit) {
       std::string k = Subscription::replay_key(e.id, key.thing, key.name);
       sub.replayed_bytes += k.size() + 32;
       sub.replayed.insert(std::move(k));

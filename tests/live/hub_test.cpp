@@ -441,5 +441,42 @@ TEST(PollingHub, AnEventCommittedAfterTheReplaySentALaterOneOfItsShadowStillCome
   EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id, history[1].id, id}));
 }
 
+// A stream of one shadow resumed: an event of the other section that took an earlier time and
+// committed after the replay (a write through another shadowd) still comes, and nothing twice.
+TEST(PollingHub, AShadowsStreamStillGetsAnEventCommittedAfterTheReplayWithAnEarlierId) {
+  std::unique_ptr<ds::Store> store = ds::make_memory_store();
+  ds::Engine engine{*store};
+  live::HubOptions options{.heartbeat = std::chrono::hours(1), .max_streams = 3};
+  options.poll = live::HubOptions::Poll{.interval = std::chrono::milliseconds(10), .recent = std::chrono::milliseconds(1000),
+                                        .settle = std::chrono::milliseconds(1500), .late = std::chrono::milliseconds(3000)};
+  live::Hub hub{engine, options};
+  ds::UpdateRequest r;
+  r.key = {"t1", "main"};
+  r.section = ds::Section::reported;
+  r.state = ds::parse_json(R"({"a":1})").as_object();
+  engine.update(r);
+  const std::int64_t late = ds::now().unix_nanos();  // the late write's time, before the next write
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  r.state = ds::parse_json(R"({"a":2})").as_object();
+  engine.update(r);
+  const auto history = engine.history(r.key, {.limit = 10, .descending = false}).events;
+  ASSERT_EQ(history.size(), 2u);
+  auto stream = std::make_shared<FakeStream>();
+  live::StreamRequest request;
+  request.shadow = r.key;
+  request.selection = ds::notify::parse_selection(ds::json::object{});
+  request.after = live::parse_resume_point(history[0].id, "after");
+  hub.serve(stream, std::move(request), hub.admit(true));
+  ASSERT_EQ(stream->ids(), std::vector<std::string>{history[1].id});  // replayed after the point
+  char id[48];
+  std::snprintf(id, sizeof id, "%020lld#D1", static_cast<long long>(late));
+  std::string json = history[1].json;
+  json.replace(json.find(history[1].id), history[1].id.size(), id);
+  store->append_history(std::vector<ds::ShadowHistoryEvent>{{{"t1", "main"}, {id, late, INT64_MAX, json}}});
+  for (int i = 0; i < 300 && stream->ids().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1800));  // every event settled and swept once more
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[1].id, id}));
+}
+
 
 }  // namespace
