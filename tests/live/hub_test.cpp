@@ -321,6 +321,27 @@ TEST(HistorySince, EveryShadowInTimeOrderOnMemoryAndSqlite) {
 }
 
 
+// A hub that polls its store's history every 10 ms (DynamoDB's way), with these windows.
+live::HubOptions polling(std::chrono::milliseconds recent, std::chrono::milliseconds settle,
+                         std::chrono::milliseconds late = std::chrono::milliseconds(120000)) {
+  live::HubOptions options{.heartbeat = std::chrono::hours(1), .max_streams = 3};
+  options.poll = live::HubOptions::Poll{.interval = std::chrono::milliseconds(10), .recent = recent, .settle = settle, .late = late};
+  return options;
+}
+
+// Commits `like`'s change again as `thing`'s, under the id "{ns}#{tag}": a write that took its
+// time `ns` and commits now (as another process's may). Returns the id.
+std::string commit_late(ds::Store& store, const ds::HistoryEvent& like, std::string_view thing, std::int64_t ns,
+                        std::string_view tag) {
+  char id[48];
+  std::snprintf(id, sizeof id, "%020lld#%.*s", static_cast<long long>(ns), static_cast<int>(tag.size()), tag.data());
+  std::string json = like.json;
+  json.replace(json.find(like.id), like.id.size(), id);
+  if (thing != "t1") json.replace(json.find("\"t1\""), 4, "\"" + std::string(thing) + "\"");
+  store.append_history(std::vector<ds::ShadowHistoryEvent>{{{std::string(thing), "main"}, {id, ns, INT64_MAX, json}}});
+  return id;
+}
+
 // A hub that polls its store's history (DynamoDB's way) sees the writes another process makes on
 // the same store (here another engine), and a write that commits well after its time (a history
 // event appended late) when it settles; each event once.
@@ -328,10 +349,7 @@ TEST(PollingHub, SeesWritesOfAnotherEngineOnTheSameStoreOnce) {
   std::unique_ptr<ds::Store> store = ds::make_memory_store();
   ds::Engine mine{*store};
   ds::Engine other{*store};
-  live::HubOptions options{.heartbeat = std::chrono::hours(1), .max_streams = 3};
-  options.poll = live::HubOptions::Poll{.interval = std::chrono::milliseconds(10), .recent = std::chrono::milliseconds(300),
-                                        .settle = std::chrono::milliseconds(1500)};
-  live::Hub hub{mine, options};
+  live::Hub hub{mine, polling(std::chrono::milliseconds(300), std::chrono::milliseconds(1500))};
   auto stream = std::make_shared<FakeStream>();
   live::StreamRequest request;
   request.selection = ds::notify::parse_selection(ds::json::object{});
@@ -352,14 +370,7 @@ TEST(PollingHub, SeesWritesOfAnotherEngineOnTheSameStoreOnce) {
   ASSERT_EQ(history.size(), 2u);
   ASSERT_TRUE(eventually([&] { return stream->ids().size() >= 2; }));
   // Committed late: its time is past `recent` when it shows up; the sweep sends it.
-  const std::int64_t late = ds::now().unix_nanos() - 700'000'000;
-  char id[48];
-  std::snprintf(id, sizeof id, "%020lld#R7", static_cast<long long>(late));
-  std::string json = history[1].json;  // the same change, as t2's, with the late id
-  json.replace(json.find(history[1].id), history[1].id.size(), id);
-  json.replace(json.find("\"t1\""), 4, "\"t2\"");
-  const std::vector<ds::ShadowHistoryEvent> appended{{{"t2", "main"}, {id, late, INT64_MAX, json}}};
-  store->append_history(appended);
+  const std::string id = commit_late(*store, history[1], "t2", ds::now().unix_nanos() - 700'000'000, "R7");
   ASSERT_TRUE(eventually([&] { return stream->ids().size() >= 3; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(1800));  // every event has settled and been swept
   EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id, history[1].id, id}));
@@ -371,10 +382,7 @@ TEST(PollingHub, SeesWritesOfAnotherEngineOnTheSameStoreOnce) {
 TEST(PollingHub, AnEventPastTheSweepComesWithTheLateSweep) {
   std::unique_ptr<ds::Store> store = ds::make_memory_store();
   ds::Engine engine{*store};
-  live::HubOptions options{.heartbeat = std::chrono::hours(1), .max_streams = 3};
-  options.poll = live::HubOptions::Poll{.interval = std::chrono::milliseconds(10), .recent = std::chrono::milliseconds(100),
-                                        .settle = std::chrono::milliseconds(300), .late = std::chrono::milliseconds(2000)};
-  live::Hub hub{engine, options};
+  live::Hub hub{engine, polling(std::chrono::milliseconds(100), std::chrono::milliseconds(300), std::chrono::milliseconds(2000))};
   auto stream = std::make_shared<FakeStream>();
   live::StreamRequest request;
   request.selection = ds::notify::parse_selection(ds::json::object{});
@@ -389,13 +397,7 @@ TEST(PollingHub, AnEventPastTheSweepComesWithTheLateSweep) {
   ASSERT_EQ(history.size(), 1u);
   // Its time is 800 ms ago, after the stream opened but past `settle` (the sweep passed it
   // already); committed now.
-  const std::int64_t late = ds::now().unix_nanos() - 800'000'000;
-  char id[48];
-  std::snprintf(id, sizeof id, "%020lld#R7", static_cast<long long>(late));
-  std::string json = history[0].json;
-  json.replace(json.find(history[0].id), history[0].id.size(), id);
-  json.replace(json.find("\"t1\""), 4, "\"t2\"");
-  store->append_history(std::vector<ds::ShadowHistoryEvent>{{{"t2", "main"}, {id, late, INT64_MAX, json}}});
+  const std::string id = commit_late(*store, history[0], "t2", ds::now().unix_nanos() - 800'000'000, "R7");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id})) << "the sweep of settled events passed it";
   for (int i = 0; i < 500 && stream->ids().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -403,80 +405,67 @@ TEST(PollingHub, AnEventPastTheSweepComesWithTheLateSweep) {
   EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id, id}));
 }
 
+// Two reports of t1/main, 20 ms apart, on a polling hub; `late` is a time between them.
+struct LateCommit {
+  std::unique_ptr<ds::Store> store = ds::make_memory_store();
+  ds::Engine engine{*store};
+  live::Hub hub{engine, polling(std::chrono::milliseconds(1000), std::chrono::milliseconds(1500), std::chrono::milliseconds(3000))};
+  std::int64_t late = 0;
+  std::vector<ds::HistoryEvent> history;
+
+  LateCommit() {
+    ds::UpdateRequest r;
+    r.key = {"t1", "main"};
+    r.section = ds::Section::reported;
+    r.state = ds::parse_json(R"({"a":1})").as_object();
+    engine.update(r);
+    late = ds::now().unix_nanos();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    r.state = ds::parse_json(R"({"a":2})").as_object();
+    engine.update(r);
+    history = engine.history(r.key, {.limit = 10, .descending = false}).events;
+  }
+  // A stream resumed after the first report: of t1/main alone, or of every shadow.
+  std::shared_ptr<FakeStream> resume(bool one_shadow) {
+    auto stream = std::make_shared<FakeStream>();
+    live::StreamRequest request;
+    if (one_shadow) request.shadow = ds::ShadowKey{"t1", "main"};
+    request.selection = ds::notify::parse_selection(ds::json::object{});
+    request.after = live::parse_resume_point(history[0].id, "after");
+    hub.serve(stream, std::move(request), hub.admit(true));
+    return stream;
+  }
+  // Waits for `n` events, then until every event has settled and been swept once more.
+  static void settle(const FakeStream& stream, std::size_t n) {
+    for (int i = 0; i < 300 && stream.ids().size() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+  }
+};
+
 // On a store several processes write, an event may commit after a later event of its shadow
 // was replayed (its write took its time first and committed late, through another process):
 // when the poll then finds it, the resumed stream still gets it; the events it replayed it
 // does not get twice.
 TEST(PollingHub, AnEventCommittedAfterTheReplaySentALaterOneOfItsShadowStillComes) {
-  std::unique_ptr<ds::Store> store = ds::make_memory_store();
-  ds::Engine engine{*store};
-  live::HubOptions options{.heartbeat = std::chrono::hours(1), .max_streams = 3};
-  options.poll = live::HubOptions::Poll{.interval = std::chrono::milliseconds(10), .recent = std::chrono::milliseconds(1000),
-                                        .settle = std::chrono::milliseconds(1500), .late = std::chrono::milliseconds(3000)};
-  live::Hub hub{engine, options};
-  ds::UpdateRequest r;
-  r.key = {"t1", "main"};
-  r.section = ds::Section::reported;
-  r.state = ds::parse_json(R"({"a":1})").as_object();
-  engine.update(r);
-  const std::int64_t late = ds::now().unix_nanos();  // the late write's time, before the next write
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  r.state = ds::parse_json(R"({"a":2})").as_object();
-  engine.update(r);
-  const auto history = engine.history(r.key, {.limit = 10, .descending = false}).events;
-  ASSERT_EQ(history.size(), 2u);
-  auto stream = std::make_shared<FakeStream>();
-  live::StreamRequest request;
-  request.selection = ds::notify::parse_selection(ds::json::object{});
-  request.after = live::parse_resume_point(history[0].id, "after");
-  hub.serve(stream, std::move(request), hub.admit(true));
-  ASSERT_EQ(stream->ids(), (std::vector<std::string>{history[0].id, history[1].id}));  // replayed, reaching back
-  char id[48];
-  std::snprintf(id, sizeof id, "%020lld#R7", static_cast<long long>(late));
-  std::string json = history[1].json;
-  json.replace(json.find(history[1].id), history[1].id.size(), id);
-  store->append_history(std::vector<ds::ShadowHistoryEvent>{{{"t1", "main"}, {id, late, INT64_MAX, json}}});
-  for (int i = 0; i < 300 && stream->ids().size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1800));  // every event settled and swept once more
-  EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[0].id, history[1].id, id}));
+  LateCommit c;
+  ASSERT_EQ(c.history.size(), 2u);
+  const auto stream = c.resume(false);
+  ASSERT_EQ(stream->ids(), (std::vector<std::string>{c.history[0].id, c.history[1].id}));  // replayed, reaching back
+  const std::string id = commit_late(*c.store, c.history[1], "t1", c.late, "R7");
+  LateCommit::settle(*stream, 3);
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{c.history[0].id, c.history[1].id, id}));
 }
 
 // A stream of one shadow resumed: an event of the other section that took an earlier time and
 // committed after the replay (a write through another shadowd) still comes, and nothing twice.
 TEST(PollingHub, AShadowsStreamStillGetsAnEventCommittedAfterTheReplayWithAnEarlierId) {
-  std::unique_ptr<ds::Store> store = ds::make_memory_store();
-  ds::Engine engine{*store};
-  live::HubOptions options{.heartbeat = std::chrono::hours(1), .max_streams = 3};
-  options.poll = live::HubOptions::Poll{.interval = std::chrono::milliseconds(10), .recent = std::chrono::milliseconds(1000),
-                                        .settle = std::chrono::milliseconds(1500), .late = std::chrono::milliseconds(3000)};
-  live::Hub hub{engine, options};
-  ds::UpdateRequest r;
-  r.key = {"t1", "main"};
-  r.section = ds::Section::reported;
-  r.state = ds::parse_json(R"({"a":1})").as_object();
-  engine.update(r);
-  const std::int64_t late = ds::now().unix_nanos();  // the late write's time, before the next write
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  r.state = ds::parse_json(R"({"a":2})").as_object();
-  engine.update(r);
-  const auto history = engine.history(r.key, {.limit = 10, .descending = false}).events;
-  ASSERT_EQ(history.size(), 2u);
-  auto stream = std::make_shared<FakeStream>();
-  live::StreamRequest request;
-  request.shadow = r.key;
-  request.selection = ds::notify::parse_selection(ds::json::object{});
-  request.after = live::parse_resume_point(history[0].id, "after");
-  hub.serve(stream, std::move(request), hub.admit(true));
-  ASSERT_EQ(stream->ids(), std::vector<std::string>{history[1].id});  // replayed after the point
-  char id[48];
-  std::snprintf(id, sizeof id, "%020lld#D1", static_cast<long long>(late));
-  std::string json = history[1].json;
-  json.replace(json.find(history[1].id), history[1].id.size(), id);
-  store->append_history(std::vector<ds::ShadowHistoryEvent>{{{"t1", "main"}, {id, late, INT64_MAX, json}}});
-  for (int i = 0; i < 300 && stream->ids().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1800));  // every event settled and swept once more
-  EXPECT_EQ(stream->ids(), (std::vector<std::string>{history[1].id, id}));
+  LateCommit c;
+  ASSERT_EQ(c.history.size(), 2u);
+  const auto stream = c.resume(true);
+  ASSERT_EQ(stream->ids(), std::vector<std::string>{c.history[1].id});  // replayed after the point
+  const std::string id = commit_late(*c.store, c.history[1], "t1", c.late, "D1");
+  LateCommit::settle(*stream, 2);
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{c.history[1].id, id}));
 }
-
 
 }  // namespace
