@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const ds::query::Filter filter = ds::query::Filter::parse(text, 1'795'750'000'000'000'000);
     (void)filter.matches(ds::query::Subject(shadow.key, shadow.record, shadow.keys));
     (void)filter.thing_ranges();
-    (void)filter.field_to_index();
+    (void)filter.fields_to_index();
   } catch (const ds::Error& e) {
     check(e.code() == ds::ErrorCode::invalid_filter);
     check(e.details().offset && *e.details().offset <= size);
