@@ -11,8 +11,8 @@
 // it has settled, de-duplicated by id, so that a write that commits later than its time says is
 // still found. A resuming stream subscribes first, then replays history,
 // and holds the live events that arrive meanwhile; it sends them after the replay, leaving out
-// those the replay already sent (one shadow: up to the last id replayed; across shadows: by id,
-// kept while they could still come live). Replayed
+// those up to its resume point (one shadow) and those the replay already sent (by id, kept while
+// they could still come live). Replayed
 // events come from history, which keeps each write's change event but not the sections' whole
 // states: they carry "diff" and "truncated": true instead of "old" and "new" (docs/streams.md).
 // A stream with a filter gets a live write when the shadow as the write left it (the hook's
