@@ -7,6 +7,7 @@
 #include "http/log.hpp"
 #include "http/metrics.hpp"
 #include "support/forwarding_store.hpp"
+#include "support/http_request.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,13 +19,6 @@ namespace http = deviceshadow::http;
 
 namespace {
 
-http::HttpRequest request(std::string method, std::string target) {
-  http::HttpRequest r;
-  r.method = std::move(method);
-  r.target = std::move(target);
-  return r;
-}
-
 class InlineAnswers : public ::testing::Test {
  protected:
   InlineAnswers() {
@@ -35,7 +29,7 @@ class InlineAnswers : public ::testing::Test {
   }
   std::optional<http::HttpResponse> inline_answer(std::string method, std::string target, bool inline_reads = true) {
     api::Api a(engine, nullptr, metrics, logger, nullptr, api::ApiOptions{.inline_reads = inline_reads});
-    return a.handle_inline(request(std::move(method), std::move(target)));
+    return a.handle_inline(http_request(std::move(method), std::move(target)));
   }
   std::unique_ptr<ds::StoreBackend> store = ds::make_memory_store();
   ds::Engine engine{*store};
@@ -47,7 +41,7 @@ TEST_F(InlineAnswers, AGetOfOneShadowIsAnsweredAsThePoolWouldAnswerIt) {
   const std::optional<http::HttpResponse> now = inline_answer("GET", "/v1/things/t%201/shadows/main?metadata=true");
   ASSERT_TRUE(now);
   api::Api pool(engine, nullptr, metrics, logger);
-  const http::HttpResponse later = pool.handle(request("GET", "/v1/things/t%201/shadows/main?metadata=true"));
+  const http::HttpResponse later = pool.handle(http_request("GET", "/v1/things/t%201/shadows/main?metadata=true"));
   EXPECT_EQ(now->status, 200);
   EXPECT_EQ(now->body, later.body);
   // Its refusals too: they wait on nothing.
@@ -81,7 +75,7 @@ TEST_F(InlineAnswers, ARequestHandedOnIsCountedOnce) {
   EXPECT_NE(text.find("shadowd_http_requests_handed_on_total 1\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("shadowd_http_requests_total{"), std::string::npos) << text;
   api::Api pool(engine, nullptr, metrics, logger);
-  EXPECT_EQ(pool.handle(request("GET", "/v1/things/t%201/shadows/main?reportedVersion=1")).status, 200);
+  EXPECT_EQ(pool.handle(http_request("GET", "/v1/things/t%201/shadows/main?reportedVersion=1")).status, 200);
   text = metrics.render(engine.stats());
   EXPECT_NE(text.find(R"(shadowd_http_requests_total{route="/v1/things/{thing}/shadows/{name}",method="GET",status="200"} 1)"),
             std::string::npos) << text;
@@ -97,8 +91,8 @@ TEST_F(InlineAnswers, AGetTheStoreCannotReadAtOnceGoesToThePool) {
   NoReadAtOnce slow(*store);
   ds::Engine over_slow(slow);
   api::Api a(over_slow, nullptr, metrics, logger);
-  EXPECT_FALSE(a.handle_inline(request("GET", "/v1/things/t%201/shadows/main")));
-  EXPECT_EQ(a.handle(request("GET", "/v1/things/t%201/shadows/main")).status, 200);
+  EXPECT_FALSE(a.handle_inline(http_request("GET", "/v1/things/t%201/shadows/main")));
+  EXPECT_EQ(a.handle(http_request("GET", "/v1/things/t%201/shadows/main")).status, 200);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "http/log.hpp"
 #include "http/metrics.hpp"
 #include "support/forwarding_store.hpp"
+#include "support/http_request.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,13 +18,6 @@ namespace http = deviceshadow::http;
 namespace awsiot = deviceshadow::awsiot;
 
 namespace {
-
-http::HttpRequest request(std::string method, std::string target) {
-  http::HttpRequest r;
-  r.method = std::move(method);
-  r.target = std::move(target);
-  return r;
-}
 
 class FacadeInline : public ::testing::Test {
  protected:
@@ -37,7 +31,7 @@ class FacadeInline : public ::testing::Test {
   }
   std::optional<http::HttpResponse> inline_answer(std::string method, std::string target, bool inline_reads = true) {
     awsiot::Facade f(engine, {}, metrics, logger, {.inline_reads = inline_reads});
-    return f.handle_inline(request(std::move(method), std::move(target)));
+    return f.handle_inline(http_request(std::move(method), std::move(target)));
   }
   std::unique_ptr<ds::StoreBackend> store = ds::make_memory_store();
   ds::Engine engine{*store};
@@ -51,7 +45,7 @@ TEST_F(FacadeInline, GetThingShadowIsAnsweredAsThePoolWouldAnswerIt) {
     const std::optional<http::HttpResponse> now = inline_answer("GET", target);
     ASSERT_TRUE(now) << target;
     EXPECT_EQ(now->status, 200) << target;
-    const std::string later = pool.handle(request("GET", target)).body;
+    const std::string later = pool.handle(http_request("GET", target)).body;
     // The documents differ only in their `timestamp` (the time of the answer).
     EXPECT_EQ(now->body.substr(0, now->body.find("\"timestamp\"")), later.substr(0, later.find("\"timestamp\""))) << target;
   }
@@ -69,8 +63,8 @@ TEST_F(FacadeInline, WhatWouldWaitGoesToThePool) {
   ForwardingStore slow(*store);  // try_read: Store's default, nullopt
   ds::Engine over_slow(slow);
   awsiot::Facade f(over_slow, {}, metrics, logger);
-  EXPECT_FALSE(f.handle_inline(request("GET", "/things/t%201/shadow")));
-  EXPECT_EQ(f.handle(request("GET", "/things/t%201/shadow")).status, 200);
+  EXPECT_FALSE(f.handle_inline(http_request("GET", "/things/t%201/shadow")));
+  EXPECT_EQ(f.handle(http_request("GET", "/things/t%201/shadow")).status, 200);
   const std::string text = metrics.render(engine.stats());
   EXPECT_NE(text.find("shadowd_http_requests_in_flight 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("shadowd_http_requests_handed_on_total 1\n"), std::string::npos) << text;
