@@ -570,7 +570,8 @@ const JOB_POLL_MS = 1000; // a running job is read again this often
 const SAMPLE_SHOWN = 20;  // of a dry run's sample (the API answers up to 100)
 
 const shadowLink = (t) => h('a', { href: `#/shadow/${enc(t.thing)}/${enc(t.name)}` }, `${t.thing} / ${t.name}`);
-const jobWrite = (job) => (job.desired ? json(job.desired) : `delete ${job.delete}`);
+// What a job writes on each target, for its progress line.
+const jobWrite = (job) => (job.desired ? [', desired ', h('code', {}, json(job.desired))] : [`, deletes the ${job.delete} state`]);
 
 // A job's progress, kept current by update(job) without rebuilding it (focus stays on Cancel):
 // a status line, a progress bar, the counters, the reason, the first errors, and Cancel while it
@@ -591,7 +592,7 @@ function jobProgress(job, onCancel) {
     bar.max = Math.max(j.targets, 1);
     bar.value = j.targets ? done : Number(j.status !== 'running');
     for (const [k, cell] of cells) cell.textContent = j[k];
-    meta.replaceChildren('Filter ', h('code', {}, j.filter), ', desired ', h('code', {}, jobWrite(j)),
+    meta.replaceChildren('Filter ', h('code', {}, j.filter), ...jobWrite(j),
       j.ratePerSecond ? `, at most ${j.ratePerSecond} targets per second` : '', `, started ${when(j.createdAt)}`, j.finishedAt ? `, ended ${when(j.finishedAt)}` : '', '.');
     cancel.hidden = j.status !== 'running';
     const list = j.errors || [];
@@ -667,16 +668,20 @@ function jobsPage(params) {
 
   const area = h('textarea', { id: 'job-desired', rows: 6, spellcheck: 'false', placeholder: '{"fw": "1.3.0"}',
     'aria-describedby': 'job-desired-help' });
+  // What the job does to each target: write `area`'s state into desired, or delete desired.
+  const onchange = () => { area.disabled = deletes.checked; };
+  const writes = h('input', { type: 'radio', name: 'job-kind', checked: true, onchange });
+  const deletes = h('input', { type: 'radio', name: 'job-kind', onchange });
   const rate = h('input', { id: 'job-rate', inputmode: 'decimal', spellcheck: 'false', 'aria-describedby': 'job-rate-help' });
   const message = h('div', {});
   const progress = h('div', {});
   const buttons = [];
-  // Sends the job (or its dry run) once the text is a JSON object and the rate a number or
-  // empty (the API checks its range); shows what the API answers.
+  // Sends the job (or its dry run) once the text is a JSON object (unless the job deletes) and
+  // the rate a number or empty (the API checks its range); shows what the API answers.
   const send = async (dryRun) => {
-    let desired;
+    let write;
     try {
-      desired = stateOf(area.value);
+      write = deletes.checked ? { delete: 'desired' } : { desired: stateOf(area.value) };
     } catch (e) {
       message.replaceChildren(errorBox(e, 'The job desired state is not valid JSON'));
       return;
@@ -689,10 +694,11 @@ function jobsPage(params) {
     for (const b of buttons) b.disabled = true;
     message.replaceChildren(loading(dryRun ? 'Counting the targets…' : 'Starting the job…'));
     try {
-      const answer = await api('POST', '/v1/jobs', { filter, desired, ratePerSecond, ...(dryRun ? { dryRun } : {}) });
+      const answer = await api('POST', '/v1/jobs', { filter, ...write, ratePerSecond, ...(dryRun ? { dryRun } : {}) });
       if (dryRun) {
+        const what = write.delete ? 'would have their desired state deleted' : 'would be written';
         message.replaceChildren(h('div', {},
-          h('p', { role: 'status' }, `Dry run: ${answer.targets} ${answer.targets === 1 ? 'shadow' : 'shadows'} would be written; nothing was.`),
+          h('p', { role: 'status' }, `Dry run: ${answer.targets} ${answer.targets === 1 ? 'shadow' : 'shadows'} ${what}; nothing was.`),
           answer.sample.length ? h('ul', { class: 'sample', 'aria-label': 'Targets of the dry run' },
             answer.sample.slice(0, SAMPLE_SHOWN).map((t) => h('li', {}, shadowLink(t)))) : null,
           answer.targets > SAMPLE_SHOWN ? h('p', { class: 'hint' }, `The first ${SAMPLE_SHOWN} of ${answer.targets}.`) : null));
@@ -710,13 +716,15 @@ function jobsPage(params) {
   buttons.push(h('button', { type: 'button', onclick: () => send(true) }, 'Dry run'), h('button', { type: 'submit' }, 'Start job'));
 
   show(h('h1', {}, 'Jobs'),
-    h('p', {}, 'A bulk job writes one desired state to every shadow a fleet filter selects, as an ordinary desired write each.'),
+    h('p', {}, 'A bulk job writes one desired state to every shadow a fleet filter selects, or deletes their desired states, as an ordinary desired write or delete each.'),
     !filter
       ? h('p', { class: 'card' }, 'Choose the shadows first: search ', h('a', { href: '#/fleet' }, 'the Fleet screen'),
         ' with a filter or the start of a thing\'s name, then come back here.')
       : h('form', { class: 'card', onsubmit: (e) => { e.preventDefault(); send(false); } },
         h('p', {}, 'Targets: the shadows that match ', h('code', {}, filter), ' now (',
           h('a', { href: `#/fleet?${query({ filter: text })}` }, 'the Fleet screen'), '\'s filter).'),
+        h('fieldset', { class: 'choice' }, h('legend', {}, 'The job'),
+          h('label', {}, writes, ' Write a desired state'), h('label', {}, deletes, ' Delete the desired state')),
         h('label', { for: 'job-desired' }, 'Job desired state'), area,
         h('p', { id: 'job-desired-help', class: 'hint' }, 'A JSON object, merged into each target\'s desired state. Dry run counts the targets and writes nothing.'),
         h('label', { for: 'job-rate' }, 'Targets per second'), rate,

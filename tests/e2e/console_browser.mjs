@@ -5,7 +5,6 @@
 //   CONSOLE_TOKEN   an admin token ('' for an open server: sign-in is then skipped)
 //   CONSOLE_APP_TOKEN  an app token (with CONSOLE_TOKEN)
 //   CONSOLE_LIVE    'on' when live streams are served, else the API's refusal is expected
-//   CONSOLE_JOBS    'on' when bulk jobs are served, else the API's refusal is expected
 //   CONSOLE_DEAD_URL  a webhook URL where nothing listens (for dead letters)
 //   CONSOLE_SCREENSHOTS  a folder for PNGs of the main screens ('' for none)
 //   PLAYWRIGHT_MODULES  the node_modules holding playwright-core (scripts/playwright.sh)
@@ -241,12 +240,10 @@ step('registrations: status, dead letters, Redrive and Delete', async () => {
   await call('DELETE', '/v1/registrations/dead-hook');
 });
 
-const jobsOn = env.CONSOLE_JOBS === 'on';
 const valves = Array.from({ length: 4 }, (_, i) => `line-4/valve-${i}`);
 let jobId = '';
 
-step(jobsOn ? 'jobs: the Fleet screen\'s filter; a bad JSON is shown and nothing sent; Dry run counts the targets'
-  : 'jobs: the API\'s refusal on this store is shown', async () => {
+step('jobs: the Fleet screen\'s filter; a bad JSON is shown and nothing sent; Dry run counts the targets', async () => {
   // line-40/ shares the prefix's first characters but not the prefix: never a target.
   await call('POST', '/v1/batch/update', { operations: [...valves, 'line-40/valve-0'].map((thing) => ({
     thing, name: 'main', section: 'reported', state: { open: false } })) });
@@ -259,13 +256,6 @@ step(jobsOn ? 'jobs: the Fleet screen\'s filter; a bad JSON is shown and nothing
   await role('link', 'Bulk job on these shadows').click();
   await visible(role('heading', 'Jobs'));
   await visible(page.locator('form code', { hasText: 'like(thing,"line-4/*")' }));
-  if (!jobsOn) {
-    await visible(alertWith('Reading the jobs failed').filter({ hasText: 'not available on this store' }));
-    await page.getByLabel('Job desired state').fill('{"open": true}');
-    await role('button', 'Dry run').click();
-    await visible(alertWith('The dry run failed').filter({ hasText: 'not available on this store' }));
-    return;
-  }
   await visible(page.getByText('No jobs yet.'));
   await page.getByLabel('Job desired state').fill('{"open": tru');
   await role('button', 'Dry run').click();
@@ -285,7 +275,7 @@ step(jobsOn ? 'jobs: the Fleet screen\'s filter; a bad JSON is shown and nothing
   }
 });
 
-if (jobsOn) step('jobs: Start job, its progress until it succeeded, and every target really written', async () => {
+step('jobs: Start job, its progress until it succeeded, and every target really written', async () => {
   await role('button', 'Start job').click();
   const line = page.getByRole('status').filter({ hasText: /^Job \S+ succeeded: 4 of 4 targets done/ });
   await visible(line);
@@ -293,6 +283,7 @@ if (jobsOn) step('jobs: Start job, its progress until it succeeded, and every ta
   const cells = await page.getByRole('table', { name: `Progress of job ${jobId}` }).locator('tbody td').allInnerTexts();
   assert(cells.join(' ') === 'succeeded 4 4 0 0', `progress cells: ${cells.join(' ')}`);
   assert(!(await role('button', 'Cancel').isVisible()), 'Cancel offered for an ended job');
+  await visible(page.locator('.job .meta', { hasText: ', desired {"open":true,"level":3}, started' }));
   for (const thing of valves) {
     const { desired } = await call('GET', shadow(thing));
     assert(desired.state.open === true && desired.state.level === 3 && desired.clientToken === `job:${jobId}`,
@@ -307,7 +298,31 @@ if (jobsOn) step('jobs: Start job, its progress until it succeeded, and every ta
   await visible(page.getByRole('status').filter({ hasText: `Job ${jobId} succeeded` }));
 });
 
-if (jobsOn) step('jobs: an invalid filter shows the API\'s message; a failed target is listed; a running job is cancelled', async () => {
+step('jobs: a job that deletes the desired state: the text is not needed, Dry run, every target\'s desired deleted', async () => {
+  await page.goto(`${base}/console/#/jobs?filter=line-4%2F`);
+  await page.getByLabel('Delete the desired state').check();
+  assert(await page.getByLabel('Job desired state').isDisabled(), 'the desired state can still be typed for a delete');
+  const sent = jobPosts.length;
+  await role('button', 'Dry run').click();
+  await visible(page.getByRole('status').filter({ hasText: 'Dry run: 4 shadows would have their desired state deleted' }));
+  for (const thing of valves) assert('open' in (await call('GET', shadow(thing))).desired.state, `the dry run deleted ${thing}'s desired`);
+  await role('button', 'Start job').click();
+  const line = page.getByRole('status').filter({ hasText: /^Job \S+ succeeded: 4 of 4 targets done/ });
+  await visible(line);
+  const id = (await line.first().innerText()).split(' ')[1];
+  assert(id !== jobId, 'the page still shows the first job');
+  await visible(page.locator('.job .meta', { hasText: ', deletes the desired state, started' }));
+  const bodies = jobPosts.slice(sent).map((b) => JSON.parse(b));
+  assert(bodies.length === 2 && bodies.every((b) => b.delete === 'desired' && !('desired' in b)), `sent ${JSON.stringify(bodies)}`);
+  for (const thing of valves) {
+    const { desired } = await call('GET', shadow(thing));
+    assert(!('open' in (desired.state ?? {})) && !('level' in (desired.state ?? {})), `${thing}'s desired is ${JSON.stringify(desired)}`);
+  }
+  await page.getByLabel('Write a desired state').check();
+  assert(!(await page.getByLabel('Job desired state').isDisabled()), 'the desired state stays disabled for a write');
+});
+
+step('jobs: an invalid filter shows the API\'s message; a failed target is listed; a running job is cancelled', async () => {
   await page.goto(`${base}/console/#/jobs?filter=${encodeURIComponent('eq(thing')}`);
   await page.getByLabel('Job desired state').fill('{"open": false}');
   await role('button', 'Start job').click();

@@ -1,7 +1,7 @@
 """The web console in a real browser: tests/e2e/console_browser.mjs (playwright-core driving
 Debian's chromium) against shadowd on SQLite with tokens, and on DynamoDB Local as an open
 server. Every screen; a live update; a conflict; As of; Redrive; a bulk job started, followed and
-cancelled (on DynamoDB, where jobs are not served, the API's refusal shown). Labelled slow (a browser under
+cancelled, and one that deletes the desired states. Labelled slow (a browser under
 the sanitizers is costly); the default suite runs it, nothing skipped.
 
 CONSOLE_SCREENSHOTS=DIR keeps PNGs of the main screens (docs/console/ holds the README's)."""
@@ -43,12 +43,12 @@ def closed_port():
 class ConsoleInBrowser(unittest.TestCase):
     """Runs the browser script against `server`; fails with its output when a step fails."""
 
-    def run_browser(self, server, token, live, jobs, app_token=""):
+    def run_browser(self, server, token, live, app_token=""):
         if not os.access(CHROMIUM, os.X_OK):
             self.fail(f"{CHROMIUM} is missing: scripts/setup.sh installs Debian's chromium")
         failures = tempfile.mkdtemp(prefix="console-failures-")
         env = dict(os.environ, CONSOLE_URL=server.url, CONSOLE_TOKEN=token, CONSOLE_APP_TOKEN=app_token, CONSOLE_LIVE=live,
-                   CONSOLE_JOBS=jobs, CONSOLE_DEAD_URL=f"http://127.0.0.1:{closed_port()}/", PLAYWRIGHT_MODULES=playwright_modules(),
+                   CONSOLE_DEAD_URL=f"http://127.0.0.1:{closed_port()}/", PLAYWRIGHT_MODULES=playwright_modules(),
                    CONSOLE_SCREENSHOTS=screenshots() if live == "on" else "",
                    CONSOLE_SCREENSHOTS_ON_FAILURE=failures, CHROMIUM=CHROMIUM)
         r = subprocess.run(["node", os.path.join(HERE, "console_browser.mjs")], env=env, capture_output=True,
@@ -68,7 +68,7 @@ class OnSqliteWithTokens(ConsoleInBrowser):
         os.chmod(f.name, 0o600)
         try:
             with Server("--tokens", f.name) as server:
-                self.run_browser(server, token, live="on", jobs="on", app_token=app_token)
+                self.run_browser(server, token, live="on", app_token=app_token)
         finally:
             os.unlink(f.name)
 
@@ -82,7 +82,7 @@ class OnDynamoDbOpen(ConsoleInBrowser):
                               capture_output=True, text=True, timeout=120)
         self.assertEqual(made.returncode, 0, made.stderr)
         with Server("--store", f"dynamodb:{table}", "--dynamodb-endpoint", ENDPOINT) as server:
-            self.run_browser(server, "", live="on", jobs="on")
+            self.run_browser(server, "", live="on")
 
 
 if __name__ == "__main__":
