@@ -11,13 +11,19 @@
 //                                        tenth of the leaves without and with (distinct) times, or
 //                                        parse-merge-acknowledge with its stored sections
 //                                        copied in, or that copy alone
+//   bench_document --fixtures DIR        times the full report on the fixtures of
+//                                        bench/go_original/make_fixtures.py, for go_compare.sh
 #include "deviceshadow/arena.hpp"
 #include "deviceshadow/document.hpp"
 #include "deviceshadow/leaf_times.hpp"
 
 #include <benchmark/benchmark.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace ds = deviceshadow;
@@ -198,9 +204,67 @@ BENCHMARK(BM_PartialReportWithLeafTimes)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_ParseMergeAcknowledge)->Arg(10)->Arg(100)->Arg(1000);
 BENCHMARK(BM_Delta)->Arg(10)->Arg(100)->Arg(1000);
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// ns per call of f, repeated until it has run a second, as Go's testing.Benchmark times the
+// other side.
+template <class F>
+double ns_per_op(F&& f) {
+  using Clock = std::chrono::steady_clock;
+  std::size_t sink = 0;
+  for (long n = 1;; n *= 2) {
+    const auto start = Clock::now();
+    for (long i = 0; i < n; ++i) sink += f();
+    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    benchmark::DoNotOptimize(sink);
+    if (ns >= 1e9) return ns / static_cast<double>(n);
+  }
+}
+
+// Prints "LEAVES FULL_NS MERGE_NS MERGE_ALONE_NS CHANGES" for each size of the fixtures in `dir`:
+// ns per full report (as the engine runs it, serializing the result and rendering the changes),
+// per parse-merge-acknowledge with the stored sections copied into the arena first (the Go
+// original's merge builds its result anew), the same less that copy (the stored sections already
+// in memory, as the Go side keeps its typed model), and the changes a report makes
+// (acknowledgements too).
+int time_fixtures(const std::string& dir) {
+  ds::DocumentOptions options;
+  std::vector<unsigned char> buffer(kArenaBytes);
+  for (const char* leaves : {"10", "100", "1000"}) {
+    const std::string base = dir + "/" + leaves + "/";
+    Fixture f;
+    f.reported = ds::parse_json(read_file(base + "reported.json")).as_object();
+    f.desired = ds::parse_json(read_file(base + "desired.json")).as_object();
+    f.report = read_file(base + "report.json");
+    const std::size_t changes = ds::apply_update(f.reported, f.desired, ds::parse_json(f.report).as_object(), {}, options).changes.size();
+    const double full = ns_per_op([&] { return full_report(f, options); });
+    const double merge = ns_per_op([&] {
+      ds::Arena arena(buffer.data(), buffer.size());
+      json::storage_ptr sp(&arena);
+      json::object reported(f.reported, sp), desired(f.desired, sp);
+      return parse_merge_acknowledge(f, reported, desired, options, sp);
+    });
+    const double copy = ns_per_op([&] {
+      ds::Arena arena(buffer.data(), buffer.size());
+      json::storage_ptr sp(&arena);
+      json::object reported(f.reported, sp), desired(f.desired, sp);
+      return reported.size() + desired.size();
+    });
+    std::printf("%s %.0f %.0f %.0f %zu\n", leaves, full, merge, merge - copy, changes);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--fixtures") == 0) return time_fixtures(argv[2]);
   if (argc >= 4 && std::strcmp(argv[1], "--repeat") == 0) {
     const Fixture& f = fixture(std::atoi(argv[3]));
     const std::string what = argc > 4 ? argv[4] : "full";
