@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -46,6 +47,13 @@ CursorKey CursorKey::from_file(const std::string& path) {
     if (!written || !synced) throw std::runtime_error("cannot write the cursor key file " + path);
   }
   std::ifstream in(path, std::ios::binary);
+  struct stat st {};
+  if (in && ::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw std::runtime_error("the cursor key file " + path + " has mode " + mode +
+                             ": it is a secret, so group and others must have no access (chmod 600 " + path + ")");
+  }
   std::ostringstream text;
   text << in.rdbuf();
   const std::string contents = text.str();

@@ -18,7 +18,7 @@ class CursorKey {
   static CursorKey random();
   // The key a file holds (the SHA-256 of its contents); a missing file is created first, readable
   // by its owner only, with 32 random bytes. Throws std::runtime_error when it cannot be read or
-  // created, or holds fewer than 16 bytes.
+  // created, holds fewer than 16 bytes, or group or others have any access to it.
   static CursorKey from_file(const std::string& path);
 
   // `position`: what else the query needs to resume (a sorted search's value), sealed too.

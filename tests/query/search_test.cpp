@@ -157,4 +157,22 @@ TEST(Cursor, AKeyFileOutlivesTheProcess) {
   std::filesystem::remove(path);
 }
 
+TEST(Cursor, AKeyFileOthersCanReadIsRefused) {
+  const auto path = std::filesystem::temp_directory_path() / ("cursor-key-open-" + std::to_string(::getpid()));
+  std::ofstream(path) << std::string(32, 'k');
+  using std::filesystem::perms;
+  for (perms extra : {perms::group_read, perms::others_read, perms::others_write}) {
+    std::filesystem::permissions(path, perms::owner_read | perms::owner_write | extra);
+    try {
+      q::CursorKey::from_file(path.string());
+      ADD_FAILURE() << "a key file with mode " << static_cast<int>(extra) << " was taken";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("chmod 600 " + path.string()), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::permissions(path, perms::owner_read | perms::owner_write);
+  EXPECT_NO_THROW(q::CursorKey::from_file(path.string()));
+  std::filesystem::remove(path);
+}
+
 }  // namespace
