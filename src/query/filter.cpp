@@ -263,6 +263,14 @@ void add_time(std::int64_t ns, std::vector<Operand>& out) {
   out.push_back(o);
 }
 
+// The nodes a section property with a path names in `s` (several through arrays).
+std::vector<const json::value*> section_nodes(const Subject& s, const Property& p) {
+  std::vector<const json::value*> nodes;
+  const json::object& root = root_of(s, p);
+  if (const json::value* first = root.if_contains(p.path[0])) collect(*first, p.path, 1, nodes);
+  return nodes;
+}
+
 // What `p` holds in `s`: nothing when the shadow has no such value.
 std::vector<Operand> resolve(const Subject& s, const Property& p) {
   using K = Property::Kind;
@@ -304,9 +312,7 @@ std::vector<Operand> resolve(const Subject& s, const Property& p) {
     if (present) out.push_back({});
     return out;
   }
-  std::vector<const json::value*> nodes;
-  const json::object& root = root_of(s, p);
-  if (const json::value* first = root.if_contains(p.path[0])) collect(*first, p.path, 1, nodes);
+  const std::vector<const json::value*> nodes = section_nodes(s, p);
   switch (p.suffix) {
     case Property::Suffix::none:
       for (const json::value* n : nodes) add_value(*n, s.timestamp_keys(), out);
@@ -367,7 +373,11 @@ bool evaluate(const Filter::Node& n, const Subject& s) {
     case Op::and_: return std::all_of(n.children.begin(), n.children.end(), [&](const Filter::Node& c) { return evaluate(c, s); });
     case Op::or_: return std::any_of(n.children.begin(), n.children.end(), [&](const Filter::Node& c) { return evaluate(c, s); });
     case Op::not_: return !evaluate(n.children.front(), s);
-    case Op::exists: return !resolve(s, n.property).empty();
+    case Op::exists:  // a leaf holding an empty array exists, though no comparison sees an element
+      if (n.property.in_section() && !n.property.path.empty() && n.property.suffix == Property::Suffix::none) {
+        return !section_nodes(s, n.property).empty();
+      }
+      return !resolve(s, n.property).empty();
     case Op::like:
       for (const Operand& o : resolve(s, n.property)) {
         if (o.type == Operand::Type::string && glob(o.string, n.values.front().string)) return true;
@@ -637,8 +647,6 @@ std::optional<std::vector<ThingRange>> ranges(const Filter::Node& n) {
   }
 }
 
-// The first section property under `n`: among the comparisons a match must pass when
-// `required`, else anywhere.
 // Appends the section fields under `n` (those a match must pass when `required`) to `out`, once.
 void section_fields(const Filter::Node& n, bool required, std::vector<std::string>& out) {
   if (n.op == Op::and_ || (!required && (n.op == Op::or_ || n.op == Op::not_))) {
@@ -652,8 +660,11 @@ void section_fields(const Filter::Node& n, bool required, std::vector<std::strin
   if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
 }
 
-// The index ranges one literal selects under `op` (see IndexableComparison).
-void add_ranges(Op op, const Literal& l, std::vector<IndexRange>& out) {
+// The index ranges one literal selects under `op` on a property of times (`@ts`, `@changed`,
+// `_modified`) or not (see IndexableComparison). A string holding an RFC 3339 time selects that
+// time on a property of times and the string elsewhere, as the comparison does: a leaf's string
+// is entered as a time too, for time:now, but compares with a string bytewise.
+void add_ranges(Op op, const Literal& l, bool of_times, std::vector<IndexRange>& out) {
   using T = IndexValue::Type;
   auto add = [&](T type, std::optional<IndexValue> v) {
     IndexRange r{type};
@@ -676,10 +687,13 @@ void add_ranges(Op op, const Literal& l, std::vector<IndexRange>& out) {
       return;
     case Literal::Type::number: add(T::number, index_number(l.number)); return;
     case Literal::Type::string: {
+      if (of_times) {
+        if (l.time) add(T::time, IndexValue::of_time(*l.time));
+        return;
+      }
       IndexValue v{T::string};
       v.text = l.string;
       add(T::string, v);
-      if (l.time) add(T::time, IndexValue::of_time(*l.time));
       return;
     }
     case Literal::Type::time: add(T::time, IndexValue::of_time(*l.time)); return;
@@ -717,7 +731,9 @@ std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
     case Op::ge:
     case Op::lt:
     case Op::le:
-      for (const Literal& l : n.values) add_ranges(n.op, l, ranges);
+      for (const Literal& l : n.values) {
+        add_ranges(n.op, l, p.suffix != Property::Suffix::none || p.kind == Property::Kind::modified, ranges);
+      }
       return c;
     case Op::like: {
       const std::string& pattern = n.values.front().string;

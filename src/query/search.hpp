@@ -1,6 +1,6 @@
 // Search and count over a Store: the planner reads the candidates of the most selective
-// comparison a declared index serves, or examines shadows one by one, within a budget of shadows
-// examined per query (docs/queries.md, "How a query reads").
+// comparison a declared index serves, or the things the filter names, or else examines shadows
+// one by one within a budget of shadows examined per query (docs/queries.md, "How a query reads").
 #pragma once
 
 #include "deviceshadow/engine.hpp"
@@ -30,9 +30,11 @@ struct Scan {
 };
 
 // Calls `match` with each live shadow the filter matches, in (thing, name) order, until it
-// returns false. Throws query_too_expensive, reading nothing more, before examining more than
-// options.budget shadows, or (scan_needs_consent) when it would read every thing without
-// allow_scan. Returns the number of shadows examined.
+// returns false. Throws query_too_expensive, reading nothing more, when a filter that names no
+// things and that no ready index serves would examine more than options.budget shadows, when
+// an index plan that is not one value would gather more candidates than that, or
+// (scan_needs_consent) when it would read every thing without allow_scan. Returns the number of
+// shadows examined.
 std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options,
                  const std::function<bool(const Subject&)>& match);
 

@@ -30,7 +30,7 @@ struct Fixture {
         R"({"temp":{"value":21.5,"ts":"2026-11-27T03:00:00Z"},"fw":"1.2.0","count":3,"big":18446744073709551615,)"
         R"("neg":-4,"on":true,"tags":["a","b"],"readings":[{"id":1,"v":5},{"id":2,"v":9}],"note":"h\u00e9llo",)"
         R"("sl/ash":1,"ti~lde":2,"boot":"2026-11-27T02:00:00Z","cfg":{"mode":"eco","level":2},)"
-        R"("pair":{"x":1,"ts":1795748400}})";
+        R"("pair":{"x":1,"ts":1795748400},"none":[]})";
     r.times_json = R"({"fw":)" + std::to_string(at("2026-11-27T03:30:00Z")) + "}";
     ds::SectionRecord& d = record.desired;
     d.version = 3;
@@ -120,6 +120,16 @@ TEST(Filter, OnAnArrayAnyElementMatches) {
        {"eq(reported/readings/1/v,9)", true},
        {"eq(reported/readings/0/v,9)", false},
        {R"(like(reported/tags,"?"))", true}});
+}
+
+// An empty array has no element for a comparison to see, but the leaf is there.
+TEST(Filter, AnEmptyArrayExistsAndMatchesNoComparison) {
+  run({{"exists(reported/none)", true},
+       {"not(exists(reported/none))", false},
+       {"eq(reported/none,1)", false},
+       {"ne(reported/none,1)", false},
+       {"exists(reported/none/0)", false},
+       {"exists(reported/readings/v)", true}});
 }
 
 TEST(Filter, LikeHasStarAndQuestionMarkOnly) {

@@ -432,10 +432,11 @@ struct Planner : Indexes {
     });
     return out;
   }
-  std::uint64_t count(std::string_view filter, bool indexes, std::span<const ds::ThingPattern> scope = {}) {
+  std::uint64_t count(std::string_view filter, bool indexes, std::span<const ds::ThingPattern> scope = {},
+                      std::size_t budget = 200000) {
     const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
     counter.read_keys = counter.index_counts = 0;
-    return q::count(counter, keys, {f, scope, std::nullopt, false}, {.indexes = indexes ? keeper.get() : nullptr});
+    return q::count(counter, keys, {f, scope, std::nullopt, false}, {.budget = budget, .indexes = indexes ? keeper.get() : nullptr});
   }
 };
 
@@ -589,6 +590,37 @@ TEST_P(Planner, ABudgetRefusesAnUndeclaredFieldAndNamesIt) {
     EXPECT_EQ(e.code(), ds::ErrorCode::query_too_expensive);
     EXPECT_NE(std::string(e.what()).find("declare an index on reported/flag"), std::string::npos) << e.what();
   }
+}
+
+// A quoted RFC 3339 time compares with a string bytewise, with a time (_modified, @ts) as a
+// time: the index, which enters such a string as a time too, selects as the scan does.
+TEST_P(Planner, AQuotedTimeSelectsWithTheIndexWhatTheScanFinds) {
+  report("plant-0/offset", R"({"at":"2026-01-05T01:00:00+02:00"})");  // 2026-01-04T23:00:00Z
+  keeper->declare({"reported/at", "_modified"});
+  keeper->wait_until_built();
+  for (const char* filter : {R"(lt(reported/at,"2026-01-04T23:30:00Z"))", R"(eq(reported/at,"2026-01-04T23:00:00Z"))",
+                             R"(ge(reported/at,"2026-01-05T01:00:00+02:00"))", "lt(reported/at,time:now)",
+                             R"(lt(_modified,"2100-01-01T00:00:00Z"))", R"(gt(_modified,"2100-01-01T00:00:00+01:00"))"}) {
+    const std::vector<std::string> expected = find(filter, false);
+    EXPECT_EQ(find(filter, true), expected) << filter;
+    EXPECT_EQ(count(filter, true), expected.size()) << filter;
+  }
+  EXPECT_EQ(count(R"(eq(reported/at,"2026-01-04T23:00:00Z"))", true), 0u);  // bytewise: another string
+  EXPECT_EQ(count("lt(reported/at,time:now)", true), 301u);  // as a time: every one
+}
+
+// The budget holds a query nothing narrows; one narrowed by an index or by things reads what it
+// selects, however many.
+TEST_P(Planner, ANarrowedQueryReadsWhatItSelectsWhateverTheBudget) {
+  keeper->declare({"reported/fw"});
+  keeper->wait_until_built();
+  EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", true, std::nullopt, 5, 2).size(), 2u);
+  EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", true, std::nullopt, 5).size(), 30u);
+  EXPECT_EQ(count(R"(and(eq(reported/fw,"2.0"),eq(reported/flag,false)))", true, {}, 5), 30u);
+  EXPECT_EQ(count(R"(like(thing,"plant-1/*"))", false, {}, 5), 100u);
+  EXPECT_EQ(find(R"(and(like(thing,"plant-1/*"),eq(reported/temp,7)))", false, std::nullopt, 5).size(), 2u);
+  EXPECT_THROW(find("eq(reported/temp,7)", false, std::nullopt, 5), ds::Error);
+  EXPECT_THROW(count("eq(reported/temp,7)", false, {}, 5), ds::Error);
 }
 
 TEST_P(Planner, CountsWithinTheTokensThings) {
