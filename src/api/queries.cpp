@@ -40,6 +40,9 @@ std::vector<std::string> split_fields(std::string_view text) {
 std::string checked_sort(std::string_view text) {
   if (text.empty()) return std::string(kDefaultSort);
   std::vector<std::string> keys = split_fields(text);
+  for (std::string& k : keys) {  // an unencoded '+' in a query string arrives as a space
+    if (!k.empty() && k[0] == ' ') k[0] = '+';
+  }
   std::string sign = "+";
   if (!keys.front().empty() && (keys.front()[0] == '-' || keys.front()[0] == '+')) sign = keys.front().substr(0, 1);
   for (std::string& k : keys) {

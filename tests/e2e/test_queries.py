@@ -157,6 +157,9 @@ class Queries:
             e = self.assertError(self.search(filter='eq(thing,"office")', **params), 400, "invalid_request")
             self.assertEqual(e["field"], field, params)
         self.assertEqual(self.found(filter='eq(thing,"office")', sort="+thing,+name"), [("office", "main")])
+        # A '+' typed into the URL unencoded arrives as a space: taken as the '+' it was.
+        r = self.server.get('/v1/shadows?filter=eq(thing,"office")&sort=+thing,+name', token=self.token)
+        self.assertEqual((r.status_code, keys(r.json())), (200, [("office", "main")]), r.text)
 
 
 class SqliteQueries(Queries, ApiTestCase):
