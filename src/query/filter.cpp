@@ -647,6 +647,22 @@ std::optional<std::vector<ThingRange>> ranges(const Filter::Node& n) {
   }
 }
 
+// Narrows `b` to what `n` allows (see Filter::thing_bounds); false when it allows any thing.
+bool narrow(const Filter::Node& n, ThingBounds& b) {
+  if (n.op == Op::and_) {
+    bool any = false;
+    for (const Filter::Node& c : n.children) any = narrow(c, b) || any;
+    return any;
+  }
+  const bool lower = n.op == Op::gt || n.op == Op::ge, upper = n.op == Op::lt || n.op == Op::le;
+  if (!is_thing(n.property) || (!lower && !upper) || n.values.front().type != Literal::Type::string) return false;
+  const std::string& v = n.values.front().string;
+  const bool open = n.op == Op::gt || n.op == Op::lt;
+  if (lower && (!b.low || v > *b.low || (v == *b.low && open))) b.low = v, b.low_open = open;
+  if (upper && (!b.high || v < *b.high || (v == *b.high && open))) b.high = v, b.high_open = open;
+  return true;
+}
+
 // Appends the section fields under `n` (those a match must pass when `required`) to `out`, once.
 void section_fields(const Filter::Node& n, bool required, std::vector<std::string>& out) {
   if (n.op == Op::and_ || (!required && (n.op == Op::or_ || n.op == Op::not_))) {
@@ -903,6 +919,12 @@ bool Filter::matches(const Subject& subject) const { return !root_ || evaluate(*
 
 std::optional<std::vector<ThingRange>> Filter::thing_ranges() const {
   return root_ ? ranges(*root_) : std::nullopt;
+}
+
+std::optional<ThingBounds> Filter::thing_bounds() const {
+  ThingBounds b;
+  if (!root_ || !narrow(*root_, b)) return std::nullopt;
+  return b;
 }
 
 std::vector<IndexableComparison> Filter::indexable() const {

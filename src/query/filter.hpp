@@ -90,6 +90,14 @@ struct ThingRange {
   friend bool operator==(const ThingRange&, const ThingRange&) = default;
 };
 
+// Bounds every thing a filter can match lies within (gt, ge, lt, le on `thing`).
+struct ThingBounds {
+  std::optional<std::string> low, high;
+  bool low_open = false, high_open = false;
+  bool below(std::string_view thing) const noexcept { return low && (low_open ? thing <= *low : thing < *low); }
+  bool above(std::string_view thing) const noexcept { return high && (high_open ? thing >= *high : thing > *high); }
+};
+
 // A JSON number as index entries and ranges hold it: exactly when it is an int64, else as a
 // double (IndexValue's number order).
 IndexValue index_number(const json::value& number);
@@ -121,6 +129,9 @@ class Filter {
   // The things the filter can match, when a comparison every match must pass selects them by
   // name (eq, in, or like with a literal prefix on `thing`); nullopt: any thing.
   std::optional<std::vector<ThingRange>> thing_ranges() const;
+  // The range of things the comparisons every match must pass allow (gt, ge, lt, le on
+  // `thing` with a string); nullopt: none bounds them.
+  std::optional<ThingBounds> thing_bounds() const;
   // The section fields whose indexes would let the filter read less, each once (without @ts or
   // @changed): first those a match must pass (under the top-level and), then the others, in the
   // order the filter names them; empty when it compares none.

@@ -37,7 +37,7 @@ std::optional<ThingRange> intersect(const ThingRange& a, const ThingRange& b) {
   }
   const std::string field = unready != fields.end() ? *unready : fields.empty() ? "thing" : fields.front();
   throw Error::query_too_expensive(
-      std::string(why) + "; narrow it by thing (eq, in, or like with a literal prefix on thing)" + advice, field);
+      std::string(why) + "; narrow it by thing (eq, in, a range, or like with a literal prefix on thing)" + advice, field);
 }
 
 [[noreturn]] void over_budget(const Filter& filter, const QueryOptions& options) {
@@ -208,14 +208,15 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
       return examined;
     }
   }
-  if (options.scan_needs_consent && !scan.allow_scan &&
+  const std::optional<ThingBounds> bounds = scan.filter.thing_bounds();
+  if (options.scan_needs_consent && !scan.allow_scan && !bounds &&
       std::any_of(ranges.begin(), ranges.end(), [](const ThingRange& r) { return r.prefix && r.text.empty(); })) {
     too_expensive(scan.filter, "this query reads every thing of the table, which on DynamoDB needs allowScan=true",
                   options.indexes);
   }
   // Only a filter that names no things is held to the budget: one that does reads only the
   // things it selects, as one an index serves reads only its entries.
-  const bool budgeted = !scan.filter.thing_ranges();
+  const bool budgeted = !scan.filter.thing_ranges() && !bounds;
   std::size_t examined = 0;
   // The shadows of `thing` with names after `after_name`; false once `match` asked to stop.
   auto visit = [&](const std::string& thing, std::string after_name) {
@@ -239,22 +240,29 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
   const ShadowKey* after = scan.after ? &*scan.after : nullptr;
   for (const ThingRange& r : ranges) {
     if (!r.prefix) {
-      if (after && r.text < after->thing) continue;
+      if ((after && r.text < after->thing) || (bounds && (bounds->below(r.text) || bounds->above(r.text)))) continue;
       if (!visit(r.text, after && r.text == after->thing ? after->name : "")) break;
       continue;
     }
     std::string last;  // list things after it
-    if (after) {
+    if (after && !(bounds && bounds->below(after->thing))) {
       last = after->thing;
       if (after->thing.starts_with(r.text) && !visit(after->thing, after->name)) break;
+    } else if (bounds && bounds->low && *bounds->low > r.text) {  // start at the range's lower bound
+      last = *bounds->low;
+      if (!bounds->low_open && last.starts_with(r.text) && !visit(last, "")) break;
     }
     bool more = true;
     while (more) {
       std::vector<std::string> things = store.list_things(r.text, last, kChunk);
+      more = things.size() == kChunk;
       for (const std::string& thing : things) {
+        if (bounds && bounds->above(thing)) {
+          more = false;
+          break;
+        }
         if (!visit(thing, "")) return examined;
       }
-      more = things.size() == kChunk;
       if (more) last = things.back();
     }
   }

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace ds = deviceshadow;
 namespace q = deviceshadow::query;
 
@@ -306,6 +308,21 @@ TEST(Filter, ThingRangesSelectWhatTheFilterCanMatch) {
   EXPECT_EQ(ranges(R"(not(eq(thing,"a")))"), std::nullopt);
   EXPECT_EQ(ranges("eq(thing,1)"), R{});
   EXPECT_EQ(q::Filter().thing_ranges(), std::nullopt);
+}
+
+TEST(Filter, ThingBoundsComeFromRangesEveryMatchMustPass) {
+  auto bounds = [](std::string_view f) { return q::Filter::parse(f, kNow).thing_bounds(); };
+  const auto b = bounds(R"(and(ge(thing,"b"),lt(thing,"d"),gt(thing,"a"),le(thing,"e"),eq(reported/x,1)))");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(std::tie(*b->low, b->low_open, *b->high, b->high_open), std::make_tuple(std::string("b"), false, std::string("d"), true));
+  EXPECT_TRUE(b->below("a") && !b->below("b") && !b->above("c") && b->above("d"));
+  const auto open = bounds(R"(and(ge(thing,"b"),gt(thing,"b")))");
+  ASSERT_TRUE(open);
+  EXPECT_TRUE(open->low_open && open->below("b") && !open->high);
+  EXPECT_EQ(bounds(R"(or(gt(thing,"b"),eq(thing,"a")))"), std::nullopt);
+  EXPECT_EQ(bounds(R"(not(gt(thing,"b")))"), std::nullopt);
+  EXPECT_EQ(bounds("gt(thing,1)"), std::nullopt);
+  EXPECT_EQ(bounds(R"(gt(name,"b"))"), std::nullopt);
 }
 
 TEST(Filter, FieldsToIndexPutWhatAMatchMustPassFirst) {

@@ -623,6 +623,39 @@ TEST_P(Planner, ANarrowedQueryReadsWhatItSelectsWhateverTheBudget) {
   EXPECT_THROW(count("eq(reported/temp,7)", false, {}, 5), ds::Error);
 }
 
+// gt, ge, lt and le on thing read only the things in their range, pages included.
+TEST_P(Planner, AThingRangeReadsOnlyItsThings) {
+  auto expected = [&](auto in_range) {
+    std::vector<std::string> out;
+    for (const std::string& k : find(R"(like(thing,"*"))", false)) {
+      if (in_range(k.substr(0, k.find('|')))) out.push_back(k);
+    }
+    return out;
+  };
+  const auto plant_1 = expected([](const std::string& t) { return t >= "plant-1/" && t < "plant-2"; });
+  ASSERT_EQ(plant_1.size(), 100u);
+  EXPECT_EQ(find(R"(and(ge(thing,"plant-1/"),lt(thing,"plant-2")))", false, std::nullopt, 5), plant_1);
+  EXPECT_EQ(counter.read_keys, 100u);
+  const auto upto = expected([](const std::string& t) { return t <= "plant-0/s2"; });
+  EXPECT_EQ(find(R"(le(thing,"plant-0/s2"))", false, std::nullopt, 5), upto);
+  EXPECT_EQ(counter.read_keys, upto.size());
+  const auto after = expected([](const std::string& t) { return t > "plant-2/s50"; });
+  EXPECT_EQ(find(R"(gt(thing,"plant-2/s50"))", false, std::nullopt, 5), after);
+  EXPECT_EQ(counter.read_keys, after.size());
+  EXPECT_EQ(count(R"(and(gt(thing,"plant-1/s1"),le(thing,"plant-1/s4"),like(thing,"plant-1/*")))", false, {}, 5),
+            expected([](const std::string& t) { return t > "plant-1/s1" && t <= "plant-1/s4"; }).size());
+  std::vector<std::string> paged;
+  std::optional<ds::ShadowKey> cursor;
+  for (;;) {
+    std::vector<std::string> page = find(R"(and(ge(thing,"plant-1/"),lt(thing,"plant-2")))", false, cursor, 5, 7);
+    if (page.empty()) break;
+    paged.insert(paged.end(), page.begin(), page.end());
+    const std::size_t bar = page.back().find('|');
+    cursor = ds::ShadowKey{page.back().substr(0, bar), page.back().substr(bar + 1)};
+  }
+  EXPECT_EQ(paged, plant_1);
+}
+
 TEST_P(Planner, CountsWithinTheTokensThings) {
   keeper->declare({"reported/fw"});
   keeper->wait_until_built();
