@@ -5,6 +5,7 @@
 #include "deviceshadow/validation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 namespace deviceshadow::query {
@@ -539,7 +540,7 @@ class Parser {
       l.time = now_;
       if (w.size() > 8) {
         if (w[8] != '-') fail(start + 8, "'-' and an ISO 8601 duration (e.g. time:now-PT15M)");
-        l.time = now_ - duration(w.substr(9), start + 9);
+        l.time = before(now_, w.substr(9), start + 9);
       }
     } else if (!w.empty() && (w[0] == '-' || (w[0] >= '0' && w[0] <= '9'))) {
       try {
@@ -554,15 +555,18 @@ class Parser {
     return l;
   }
 
-  // An ISO 8601 duration of weeks, days, hours, minutes and seconds ("PT15M", "P1DT12H",
-  // "PT0.5S"), in nanoseconds.
-  static std::int64_t duration(std::string_view d, std::size_t base) {
-    constexpr const char* kExpected = "an ISO 8601 duration of weeks, days, hours, minutes or seconds (e.g. PT15M, P1D)";
+  // `now` less an ISO 8601 duration ("PT15M", "P1DT12H", "PT0.5S", "P1M"), in Unix ns. Years
+  // and months are calendar ones, taken from now's UTC date first (a day past the month's end
+  // becomes its last day: 31 March less P1M is 28 or 29 February); the rest is fixed. The last
+  // component may have a fraction, unless it is years or months.
+  static std::int64_t before(std::int64_t now, std::string_view d, std::size_t base) {
+    constexpr const char* kExpected = "an ISO 8601 duration (e.g. PT15M, P1D, P1M)";
     if (d.empty() || d[0] != 'P' || d.size() < 2) fail(base, kExpected);
     constexpr long double kSecond = 1e9L, kMax = 200.0L * 366 * 86400 * 1e9L;  // 200 years: now minus it fits in int64 ns
-    long double total = 0;
-    bool in_time = false, any = false;
-    std::string_view order = "WD";  // the designators still allowed, in order
+    long double fixed = 0;
+    long long months = 0;
+    bool in_time = false, any = false, fraction = false;
+    std::string_view order = "YMWD";  // the designators still allowed, in order
     for (std::size_t i = 1; i < d.size();) {
       if (d[i] == 'T' && !in_time) {
         in_time = true;
@@ -571,35 +575,55 @@ class Parser {
         continue;
       }
       const std::size_t start = i;
+      if (fraction) fail(base + i, "the end of the duration (only its last number may have a fraction)");
       long double n = 0;
       while (i < d.size() && d[i] >= '0' && d[i] <= '9') n = n * 10 + (d[i++] - '0');
       if (i == start) fail(base + i, kExpected);
-      if (i < d.size() && (d[i] == '.' || d[i] == ',')) {  // a fraction, of seconds only
+      std::size_t dot = std::string_view::npos;
+      if (i < d.size() && (d[i] == '.' || d[i] == ',')) {
         long double scale = 0.1L;
-        const std::size_t dot = i++;
+        dot = i++;
         while (i < d.size() && d[i] >= '0' && d[i] <= '9') n += (d[i++] - '0') * scale, scale /= 10;
-        if (i == dot + 1 || i >= d.size() || d[i] != 'S' || !in_time) fail(base + dot, "a fraction on seconds only (e.g. PT0.5S)");
+        if (i == dot + 1) fail(base + i, "a digit after the decimal sign");
+        fraction = true;
       }
-      if (i >= d.size()) fail(base + i, "a designator (W, D, or after T: H, M, S)");
+      if (i >= d.size()) fail(base + i, "a designator (Y, M, W, D, or after T: H, M, S)");
       const std::size_t at = order.find(d[i]);
-      if (at == std::string_view::npos) {
-        fail(base + i, d[i] == 'Y' || (d[i] == 'M' && !in_time) ? "weeks or days (years and months have no fixed length)"
-                                                                 : "a designator in order (W, D, T, then H, M, S)");
+      if (at == std::string_view::npos) fail(base + i, "a designator in order (Y, M, W, D, T, then H, M, S)");
+      const bool calendar = !in_time && (d[i] == 'Y' || d[i] == 'M');
+      if (calendar) {
+        if (dot != std::string_view::npos) fail(base + dot, "whole years and months (they have no fixed length)");
+        if (n > 200 * 12) fail(base + start, "a duration of at most 200 years");
+        months += static_cast<long long>(n) * (d[i] == 'Y' ? 12 : 1);
+      } else {
+        static constexpr std::pair<char, long double> kUnits[] = {{'W', 604800}, {'D', 86400}, {'H', 3600}};
+        long double unit = 1;
+        if (in_time && d[i] == 'M') unit = 60;
+        for (const auto& [c, seconds] : kUnits) {
+          if (c == d[i]) unit = seconds;
+        }
+        fixed += n * unit * kSecond;
       }
-      static constexpr std::pair<char, long double> kUnits[] = {{'W', 604800}, {'D', 86400}, {'H', 3600}};
-      long double unit = 1;
-      if (in_time && d[i] == 'M') unit = 60;
-      for (const auto& [c, seconds] : kUnits) {
-        if (c == d[i]) unit = seconds;
-      }
-      total += n * unit * kSecond;
-      if (total > kMax) fail(base + start, "a duration of at most 200 years");
+      if (fixed + static_cast<long double>(months) * 31 * 86400 * kSecond > kMax) fail(base + start, "a duration of at most 200 years");
       order = order.substr(at + 1);
       any = true;
       ++i;
     }
     if (!any || d.back() == 'T') fail(base + d.size(), kExpected);
-    return static_cast<std::int64_t>(total);
+    return months_before(now, months) - static_cast<std::int64_t>(fixed);
+  }
+
+  // `ns` moved back `months` calendar months in UTC, the time of day kept.
+  static std::int64_t months_before(std::int64_t ns, long long months) {
+    if (months == 0) return ns;
+    using namespace std::chrono;
+    const sys_time<nanoseconds> t{nanoseconds(ns)};
+    const sys_days day = floor<days>(t);
+    year_month_day ymd{day};
+    const year_month ym = year_month(ymd.year(), ymd.month()) - std::chrono::months(months);
+    const year_month_day_last last{ym.year(), month_day_last(ym.month())};
+    const year_month_day moved = ymd.day() > last.day() ? year_month_day(last) : year_month_day(ym.year(), ym.month(), ymd.day());
+    return (sys_days(moved) + (t - day)).time_since_epoch().count();
   }
 
   std::string_view t_;

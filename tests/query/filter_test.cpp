@@ -157,6 +157,27 @@ TEST(Filter, PathsArePointersWithEscapes) {
        {R"(eq( reported/cfg/level , 2 ))", true}});
 }
 
+// Years and months are calendar ones, from now's UTC date (2026-11-27T04:20:00Z here); a
+// fraction may end any duration but one of years or months.
+TEST(Filter, DurationsOfYearsAndMonthsFollowTheCalendar) {
+  // The instant a literal names: the upper bound of the index range lt(_modified, it) reads.
+  auto time_of = [](std::string_view literal, std::int64_t now = kNow) {
+    const q::Filter f = q::Filter::parse(std::string("lt(_modified,") + std::string(literal) + ")", now);
+    const std::vector<q::IndexableComparison> comparisons = f.indexable();
+    return comparisons.front().parts.front().ranges.front().high->integer;
+  };
+  EXPECT_EQ(time_of("time:now-P1M"), at("2026-10-27T04:20:00Z"));
+  EXPECT_EQ(time_of("time:now-P1Y"), at("2025-11-27T04:20:00Z"));
+  EXPECT_EQ(time_of("time:now-P1Y2M3DT4H"), at("2025-09-24T00:20:00Z"));
+  EXPECT_EQ(time_of("time:now-P12M"), at("2025-11-27T04:20:00Z"));
+  EXPECT_EQ(time_of("time:now-PT1.5M"), at("2026-11-27T04:18:30Z"));
+  EXPECT_EQ(time_of("time:now-P0.5D"), at("2026-11-26T16:20:00Z"));
+  EXPECT_EQ(time_of("time:now-P1W1D"), at("2026-11-19T04:20:00Z"));
+  // A day past the month's end becomes its last day.
+  EXPECT_EQ(time_of("time:now-P1M", at("2028-03-31T12:00:00Z")), at("2028-02-29T12:00:00Z"));
+  EXPECT_EQ(time_of("time:now-P1Y1M", at("2027-03-31T12:00:00Z")), at("2026-02-28T12:00:00Z"));
+}
+
 TEST(Filter, TimesCompareWithTimes) {
   run({{"lt(reported/temp@ts,time:now-PT15M)", true},
        {"gt(reported/temp@ts,time:now-PT2H)", true},
@@ -260,9 +281,12 @@ TEST(Filter, ErrorsNameTheOffsetAndWhatWasExpected) {
       {"eq(reported/a~2,1)", 13, "~0 or ~1"},
       {"eq(report/a,1)", 3, "a property"},
       {"eq(,1)", 3, "a property"},
-      {"eq(thing,time:now-P1M)", 20, "years and months"},
+      {"eq(thing,time:now-P1.5M)", 20, "whole years and months"},
       {"eq(thing,time:now-PT)", 20, "ISO 8601 duration"},
-      {"eq(thing,time:now-PT1.5M)", 21, "fraction on seconds"},
+      {"eq(thing,time:now-PT1.5M1S)", 24, "only its last number"},
+      {"eq(thing,time:now-P1D1Y)", 22, "in order"},
+      {"eq(thing,time:now-P201Y)", 19, "at most 200 years"},
+      {"eq(thing,time:now-PT1.H)", 22, "a digit after"},
       {"eq(thing,time:nowx)", 17, "'-'"},
       {"and(eq(thing,1) eq(name,1))", 16, "',' or ')'"},
       {"like(thing,1)", 11, "\"string\" pattern"},
