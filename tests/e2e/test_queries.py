@@ -114,7 +114,7 @@ class Queries:
         for filt, offset, expected in [
             ('eq(thing,"a"', 12, "')'"),
             ("eq(reported/temp,)", 17, "a value"),
-            ("lt(reported/temp@ts,time:now-P1M)", 31, "years and months"),
+            ("lt(reported/temp@ts,time:now-P1.5M)", 31, "whole years and months"),
             ("gt(repotred/x,1)", 3, "a property"),
             ('and(eq(thing,"a") eq(name,"b"))', 18, "',' or ')'"),
             ("like(thing,1)", 11, '"string" pattern'),
@@ -124,6 +124,7 @@ class Queries:
                 self.assertEqual(e["offset"], offset, filt)
                 self.assertIn(expected, e["expected"], filt)
         self.assertEqual(self.search(filter="x" * 5000).json()["error"]["offset"], 4096)
+        self.assertEqual(self.search(filter="gt(reported/temp@ts,time:now-P1Y2M)", **self.scan).status_code, 200)
 
     def test_aggregate(self):
         body = {"filter": 'like(thing,"plant-7/*")', "groupBy": ["reported/fw"],
