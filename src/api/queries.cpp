@@ -9,6 +9,9 @@
 #include "query/aggregate.hpp"
 #include "query/cursor.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace deviceshadow::api {
 namespace {
 
@@ -123,6 +126,9 @@ std::string text(const json::value& m, std::string_view name) {
   return std::string(m.get_string());
 }
 
+// A filter member: a string, or null for none.
+std::string filter_member(const json::value& m) { return m.is_null() ? std::string() : text(m, "filter"); }
+
 bool flag(const json::value& m, const char* name) {
   if (!m.is_bool()) throw Error::invalid_request(std::string(name) + " must be true or false", name);
   return m.get_bool();
@@ -135,7 +141,7 @@ SearchRequest from_body(const std::string& body, const Limits& limits) {
   for (const auto& m : o) {
     const std::string_view k = m.key();
     if (k == "filter") {
-      r.filter = text(m.value(), "filter");
+      r.filter = filter_member(m.value());
     } else if (k == "sort") {
       sort = text(m.value(), "sort");
     } else if (k == "cursor") {
@@ -145,8 +151,10 @@ SearchRequest from_body(const std::string& body, const Limits& limits) {
     } else if (k == "fields") {
       r.fields = split_fields(text(m.value(), "fields"));
     } else if (k == "limit") {
-      if (!m.value().is_int64() || m.value().get_int64() < 1) throw Error::invalid_request("limit must be between 1 and 1000", "limit");
-      r.limit = checked_limit(static_cast<std::uint64_t>(m.value().get_int64()));
+      const json::value& v = m.value();  // a whole number, also when written 5.0
+      const bool whole = v.is_int64() || v.is_uint64() || (v.is_double() && std::trunc(v.get_double()) == v.get_double());
+      if (!whole || v.to_number<double>() < 1) throw Error::invalid_request("limit must be a whole number between 1 and 1000", "limit");
+      r.limit = checked_limit(static_cast<std::uint64_t>(std::min(v.to_number<double>(), 1e18)));
     } else if (k == "allowScan") {
       r.allow_scan = flag(m.value(), "allowScan");
     } else {
@@ -286,7 +294,7 @@ HttpResponse Api::aggregate(Context& ctx) {
   for (const auto& m : o) {
     const std::string_view k = m.key();
     if (k == "filter") {
-      filter_text = text(m.value(), "filter");
+      filter_text = filter_member(m.value());
     } else if (k == "groupBy") {
       const json::array* props = m.value().if_array();
       if (!props || props->size() > kMaxGroupBy) {

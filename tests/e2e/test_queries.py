@@ -78,6 +78,15 @@ class Queries:
         self.assertEqual(keys(r2.json()), [("plant-7/s1", "main"), ("plant-7/s2", "main")])
         self.assertError(self.server.post("/v1/shadows/search", {"filter": 1}, token=self.token), 400, "invalid_request")
         self.assertError(self.server.post("/v1/shadows/search", {"where": "x"}, token=self.token), 400, "invalid_request")
+        r3 = self.server.post("/v1/shadows/search", {**body, "limit": 2.0}, token=self.token)  # a whole number
+        self.assertEqual(keys(r3.json()), keys(r.json()), r3.text)
+        for limit in ("2", 2.5, 0, 1001, True):
+            e = self.assertError(self.server.post("/v1/shadows/search", {**body, "limit": limit}, token=self.token),
+                                 400, "invalid_request")
+            self.assertEqual(e["field"], "limit", limit)
+        r4 = self.server.post("/v1/shadows/search", {"filter": None, "limit": 1, **({"allowScan": True} if self.scan else {})},
+                              token=self.token)
+        self.assertEqual(r4.status_code, 200, r4.text)  # null: no filter
 
     def test_count(self):
         self.assertEqual(self.count(filter='like(thing,"plant-*")'), 5)
