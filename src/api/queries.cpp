@@ -54,6 +54,7 @@ std::string checked_sort(std::string_view text) {
   if (keys == std::vector<std::string>{"thing"} || keys == std::vector<std::string>{"thing", "name"}) return std::string(kDefaultSort);
   std::string field = keys.front();
   if (!field.empty() && field[0] == '-') field.erase(0, 1);
+  if (!field.empty() && (field[0] == '-' || field[0] == '+')) field.clear();  // "+-x", "-+x": no such field
   const std::vector<std::string> tail(keys.begin() + 1, keys.end());
   const bool ties_default = tail.empty() || tail == std::vector<std::string>{"thing"} || tail == std::vector<std::string>{"thing", "name"};
   try {
@@ -326,8 +327,10 @@ HttpResponse Api::aggregate(Context& ctx) {
   if (metrics.empty()) throw Error::invalid_request("metrics is required, e.g. {\"n\":\"count()\"}", "metrics");
   const query::Filter filter = parse_filter(filter_text);
   query::Aggregation aggregation(std::move(group_by), std::move(metrics), max_groups);
+  query::QueryOptions options = options_.queries;
+  options.budget_always = true;  // every match is kept (its group, its values for percentiles)
   query::scan(engine_.store(), engine_.options().document.timestamp_keys, {filter, scope_of(ctx.token), std::nullopt, allow_scan},
-              options_.queries, [&](const query::Subject& s) {
+              options, [&](const query::Subject& s) {
                 aggregation.add(s);
                 return true;
               });

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 namespace deviceshadow::query {
@@ -563,6 +564,7 @@ class Parser {
     constexpr const char* kExpected = "an ISO 8601 duration (e.g. PT15M, P1D, P1M)";
     if (d.empty() || d[0] != 'P' || d.size() < 2) fail(base, kExpected);
     constexpr long double kSecond = 1e9L, kMax = 200.0L * 366 * 86400 * 1e9L;  // 200 years: now minus it fits in int64 ns
+    constexpr long double kMonthDays = 365.2425L / 12;  // a Gregorian month on average: P200Y is within kMax
     long double fixed = 0;
     long long months = 0;
     bool in_time = false, any = false, fraction = false;
@@ -593,7 +595,7 @@ class Parser {
       const bool calendar = !in_time && (d[i] == 'Y' || d[i] == 'M');
       if (calendar) {
         if (dot != std::string_view::npos) fail(base + dot, "whole years and months (they have no fixed length)");
-        if (n > 200 * 12) fail(base + start, "a duration of at most 200 years");
+        if (n * (d[i] == 'Y' ? 12 : 1) > 200 * 12) fail(base + start, "a duration of at most 200 years");
         months += static_cast<long long>(n) * (d[i] == 'Y' ? 12 : 1);
       } else {
         static constexpr std::pair<char, long double> kUnits[] = {{'W', 604800}, {'D', 86400}, {'H', 3600}};
@@ -604,13 +606,13 @@ class Parser {
         }
         fixed += n * unit * kSecond;
       }
-      if (fixed + static_cast<long double>(months) * 31 * 86400 * kSecond > kMax) fail(base + start, "a duration of at most 200 years");
+      if (fixed + static_cast<long double>(months) * kMonthDays * 86400 * kSecond > kMax) fail(base + start, "a duration of at most 200 years");
       order = order.substr(at + 1);
       any = true;
       ++i;
     }
     if (!any || d.back() == 'T') fail(base + d.size(), kExpected);
-    return months_before(now, months) - static_cast<std::int64_t>(fixed);
+    return months_before(now, months) - static_cast<std::int64_t>(std::llround(fixed));
   }
 
   // `ns` moved back `months` calendar months in UTC, the time of day kept.

@@ -149,11 +149,12 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
 }
 
 // Reads each key's shadow and calls `match` with the live ones the filter matches; false once
-// `match` asked to stop. Counts what it examines.
-bool examine(Store& store, const TimestampKeys& keys, const Filter& filter, std::span<const ShadowKey> wanted,
-             std::size_t& examined, const std::function<bool(const Subject&)>& match) {
+// `match` asked to stop. Counts what it examines, against the budget with budget_always.
+bool examine(Store& store, const TimestampKeys& keys, const Filter& filter, const QueryOptions& options,
+             std::span<const ShadowKey> wanted, std::size_t& examined, const std::function<bool(const Subject&)>& match) {
   for (std::size_t i = 0; i < wanted.size(); i += kChunk) {
     const std::span<const ShadowKey> chunk = wanted.subspan(i, std::min(kChunk, wanted.size() - i));
+    if (options.budget_always && examined + chunk.size() > options.budget) over_budget(filter, options);
     examined += chunk.size();
     const std::vector<ShadowRecord> records = store.read(chunk);
     for (std::size_t j = 0; j < chunk.size(); ++j) {
@@ -204,11 +205,12 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
     if (const IndexableComparison* by = choose(store, comparisons, options)) {
       std::size_t examined = 0;
       candidates(store, *by, scan.scope, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
-                 [&](std::vector<ShadowKey>& wanted) { return examine(store, keys, scan.filter, wanted, examined, match); });
+                 [&](std::vector<ShadowKey>& wanted) { return examine(store, keys, scan.filter, options, wanted, examined, match); });
       return examined;
     }
   }
-  const std::optional<ThingBounds> bounds = scan.filter.thing_bounds();
+  std::optional<ThingBounds> bounds = scan.filter.thing_bounds();
+  if (bounds && !bounds->high && (!bounds->low || bounds->low->empty())) bounds.reset();  // ge(thing,""): every thing
   if (options.scan_needs_consent && !scan.allow_scan && !bounds &&
       std::any_of(ranges.begin(), ranges.end(), [](const ThingRange& r) { return r.prefix && r.text.empty(); })) {
     too_expensive(scan.filter, "this query reads every thing of the table, which on DynamoDB needs allowScan=true",
@@ -216,7 +218,7 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
   }
   // Only a filter that names no things is held to the budget: one that does reads only the
   // things it selects, as one an index serves reads only its entries.
-  const bool budgeted = !scan.filter.thing_ranges() && !bounds;
+  const bool budgeted = options.budget_always || (!scan.filter.thing_ranges() && !bounds);
   std::size_t examined = 0;
   // The shadows of `thing` with names after `after_name`; false once `match` asked to stop.
   auto visit = [&](const std::string& thing, std::string after_name) {

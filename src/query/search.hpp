@@ -14,6 +14,7 @@ namespace deviceshadow::query {
 
 struct QueryOptions {
   std::size_t budget = 200000;      // shadows one query may examine (--query-budget)
+  bool budget_always = false;       // the budget holds a narrowed query too (an aggregate keeps what it reads)
   bool scan_needs_consent = false;  // DynamoDB: reading every thing needs allowScan=true
   IndexKeeper* indexes = nullptr;  // the declared indexes, used once ready; null: none
 };
@@ -31,10 +32,10 @@ struct Scan {
 
 // Calls `match` with each live shadow the filter matches, in (thing, name) order, until it
 // returns false. Throws query_too_expensive, reading nothing more, when a filter that names no
-// things and that no ready index serves would examine more than options.budget shadows, when
-// an index plan that is not one value would gather more candidates than that, or
-// (scan_needs_consent) when it would read every thing without allow_scan. Returns the number of
-// shadows examined.
+// things and that no ready index serves (or any filter, with budget_always) would examine more
+// than options.budget shadows, when an index plan that is not one value would gather more
+// candidates than that, or (scan_needs_consent) when it would read every thing without
+// allow_scan. Returns the number of shadows examined.
 std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options,
                  const std::function<bool(const Subject&)>& match);
 

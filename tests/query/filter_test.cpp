@@ -173,6 +173,9 @@ TEST(Filter, DurationsOfYearsAndMonthsFollowTheCalendar) {
   EXPECT_EQ(time_of("time:now-PT1.5M"), at("2026-11-27T04:18:30Z"));
   EXPECT_EQ(time_of("time:now-P0.5D"), at("2026-11-26T16:20:00Z"));
   EXPECT_EQ(time_of("time:now-P1W1D"), at("2026-11-19T04:20:00Z"));
+  EXPECT_EQ(time_of("time:now-P0.1D"), at("2026-11-27T01:56:00Z"));
+  EXPECT_EQ(time_of("time:now-P200Y"), at("1826-11-27T04:20:00Z"));
+  EXPECT_EQ(time_of("time:now-P2400M"), at("1826-11-27T04:20:00Z"));
   // A day past the month's end becomes its last day.
   EXPECT_EQ(time_of("time:now-P1M", at("2028-03-31T12:00:00Z")), at("2028-02-29T12:00:00Z"));
   EXPECT_EQ(time_of("time:now-P1Y1M", at("2027-03-31T12:00:00Z")), at("2026-02-28T12:00:00Z"));

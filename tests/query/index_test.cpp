@@ -621,6 +621,12 @@ TEST_P(Planner, ANarrowedQueryReadsWhatItSelectsWhateverTheBudget) {
   EXPECT_EQ(find(R"(and(like(thing,"plant-1/*"),eq(reported/temp,7)))", false, std::nullopt, 5).size(), 2u);
   EXPECT_THROW(find("eq(reported/temp,7)", false, std::nullopt, 5), ds::Error);
   EXPECT_THROW(count("eq(reported/temp,7)", false, {}, 5), ds::Error);
+  EXPECT_THROW(find(R"(and(ge(thing,""),eq(reported/temp,7)))", false, std::nullopt, 5), ds::Error);  // bounds nothing
+  // An aggregate keeps what it reads: the budget holds it however it is narrowed.
+  const q::Filter f = q::Filter::parse(R"(eq(reported/fw,"2.0"))", 0);
+  EXPECT_THROW(q::scan(counter, keys, {f, {}, std::nullopt, false}, {.budget = 5, .budget_always = true, .indexes = keeper.get()},
+                       [](const q::Subject&) { return true; }),
+               ds::Error);
 }
 
 // gt, ge, lt and le on thing read only the things in their range, pages included.
