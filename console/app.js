@@ -669,7 +669,12 @@ function jobsPage(params) {
   const area = h('textarea', { id: 'job-desired', rows: 6, spellcheck: 'false', placeholder: '{"fw": "1.3.0"}',
     'aria-describedby': 'job-desired-help' });
   // What the job does to each target: write `area`'s state into desired, or delete desired.
-  const onchange = () => { area.disabled = deletes.checked; };
+  const areaLabel = h('label', { for: 'job-desired' }, 'Job desired state');
+  const areaHelp = h('p', { id: 'job-desired-help', class: 'hint' }, 'A JSON object, merged into each target\'s desired state. Dry run counts the targets and writes nothing.');
+  const onchange = () => {
+    area.disabled = deletes.checked;
+    for (const el of [areaLabel, area, areaHelp]) el.hidden = deletes.checked;
+  };
   const writes = h('input', { type: 'radio', name: 'job-kind', checked: true, onchange });
   const deletes = h('input', { type: 'radio', name: 'job-kind', onchange });
   const rate = h('input', { id: 'job-rate', inputmode: 'decimal', spellcheck: 'false', 'aria-describedby': 'job-rate-help' });
@@ -725,8 +730,7 @@ function jobsPage(params) {
           h('a', { href: `#/fleet?${query({ filter: text })}` }, 'the Fleet screen'), '\'s filter).'),
         h('fieldset', { class: 'choice' }, h('legend', {}, 'The job'),
           h('label', {}, writes, ' Write a desired state'), h('label', {}, deletes, ' Delete the desired state')),
-        h('label', { for: 'job-desired' }, 'Job desired state'), area,
-        h('p', { id: 'job-desired-help', class: 'hint' }, 'A JSON object, merged into each target\'s desired state. Dry run counts the targets and writes nothing.'),
+        areaLabel, area, areaHelp,
         h('label', { for: 'job-rate' }, 'Targets per second'), rate,
         h('p', { id: 'job-rate-help', class: 'hint' }, 'At most this many targets are written each second (0.1 to 100,000); empty: as fast as the store takes them.'),
         h('div', { class: 'buttons' }, buttons), message),
