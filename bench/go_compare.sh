@@ -29,7 +29,7 @@ if [ ! -x "$go" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -t bookworm-backports golang-1.23-go >/dev/null
 fi
-cmake --build --preset default --target bench_document >/dev/null
+cmake --build "$build" --target bench_document >/dev/null
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
