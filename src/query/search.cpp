@@ -216,8 +216,8 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
     too_expensive(scan.filter, "this query reads every thing of the table, which on DynamoDB needs allowScan=true",
                   options.indexes);
   }
-  // Only a filter that names no things is held to the budget: one that does reads only the
-  // things it selects, as one an index serves reads only its entries.
+  // Only a filter that names no things is held to the budget (any, with budget_always): one that
+  // does reads only the things it selects, as one an index serves reads only its entries.
   const bool budgeted = options.budget_always || (!scan.filter.thing_ranges() && !bounds);
   std::size_t examined = 0;
   // The shadows of `thing` with names after `after_name`; false once `match` asked to stop.
