@@ -683,6 +683,7 @@ bool narrow(const Filter::Node& n, ThingBounds& b) {
   const bool lower = n.op == Op::gt || n.op == Op::ge, upper = n.op == Op::lt || n.op == Op::le;
   if (!is_thing(n.property) || (!lower && !upper) || n.values.front().type != Literal::Type::string) return false;
   const std::string& v = n.values.front().string;
+  if (lower && v.empty()) return false;  // ge(thing,""), gt(thing,""): every thing
   const bool open = n.op == Op::gt || n.op == Op::lt;
   if (lower && (!b.low || v > *b.low || (v == *b.low && open))) b.low = v, b.low_open = open;
   if (upper && (!b.high || v < *b.high || (v == *b.high && open))) b.high = v, b.high_open = open;

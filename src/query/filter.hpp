@@ -130,7 +130,7 @@ class Filter {
   // name (eq, in, or like with a literal prefix on `thing`); nullopt: any thing.
   std::optional<std::vector<ThingRange>> thing_ranges() const;
   // The range of things the comparisons every match must pass allow (gt, ge, lt, le on
-  // `thing` with a string); nullopt: none bounds them.
+  // `thing` with a string; a lower bound of "" bounds nothing); nullopt: none bounds them.
   std::optional<ThingBounds> thing_bounds() const;
   // The section fields whose indexes would let the filter read less, each once (without @ts or
   // @changed): first those a match must pass (under the top-level and), then the others, in the

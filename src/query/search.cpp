@@ -209,8 +209,7 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
       return examined;
     }
   }
-  std::optional<ThingBounds> bounds = scan.filter.thing_bounds();
-  if (bounds && !bounds->high && (!bounds->low || bounds->low->empty())) bounds.reset();  // ge(thing,""): every thing
+  const std::optional<ThingBounds> bounds = scan.filter.thing_bounds();
   if (options.scan_needs_consent && !scan.allow_scan && !bounds &&
       std::any_of(ranges.begin(), ranges.end(), [](const ThingRange& r) { return r.prefix && r.text.empty(); })) {
     too_expensive(scan.filter, "this query reads every thing of the table, which on DynamoDB needs allowScan=true",

@@ -350,6 +350,10 @@ TEST(Filter, ThingBoundsComeFromRangesEveryMatchMustPass) {
   EXPECT_EQ(bounds(R"(not(gt(thing,"b")))"), std::nullopt);
   EXPECT_EQ(bounds("gt(thing,1)"), std::nullopt);
   EXPECT_EQ(bounds(R"(gt(name,"b"))"), std::nullopt);
+  EXPECT_EQ(bounds(R"(ge(thing,""))"), std::nullopt);  // every thing
+  const auto upper = bounds(R"(and(gt(thing,""),lt(thing,"b")))");
+  ASSERT_TRUE(upper);
+  EXPECT_TRUE(!upper->low && upper->high == "b");
 }
 
 TEST(Filter, FieldsToIndexPutWhatAMatchMustPassFirst) {
