@@ -690,13 +690,19 @@ bool narrow(const Filter::Node& n, ThingBounds& b) {
   return true;
 }
 
-// Appends the section fields under `n` (those a match must pass when `required`) to `out`, once.
-void section_fields(const Filter::Node& n, bool required, std::vector<std::string>& out) {
+// Appends the section fields and `name` under `n` (those a match must pass when `required`) to
+// `out`, once.
+void fields_worth_indexing(const Filter::Node& n, bool required, std::vector<std::string>& out) {
   if (n.op == Op::and_ || (!required && (n.op == Op::or_ || n.op == Op::not_))) {
-    for (const Filter::Node& c : n.children) section_fields(c, required, out);
+    for (const Filter::Node& c : n.children) fields_worth_indexing(c, required, out);
     return;
   }
-  if (n.op == Op::or_ || n.op == Op::not_ || !n.property.in_section() || n.property.path.empty()) return;
+  if (n.op == Op::or_ || n.op == Op::not_) return;
+  if (n.property.kind == Property::Kind::name && n.op != Op::exists && n.op != Op::ne) {
+    if (std::find(out.begin(), out.end(), "name") == out.end()) out.push_back("name");
+    return;
+  }
+  if (!n.property.in_section() || n.property.path.empty()) return;
   std::string text = n.property.text;
   if (n.property.suffix == Property::Suffix::ts) text.resize(text.size() - 3);
   if (n.property.suffix == Property::Suffix::changed) text.resize(text.size() - 8);
@@ -761,8 +767,7 @@ std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
     return u;
   }
   const Property& p = n.property;
-  if (p.kind == Property::Kind::thing || p.kind == Property::Kind::name || p.kind == Property::Kind::delta ||
-      (p.in_section() && p.path.empty())) {
+  if (p.kind == Property::Kind::thing || p.kind == Property::Kind::delta || (p.in_section() && p.path.empty())) {
     return std::nullopt;
   }
   IndexableComparison c{{{&p, {}}}};
@@ -972,8 +977,8 @@ std::vector<IndexableComparison> Filter::indexable() const {
 std::vector<std::string> Filter::fields_to_index() const {
   std::vector<std::string> out;
   if (!root_) return out;
-  section_fields(*root_, true, out);
-  section_fields(*root_, false, out);
+  fields_worth_indexing(*root_, true, out);
+  fields_worth_indexing(*root_, false, out);
   return out;
 }
 

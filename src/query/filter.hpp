@@ -132,14 +132,14 @@ class Filter {
   // The range of things the comparisons every match must pass allow (gt, ge, lt, le on
   // `thing` with a string; a lower bound of "" bounds nothing); nullopt: none bounds them.
   std::optional<ThingBounds> thing_bounds() const;
-  // The section fields whose indexes would let the filter read less, each once (without @ts or
-  // @changed): first those a match must pass (under the top-level and), then the others, in the
-  // order the filter names them; empty when it compares none.
+  // The section fields (without @ts or @changed) and `name` whose indexes would let the filter
+  // read less, each once: first those a match must pass (under the top-level and), then the
+  // others, in the order the filter names them; empty when it compares none.
   std::vector<std::string> fields_to_index() const;
   // The comparisons under the filter's top-level and (or the filter itself) that an index on
-  // their property could select: eq, in, gt, ge, lt, le, and like with a literal prefix, on a
-  // section path or a pseudo field; and each `or` there whose members all are such comparisons
-  // (or such `or`s).
+  // their property could select: eq, in, gt, ge, lt, le, and like with a literal prefix, on
+  // `name`, a section path or a pseudo field; and each `or` there whose members all are such
+  // comparisons (or such `or`s).
   std::vector<IndexableComparison> indexable() const;
 
  private:

@@ -30,9 +30,14 @@ std::string first_token(std::string_view pointer) {
 
 Section section_of(const Property& p) { return p.kind == Property::Kind::desired ? Section::desired : Section::reported; }
 
-// Whether `write` may change what `p` holds: a pseudo field changes with every write, a section
-// path when the write changes a leaf under the same top-level member or removes the section.
-bool affected(const Property& p, const ShadowWrite& write, std::span<const Change> changes) {
+// Whether `write` may change what `p` holds: `name` when the shadow may come to exist or cease
+// to (a section created or deleted), any other pseudo field with every write, a section path
+// when the write changes a leaf under the same top-level member or removes the section.
+bool affected(const Property& p, const ShadowRecord& before, const ShadowWrite& write, std::span<const Change> changes) {
+  if (p.kind == Property::Kind::name) {
+    return std::any_of(write.sections.begin(), write.sections.end(),
+                       [&](const SectionPut& put) { return put.record.deleted || !before.section(put.section).exists(); });
+  }
   if (is_pseudo(p)) return true;
   const Section section = section_of(p);
   for (const SectionPut& put : write.sections) {
@@ -48,12 +53,12 @@ Property parse_index_field(std::string_view text) {
   Property p = parse_property(text, "fields");
   using K = Property::Kind;
   const bool section_path = (p.kind == K::reported || p.kind == K::desired) && !p.path.empty();
-  const bool pseudo = p.kind == K::modified || p.kind == K::reported_version || p.kind == K::desired_version ||
-                      p.kind == K::pending;
+  const bool pseudo = p.kind == K::name || p.kind == K::modified || p.kind == K::reported_version ||
+                      p.kind == K::desired_version || p.kind == K::pending;
   if (!section_path && !pseudo) {
     throw Error::invalid_request("fields: '" + std::string(text) +
                                      "' cannot be indexed: declare reported/<path> or desired/<path> (optionally @ts "
-                                     "or @changed), _modified, _reportedVersion, _desiredVersion or _pending",
+                                     "or @changed), name, _modified, _reportedVersion, _desiredVersion or _pending",
                                  "fields");
   }
   return p;
@@ -261,7 +266,7 @@ std::vector<IndexUpdate> IndexKeeper::updates(const ShadowKey& key, const Shadow
     return s.record().exists() ? index_values(s, p) : std::vector<IndexValue>();
   };
   for (const auto& f : fields_) {  // the caller holds hold()
-    if (!affected(f->property, write, changes)) continue;
+    if (!affected(f->property, before, write, changes)) continue;
     IndexUpdate u{f->property.text, {}, {}};
     // The common case, a write of exactly the declared leaf: its change has both values.
     if (const Change* c = only_change(*f, write, changes)) {

@@ -19,7 +19,7 @@ namespace deviceshadow::query {
 inline constexpr std::size_t kMaxIndexFields = 32;
 
 // A property that may be declared: reported/<path> or desired/<path> (optionally @ts or
-// @changed), _modified, _reportedVersion, _desiredVersion or _pending. Throws invalid_request
+// @changed), name, _modified, _reportedVersion, _desiredVersion or _pending. Throws invalid_request
 // naming `fields`.
 Property parse_index_field(std::string_view text);
 

@@ -282,6 +282,23 @@ class SqliteQueries(Queries, ApiTestCase):
             self.assertEqual([f["field"] for f in r.json()["fields"]], ["reported/temp@ts"])
             self.assertError(server.get("/v1/shadows", params=fw), 400, "query_too_expensive")
 
+    def test_a_declared_name_finds_one_shadow_across_things(self):
+        with Server("--query-budget", "3") as server:
+            populate(server)
+            server.post(shadow_path("plant-8/s0", "aux", "reported"), {"state": {"battery": 40}})
+            aux = {"filter": 'eq(name,"aux")'}
+            e = self.assertError(server.get("/v1/shadows", params=aux), 400, "query_too_expensive")
+            self.assertEqual(e["field"], "name")
+            self.assertIn("declare an index on name", e["message"])
+            r = server.request("PUT", "/v1/index", json={"fields": ["name"]})
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertTrue(eventually(lambda: server.get("/v1/index").json()["fields"][0]["state"] == "ready"))
+            self.assertEqual(server.get("/v1/index").json()["fields"][0], {"field": "name", "state": "ready", "indexed": 7})
+            self.assertEqual(keys(server.get("/v1/shadows", params=aux).json()), [("plant-7/s1", "aux"), ("plant-8/s0", "aux")])
+            self.assertEqual(server.get("/v1/shadows/count", params={"filter": 'like(name,"a*")'}).json(), {"count": 2})
+            self.assertEqual(server.delete(shadow_path("plant-7/s1", "aux")).status_code, 200)
+            self.assertEqual(keys(server.get("/v1/shadows", params=aux).json()), [("plant-8/s0", "aux")])
+
     def test_sort_by_a_declared_field(self):
         with Server() as server:
             populate(server)
@@ -328,7 +345,7 @@ class SqliteQueries(Queries, ApiTestCase):
             self.assertEqual([line.split()[0] for line in r.stdout.splitlines()], ["reported/fw", "_modified"])
             self.assertTrue(eventually(lambda: ctl("get").stdout == "reported/fw  ready  0 indexed\n_modified  ready  0 indexed\n"))
             self.assertEqual(json.loads(ctl("get", "--json").stdout)["fields"][1], {"field": "_modified", "state": "ready", "indexed": 0})
-            r = ctl("put", "name")
+            r = ctl("put", "thing")
             self.assertEqual(r.returncode, 1)
             self.assertIn("invalid_request", r.stderr)
             self.assertEqual(ctl("put").stdout, "")  # no field: every index dropped
