@@ -28,6 +28,16 @@ struct SearchRequest {
   bool allow_scan = false;
 };
 
+// A whole number of a JSON body, also when written 5.0, from 1 to `high`; else invalid_request
+// naming `field`.
+std::uint64_t whole_number(const json::value& v, std::uint64_t high, const char* field) {
+  const bool whole = v.is_int64() || v.is_uint64() || (v.is_double() && std::trunc(v.get_double()) == v.get_double());
+  if (!whole || v.to_number<double>() < 1 || v.to_number<double>() > static_cast<double>(high)) {
+    throw Error::invalid_request(std::string(field) + " must be a whole number between 1 and " + std::to_string(high), field);
+  }
+  return v.to_number<std::uint64_t>();
+}
+
 std::vector<std::string> split_fields(std::string_view text) {
   std::vector<std::string> out;
   while (!text.empty()) {
@@ -152,10 +162,7 @@ SearchRequest from_body(const std::string& body, const Limits& limits) {
     } else if (k == "fields") {
       r.fields = split_fields(text(m.value(), "fields"));
     } else if (k == "limit") {
-      const json::value& v = m.value();  // a whole number, also when written 5.0
-      const bool whole = v.is_int64() || v.is_uint64() || (v.is_double() && std::trunc(v.get_double()) == v.get_double());
-      if (!whole || v.to_number<double>() < 1) throw Error::invalid_request("limit must be a whole number between 1 and 1000", "limit");
-      r.limit = checked_limit(static_cast<std::uint64_t>(std::min(v.to_number<double>(), 1e18)));
+      r.limit = whole_number(m.value(), kMaxPageLimit, "limit");
     } else if (k == "allowScan") {
       r.allow_scan = flag(m.value(), "allowScan");
     } else {
@@ -314,10 +321,7 @@ HttpResponse Api::aggregate(Context& ctx) {
         metrics.push_back(query::parse_metric(label, text(metric.value(), "metrics." + label)));
       }
     } else if (k == "maxGroups") {
-      if (!m.value().is_int64() || m.value().get_int64() < 1 || m.value().get_int64() > 1000) {
-        throw Error::invalid_request("maxGroups must be between 1 and 1000", "maxGroups");
-      }
-      max_groups = static_cast<std::size_t>(m.value().get_int64());
+      max_groups = whole_number(m.value(), 1000, "maxGroups");
     } else if (k == "allowScan") {
       allow_scan = flag(m.value(), "allowScan");
     } else {

@@ -147,14 +147,17 @@ class Queries:
             {"key": {"reported/fw": "1.3.0"}, "n": 1, "avg": 23.5, "p": {"50": 23.5, "100": 23.5},
              "oldest": "2026-11-27T03:00:00.000000000Z"},
             {"key": {"reported/fw": None}, "n": 1, "avg": None, "p": None, "oldest": None}]})
-        r = self.server.post("/v1/shadows/aggregate", {**body, "maxGroups": 1}, token=self.token)
+        r = self.server.post("/v1/shadows/aggregate", {**body, "maxGroups": 1.0}, token=self.token)  # a whole number
         self.assertEqual(r.json()["other"], {"groups": 2, "n": 2, "avg": 23.5, "p": {"50": 23.5, "100": 23.5},
                                              "oldest": "2026-11-27T03:00:00.000000000Z"})
         r = self.server.post("/v1/shadows/aggregate", {"metrics": {"n": "count()"}, **({"allowScan": True} if self.scan else {})}, token=self.token)
         self.assertEqual(r.json(), {"groups": [{"key": {}, "n": len(ALL)}]})
         for bad, field in [({"metrics": {"m": "median(reported/temp)"}}, "metrics.m"), ({}, "metrics"),
                            ({"metrics": {"n": "count()"}, "groupBy": ["nope"]}, "groupBy"),
-                           ({"metrics": {"n": "count()"}, "maxGroups": 0}, "maxGroups")]:
+                           ({"metrics": {"n": "count()"}, "maxGroups": 0}, "maxGroups"),
+                           ({"metrics": {"n": "count()"}, "maxGroups": 1.5}, "maxGroups"),
+                           ({"metrics": {"n": "count()"}, "maxGroups": 1001}, "maxGroups"),
+                           ({"metrics": {"n": "count()"}, "maxGroups": "2"}, "maxGroups")]:
             e = self.assertError(self.server.post("/v1/shadows/aggregate", bad, token=self.token), 400, "invalid_request")
             self.assertEqual(e["field"], field)
         self.assertError(self.server.post("/v1/shadows/aggregate", {"metrics": {"n": "count()"}, "filter": "eq("},
