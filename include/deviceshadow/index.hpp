@@ -25,8 +25,10 @@ struct ShadowWrite;
 // within a type: booleans false < true, numbers numerically (1 = 1.0; integers exactly, other
 // numbers as doubles), strings bytewise, times by their instant. A string holding an RFC 3339
 // time is kept twice, as a string and as a time, because filters compare it with times too.
+// `absent` is the one entry of a shadow that holds no value of the field: no comparison selects
+// it; a sort lists such shadows last.
 struct IndexValue {
-  enum class Type : std::uint8_t { null = 0, boolean = 1, number = 2, string = 3, time = 4 };
+  enum class Type : std::uint8_t { null = 0, boolean = 1, number = 2, string = 3, time = 4, absent = 5 };
   Type type = Type::null;
   std::int64_t integer = 0;  // boolean (0, 1), time (Unix ns), an integral number when !real
   double number = 0;         // a number when real

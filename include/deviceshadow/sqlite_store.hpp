@@ -35,6 +35,6 @@ struct SqliteOptions {
 std::unique_ptr<StoreBackend> open_sqlite_store(const SqliteOptions& options);
 
 // The schema version this build writes.
-inline constexpr int kSqliteSchemaVersion = 9;
+inline constexpr int kSqliteSchemaVersion = 10;
 
 }  // namespace deviceshadow

@@ -95,7 +95,7 @@ std::string encode_position(const IndexValue& v) {
 
 IndexValue decode_position(const std::string& text) {
   auto bad = [] { return Error::invalid_request("the cursor is not a sorted search's", "cursor"); };
-  if (text.size() < 2 || text[1] != ':' || text[0] < '0' || text[0] > '4') throw bad();
+  if (text.size() < 2 || text[1] != ':' || text[0] < '0' || text[0] > '5') throw bad();
   IndexValue v;
   v.type = static_cast<IndexValue::Type>(text[0] - '0');
   const std::string value = text.substr(2);

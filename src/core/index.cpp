@@ -18,7 +18,8 @@ int sign(auto a, auto b) noexcept { return a < b ? -1 : b < a ? 1 : 0; }
 int compare(const IndexValue& a, const IndexValue& b) noexcept {
   if (a.type != b.type) return sign(a.type, b.type);
   switch (a.type) {
-    case IndexValue::Type::null: return 0;
+    case IndexValue::Type::null:
+    case IndexValue::Type::absent: return 0;
     case IndexValue::Type::string: return sign(a.text.compare(b.text), 0);
     case IndexValue::Type::number:
       if (!a.real && !b.real) return sign(a.integer, b.integer);

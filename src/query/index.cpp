@@ -30,14 +30,20 @@ std::string first_token(std::string_view pointer) {
 
 Section section_of(const Property& p) { return p.kind == Property::Kind::desired ? Section::desired : Section::reported; }
 
-// Whether `write` may change what `p` holds: `name` when the shadow may come to exist or cease
-// to (a section created or deleted), any other pseudo field with every write, a section path
-// when the write changes a leaf under the same top-level member or removes the section.
+// Whether the shadow exists after `write` (a section it does not put stays as it was).
+bool exists_after(const ShadowRecord& before, const ShadowWrite& write) {
+  bool reported = before.reported.exists(), desired = before.desired.exists();
+  for (const SectionPut& put : write.sections) (put.section == Section::reported ? reported : desired) = put.record.exists();
+  return reported || desired;
+}
+
+// Whether `write` may change what `p` holds: anything when the shadow comes to exist or ceases
+// to (its entries come or go, `absent` ones included); else `name` never, any other pseudo field
+// with every write, a section path when the write changes a leaf under the same top-level member
+// or removes the section.
 bool affected(const Property& p, const ShadowRecord& before, const ShadowWrite& write, std::span<const Change> changes) {
-  if (p.kind == Property::Kind::name) {
-    return std::any_of(write.sections.begin(), write.sections.end(),
-                       [&](const SectionPut& put) { return put.record.deleted || !before.section(put.section).exists(); });
-  }
+  if (before.exists() != exists_after(before, write)) return true;
+  if (p.kind == Property::Kind::name) return false;
   if (is_pseudo(p)) return true;
   const Section section = section_of(p);
   for (const SectionPut& put : write.sections) {
@@ -103,8 +109,16 @@ std::string leaf_pointer(const Property& p) {
 
 }  // namespace
 
+// A shadow's entries of a field from the values it holds: those, or `absent` when it holds
+// none; none when it does not exist.
+std::vector<IndexValue> entries(std::vector<IndexValue> values, bool exists) {
+  if (!exists) return {};
+  if (values.empty()) values.push_back({IndexValue::Type::absent});
+  return values;
+}
+
 std::vector<IndexValue> index_values(const Subject& subject, const Property& property) {
-  return to_index_values(samples(subject, property));
+  return entries(to_index_values(samples(subject, property)), subject.record().exists());
 }
 
 IndexKeeper::IndexKeeper(Store& store, const TimestampKeys& keys, IndexKeeperOptions options)
@@ -261,31 +275,35 @@ std::vector<IndexUpdate> IndexKeeper::updates(const ShadowKey& key, const Shadow
   std::vector<IndexUpdate> out;
   std::optional<ShadowRecord> after;
   std::optional<Subject> old_subject, new_subject;
-  // A shadow that does not exist holds nothing (pseudo fields would still have values).
-  auto values = [&](const Subject& s, const Property& p) {
-    return s.record().exists() ? index_values(s, p) : std::vector<IndexValue>();
-  };
   for (const auto& f : fields_) {  // the caller holds hold()
-    if (!affected(f->property, before, write, changes)) continue;
-    IndexUpdate u{f->property.text, {}, {}};
-    // The common case, a write of exactly the declared leaf: its change has both values.
+    // While a field builds, a write stores all of its shadow's entries: the build skips a shadow
+    // written after it read it, and the entries it would have added may be ones this write
+    // does not change.
+    const bool building = !f->ready;
+    if (!building && !affected(f->property, before, write, changes)) continue;
+    std::vector<IndexValue> was, is;
     if (const Change* c = only_change(*f, write, changes)) {
-      const std::vector<IndexValue> was = c->old_value ? to_index_values(samples_of(*c->old_value, keys_)) : std::vector<IndexValue>();
-      const std::vector<IndexValue> is = c->new_value ? to_index_values(samples_of(*c->new_value, keys_)) : std::vector<IndexValue>();
-      std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(u.removed));
-      std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
-      if (!u.removed.empty() || !u.added.empty()) out.push_back(std::move(u));
-      continue;
+      // The common case, a write of exactly the declared leaf: its change has both values (the
+      // shadow exists after it).
+      was = entries(c->old_value ? to_index_values(samples_of(*c->old_value, keys_)) : std::vector<IndexValue>(), before.exists());
+      is = entries(c->new_value ? to_index_values(samples_of(*c->new_value, keys_)) : std::vector<IndexValue>(), true);
+    } else {
+      if (!new_subject) {
+        after = before;
+        for (const SectionPut& put : write.sections) after->section(put.section) = put.record;
+        old_subject.emplace(key, before, keys_);
+        new_subject.emplace(key, *after, keys_);
+      }
+      was = index_values(*old_subject, f->property);
+      is = index_values(*new_subject, f->property);
     }
-    if (!new_subject) {
-      after = before;
-      for (const SectionPut& put : write.sections) after->section(put.section) = put.record;
-      old_subject.emplace(key, before, keys_);
-      new_subject.emplace(key, *after, keys_);
-    }
-    const std::vector<IndexValue> was = values(*old_subject, f->property), is = values(*new_subject, f->property);
+    IndexUpdate u{f->property.text, {}, {}};
     std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(u.removed));
-    std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
+    if (building) {
+      u.added = std::move(is);
+    } else {
+      std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
+    }
     if (!u.removed.empty() || !u.added.empty()) out.push_back(std::move(u));
   }
   return out;

@@ -23,7 +23,8 @@ inline constexpr std::size_t kMaxIndexFields = 32;
 // naming `fields`.
 Property parse_index_field(std::string_view text);
 
-// The values `property` holds in `subject`, as index entries: sorted, without duplicates.
+// The values `property` holds in `subject`, as index entries: sorted, without duplicates; one
+// `absent` entry when it holds none; none when the shadow does not exist.
 std::vector<IndexValue> index_values(const Subject& subject, const Property& property);
 
 struct IndexKeeperOptions {

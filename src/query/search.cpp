@@ -301,19 +301,18 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
                         const std::function<bool(const Subject&, const IndexValue&)>& match) {
   using T = IndexValue::Type;
   const Property property = parse_index_field(sort.field);
+  // Values by type, then the shadows holding none (`absent`) by thing and name, either way.
   std::vector<T> types{T::null, T::boolean, T::number, T::string, T::time};
   if (sort.descending) std::reverse(types.begin(), types.end());
+  types.push_back(T::absent);
+  // Types come in this order: those before the cursor's are done.
+  auto next = after ? std::find(types.begin(), types.end(), after->value.type) : types.begin();
   std::size_t examined = 0;
-  for (T type : types) {
-    IndexRange range{type};
-    range.descending = sort.descending;
+  for (; next != types.end(); ++next) {
+    IndexRange range{*next};
+    range.descending = sort.descending && *next != T::absent;
     std::optional<IndexHit> from;
-    if (after) {
-      // Types come in order: those before the cursor's are done.
-      const bool done = sort.descending ? type > after->value.type : type < after->value.type;
-      if (done) continue;
-      if (type == after->value.type) from = IndexHit{after->value, after->key.thing, after->key.name};
-    }
+    if (after && *next == after->value.type) from = IndexHit{after->value, after->key.thing, after->key.name};
     for (;;) {
       const std::vector<IndexHit> hits = store.index_range(sort.field, range, from ? &*from : nullptr, kChunk);
       if (examined + hits.size() > options.budget) over_budget(scan.filter, options);

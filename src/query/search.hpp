@@ -53,7 +53,8 @@ struct SortPosition {
 };
 
 // As scan(), in `sort`'s order, reading the field's index (ready) from its first entry, or
-// after `after`: every entry read is a shadow examined.
+// after `after`: every entry read is a shadow examined. The matches holding no value of the
+// field come last, by thing and name, in either direction.
 std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& scan, const Sort& sort,
                         const std::optional<SortPosition>& after, const QueryOptions& options,
                         const std::function<bool(const Subject&, const IndexValue&)>& match);

@@ -125,7 +125,8 @@ bool append_string(std::string& out, std::string_view s) {
 bool append_value(std::string& out, const IndexValue& v) {
   out += static_cast<char>('0' + static_cast<int>(v.type));
   switch (v.type) {
-    case IndexValue::Type::null: break;
+    case IndexValue::Type::null:
+    case IndexValue::Type::absent: break;
     case IndexValue::Type::boolean: out += v.integer ? '1' : '0'; break;
     case IndexValue::Type::number: append_number(out, v); break;
     case IndexValue::Type::string: return append_string(out, v.text);
@@ -171,7 +172,8 @@ IndexHit decode_entry(const json::object& item) {
   IndexValue& v = hit.value;
   v.type = static_cast<IndexValue::Type>(sk[0] - '0');
   switch (v.type) {
-    case IndexValue::Type::null: break;
+    case IndexValue::Type::null:
+    case IndexValue::Type::absent: break;
     case IndexValue::Type::boolean: v.integer = part == "1"; break;
     case IndexValue::Type::number: {
       const std::string text = get_s(item, "n");
@@ -248,8 +250,10 @@ DynamoDbStore::Declared DynamoDbStore::read_declaration() {
     const json::value list = parse_json(get_s(item->as_object(), "fields"));
     for (const json::value& f : list.as_array()) {
       const json::object& o = f.as_object();
-      d.fields.push_back({std::string(o.at("field").as_string()), o.at("ready").as_bool(),
-                          static_cast<std::uint64_t>(o.at("indexed").to_number<std::int64_t>())});
+      // A field declared before shadows lacking it had an `absent` entry is built again.
+      const bool current = o.contains("absentEntries");
+      d.fields.push_back({std::string(o.at("field").as_string()), current && o.at("ready").as_bool(),
+                          current ? static_cast<std::uint64_t>(o.at("indexed").to_number<std::int64_t>()) : 0});
       d.since[d.fields.back().field] = static_cast<std::uint64_t>(o.at("since").to_number<std::int64_t>());
     }
   }
@@ -277,7 +281,8 @@ std::uint64_t DynamoDbStore::put_index_fields(std::span<const IndexFieldState> f
     const std::uint64_t since = kept != stored.since.end() ? kept->second : next.generation;
     next.fields.push_back(f);
     next.since[f.field] = since;
-    list.push_back(json::object{{"field", f.field}, {"ready", f.ready}, {"indexed", f.indexed}, {"since", since}});
+    list.push_back(json::object{
+        {"field", f.field}, {"ready", f.ready}, {"indexed", f.indexed}, {"since", since}, {"absentEntries", true}});
   }
   json::object put{{"TableName", options_.table},
                    {"Item", json::object{{"PK", S(kDeclarationPk)},

@@ -120,6 +120,14 @@ CREATE TABLE IF NOT EXISTS job_targets(
 PRAGMA user_version = 9;
 )sql";
 
+// Version 10: a shadow holding no value of a declared field has an entry of type `absent`
+// (IndexValue), which entries built before lack: every declared field is built again (its
+// queries read without it meanwhile; the build adds what is missing and keeps the rest).
+constexpr const char* kSchemaV10 = R"sql(
+UPDATE index_fields SET ready = 0, indexed = 0;
+PRAGMA user_version = 10;
+)sql";
+
 constexpr const char* kSelectSections =
     "SELECT section, version, deleted, timestamp, client_token, tz, state, write_id, expires, times "
     "FROM sections WHERE thing = ?1 AND name = ?2";
@@ -438,7 +446,7 @@ void SqliteStore::migrate(Connection& c) {
   for (auto [from, sql] : {std::pair{0, kSchemaV1}, std::pair{1, kSchemaV2}, std::pair{2, kSchemaV3},
                            std::pair{3, kSchemaV4}, std::pair{4, kSchemaV5},
                            std::pair{5, kSchemaV6}, std::pair{6, kSchemaV7}, std::pair{7, kSchemaV8},
-                           std::pair{8, kSchemaV9}}) {
+                           std::pair{8, kSchemaV9}, std::pair{9, kSchemaV10}}) {
     if (version > from) continue;
     c.exec("BEGIN IMMEDIATE");
     c.exec(sql);

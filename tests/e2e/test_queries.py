@@ -309,13 +309,15 @@ class SqliteQueries(Queries, ApiTestCase):
             self.assertEqual(e["field"], "sort")
             server.request("PUT", "/v1/index", json={"fields": ["reported/temp"]})
             self.assertTrue(eventually(lambda: server.get("/v1/index").json()["fields"][0]["state"] == "ready"))
-            expected = [("plant-8/s0", "main"), ("plant-7/s2", "main"), ("plant-7/s1", "main"), ("office", "main"),
-                        ("plant-7/s0", "main")]  # 21.0 and 21 tie: thing and name, reversed with '-'
+            by_temp = [("plant-8/s0", "main"), ("plant-7/s2", "main"), ("plant-7/s1", "main"), ("office", "main"),
+                       ("plant-7/s0", "main")]  # 21.0 and 21 tie: thing and name, reversed with '-'
+            no_temp = [("plant-7/s1", "aux")]  # last, either way
+            expected = by_temp + no_temp
             r = server.get("/v1/shadows", params={"sort": "-reported/temp", "fields": "reported/temp"})
             self.assertEqual(keys(r.json()), expected, r.text)
             self.assertEqual(keys(server.get("/v1/shadows", params={"sort": "reported/temp,+thing,+name"}).json()),
-                             expected[::-1])
-            paged, params = [], {"sort": "-reported/temp", "limit": 2, "filter": "exists(reported)"}
+                             by_temp[::-1] + no_temp)
+            paged, params = [], {"sort": "-reported/temp", "limit": 2, "filter": "exists(reported)"}  # pages cross into no_temp
             while True:
                 body = server.get("/v1/shadows", params=params).json()
                 paged += keys(body)
@@ -471,6 +473,33 @@ class DynamoDbIndexes(ApiTestCase):
             self.assertTrue(entries("reported/temp"))
             self.assertEqual(b.get("/v1/shadows/count", params={"filter": 'eq(reported/fw,"1.3.0")', "allowScan": "true"}).json(),
                              {"count": 2})
+
+    def test_fields_declared_before_absent_entries_are_built_again(self):
+        table = new_table()
+        with dynamo_server(table) as server:
+            populate(server)
+            server.request("PUT", "/v1/index", json={"fields": ["reported/temp"]})
+            ready = lambda: server.get("/v1/index").json()["fields"][0]["state"] == "ready"
+            self.assertTrue(eventually(ready, timeout=90))
+            last = lambda: keys(server.get("/v1/shadows", params={"sort": "-reported/temp"}).json())[-1]
+            self.assertEqual(last(), ("plant-7/s1", "aux"))  # it holds no temp
+            # The table as an earlier version left it: no absent entries, the fields not marked.
+            client = ddb()
+            for item in client.scan(TableName=table)["Items"]:
+                if item["PK"]["S"].startswith("IX#") and item["SK"]["S"].startswith("5"):
+                    client.delete_item(TableName=table, Key={"PK": item["PK"], "SK": item["SK"]})
+            self.assertEqual(last(), ("plant-7/s0", "main"))
+            declaration = client.get_item(TableName=table, Key={"PK": {"S": "IX"}, "SK": {"S": "FIELDS"}})["Item"]
+            fields = json.loads(declaration["fields"]["S"])
+            for f in fields:
+                del f["absentEntries"]
+            declaration["fields"] = {"S": json.dumps(fields)}
+            client.put_item(TableName=table, Item=declaration)
+            server.stop()
+            server.start()
+            self.assertEqual(server.get("/v1/index").json()["fields"][0]["state"], "building")
+            self.assertTrue(eventually(ready, timeout=90))
+            self.assertEqual(last(), ("plant-7/s1", "aux"))
 
 
 if __name__ == "__main__":

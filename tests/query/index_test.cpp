@@ -40,7 +40,7 @@ std::unique_ptr<ds::StoreBackend> open_store(const std::string& kind, const Temp
 // Every entry of `field`, as "thing|name|type|value".
 std::set<std::string> entries_of(ds::Store& store, const std::string& field) {
   std::set<std::string> out;
-  for (T type : {T::null, T::boolean, T::number, T::string, T::time}) {
+  for (T type : {T::null, T::boolean, T::number, T::string, T::time, T::absent}) {
     const ds::IndexHit* after = nullptr;
     std::vector<ds::IndexHit> page;
     for (;;) {
@@ -138,7 +138,10 @@ TEST_P(Indexes, ValuesAreTypedAsFiltersCompareThem) {
   ASSERT_EQ(time_string.size(), 2u);  // a string and a time
   EXPECT_EQ(time_string[0].type, T::string);
   EXPECT_EQ(time_string[1].type, T::time);
-  EXPECT_TRUE(values(R"({"a":{"b":1}})", "reported/a").empty());  // objects are not compared
+  // Objects are not compared: a shadow holding no value has one entry, `absent`.
+  EXPECT_EQ(values(R"({"a":{"b":1}})", "reported/a"), std::vector<ds::IndexValue>{{T::absent}});
+  EXPECT_EQ(values(R"({"b":1})", "reported/a"), std::vector<ds::IndexValue>{{T::absent}});
+  EXPECT_EQ(values(R"({"b":1})", "name"), (std::vector<ds::IndexValue>{{T::string, 0, 0, false, "main"}}));
   EXPECT_EQ(values(R"({"a":null})", "reported/a").front().type, T::null);
   EXPECT_EQ(values(R"({"a":true})", "reported/a").front().integer, 1);
 }
@@ -161,13 +164,13 @@ TEST_P(Indexes, RangesReadWhatTheirBoundsContainInValueOrder) {
   }
   keeper->declare({"reported/x"});
   keeper->wait_until_built();
-  for (T type : {T::null, T::boolean, T::number, T::string, T::time}) {
+  for (T type : {T::null, T::boolean, T::number, T::string, T::time, T::absent}) {
     std::vector<ds::IndexHit> all = store->index_range("reported/x", {type}, nullptr, 1000);
     std::vector<ds::IndexHit> sorted = all;
     std::stable_sort(sorted.begin(), sorted.end(), [](const ds::IndexHit& a, const ds::IndexHit& b) {
       return std::tie(a.value, a.thing, a.name) < std::tie(b.value, b.thing, b.name);
     });
-    EXPECT_EQ(all.size(), type == T::number ? 40u : type == T::string ? 28u : type == T::time ? 4u : type == T::null ? 0u : 4u);  // null removes a member
+    EXPECT_EQ(all.size(), type == T::number ? 40u : type == T::string ? 28u : type == T::time ? 4u : type == T::null || type == T::absent ? 0u : 4u);  // null removes a member
     auto keys_of = [](const std::vector<ds::IndexHit>& hits) {
       std::vector<std::string> out;
       for (const ds::IndexHit& h : hits) out.push_back(h.thing);
@@ -235,7 +238,7 @@ TEST_P(Indexes, RefusesFieldsThatCannotBeIndexed) {
 
 TEST_P(Indexes, RandomWritesKeepTheIndexEqualToARebuild) {
   const std::vector<std::string> fields{"reported/temp", "reported/tags", "desired/sp", "reported/temp@changed",
-                                        "_modified", "_pending", "reported/obj/v"};
+                                        "_modified", "_pending", "reported/obj/v", "name"};
   keeper->declare(fields);
   keeper->wait_until_built();
   std::mt19937 rng(7);
@@ -278,6 +281,35 @@ TEST_P(Indexes, BuildsExistingShadowsInTheBackgroundWhileWritesGoOn) {
   EXPECT_TRUE(keeper->ready("reported/n"));
   EXPECT_EQ(entries_of(*store, "reported/n"), rebuilt(*store, "reported/n", keys));
   EXPECT_EQ(store->index_fields().fields, status);  // stored: every shadowd sees it
+}
+
+// The build skips a shadow written after it read it; that write stores the shadow's entries, also
+// when it changes other leaves only.
+TEST_P(Indexes, AWriteDuringTheBuildStoresTheEntriesTheBuildSkips) {
+  for (int i = 0; i < 5; ++i) report("t" + std::to_string(i), R"({"n":)" + std::to_string(i) + "}");
+  report("t5", R"({"other":0})");  // an `absent` entry
+  class WriteAfterRead : public ForwardingStore {
+   public:
+    using ForwardingStore::ForwardingStore;
+    std::function<void()> hook;
+    std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
+      std::vector<ds::ShadowRecord> out = inner_.read(keys);
+      if (hook && keys.size() > 1) std::exchange(hook, nullptr)();
+      return out;
+    }
+  } building{*store};
+  q::IndexKeeper other(building, keys);
+  engine.set_indexer(&other);
+  building.hook = [&] {
+    report("t1", R"({"other":1})");
+    report("t5", R"({"other":1})");
+  };
+  other.declare({"reported/n"});
+  other.wait_until_built();
+  EXPECT_EQ(building.hook, nullptr);
+  EXPECT_EQ(entries_of(*store, "reported/n"), rebuilt(*store, "reported/n", keys));
+  EXPECT_EQ(entries_of(*store, "reported/n").size(), 6u);
+  engine.set_indexer(nullptr);
 }
 
 TEST_P(Indexes, AFieldLeftOutLosesItsEntriesAndTheOthersKeepTheirs) {
@@ -532,24 +564,32 @@ TEST_P(Planner, ReadsEqualitiesAndRangesLongerThanOneStoreCall) {
 }
 
 // A sorted search lists each matching shadow that holds the field once, at its least value
-// (greatest when descending), ties by thing and name; pages resume at the position given.
+// (greatest when descending), ties by thing and name, then those holding none by thing and name;
+// pages resume at the position given.
 TEST_P(Planner, SortsByADeclaredField) {
   report("plant-1/s1", R"({"temp":[49,-1]})");  // listed at -1 ascending, at 49 descending
   report("plant-2/s2", R"({"temp":"warm"})");   // strings after numbers
+  report("plant-2/x", R"({"fw":"3.0"})");       // no temp: listed last either way
+  report("plant-0/x", R"({"fw":"3.0"})");
+  report("plant-1/x", R"({"temp":{"c":20}})");  // an object: no value
   keeper->declare({"reported/temp"});
   keeper->wait_until_built();
   const q::Filter f = q::Filter::parse(R"(like(thing,"plant-*"))", 0);
   const q::Property temp = q::parse_index_field("reported/temp");
   for (bool descending : {false, true}) {
-    // Expected: every match holding a value, by its first value in this order, then thing, name.
-    std::vector<std::tuple<ds::IndexValue, std::string, std::string>> expected;
+    // Expected: every match holding a value, by its first value in this order, then thing, name;
+    // then those holding none, by thing and name.
+    std::vector<std::tuple<ds::IndexValue, std::string, std::string>> expected, none;
     q::scan(counter, keys, {f, {}, std::nullopt, false}, {}, [&](const q::Subject& s) {
       const std::vector<ds::IndexValue> v = q::index_values(s, temp);
-      if (!v.empty()) expected.emplace_back(descending ? v.back() : v.front(), s.key().thing, s.key().name);
+      (v.front().type == T::absent ? none : expected).emplace_back(descending ? v.back() : v.front(), s.key().thing, s.key().name);
       return true;
     });
+    ASSERT_EQ(none.size(), 3u);
     std::sort(expected.begin(), expected.end());
     if (descending) std::reverse(expected.begin(), expected.end());
+    std::sort(none.begin(), none.end());
+    expected.insert(expected.end(), none.begin(), none.end());
     std::vector<std::tuple<ds::IndexValue, std::string, std::string>> listed;
     std::optional<q::SortPosition> after;
     for (bool more = true; more;) {

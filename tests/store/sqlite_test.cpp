@@ -253,6 +253,24 @@ TEST(Sqlite, MigratesVersion7ToKeepDeclaredIndexes) {
   EXPECT_EQ(scalar(db, "SELECT count(*) FROM shadow_index"), "1");
 }
 
+// Version 10 builds every declared field again, for the entries of shadows lacking it.
+TEST(Sqlite, MigratesVersion9ByBuildingTheDeclaredIndexesAgain) {
+  TempDir dir;
+  auto db = dir.path() / "nested" / "dir" / "shadows.db";
+  store_one_shadow(dir);
+  {
+    auto store = ds::open_sqlite_store(options_in(dir));
+    const std::vector<ds::IndexFieldState> fields{{"reported/fw", true, 1}, {"_modified", true, 1}};
+    store->put_index_fields(fields, 0);
+  }
+  scalar(db, "PRAGMA user_version = 9");
+  auto store = ds::open_sqlite_store(options_in(dir));
+  EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
+  const std::vector<ds::IndexFieldState> building{{"reported/fw", false, 0}, {"_modified", false, 0}};
+  EXPECT_EQ(store->index_fields().fields, building);
+  EXPECT_TRUE(store->read(ds::ShadowKey{"t", "main"}).reported.exists());
+}
+
 // Version 9 adds the bulk jobs' tables to a version 8 database, keeping its shadows.
 TEST(Sqlite, MigratesVersion8ByAddingTheJobTables) {
   TempDir dir;
