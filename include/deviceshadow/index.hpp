@@ -50,7 +50,7 @@ struct IndexUpdate {
   std::vector<IndexValue> added;
 };
 
-// Values of one type between two bounds (absent: unbounded within the type).
+// Values of one type between two bounds (a bound not given: unbounded within the type).
 struct IndexRange {
   IndexValue::Type type = IndexValue::Type::null;
   std::optional<IndexValue> low, high;

@@ -207,9 +207,9 @@ class Store {
   // writes up.
   virtual void remove_undeclared_entries() {}
   // Adds the entries of shadows a background build read (their updates remove nothing), each
-  // only if its sections are still at the versions it read (else a newer write indexed it
-  // itself). Returns how many it stored.
-  virtual std::size_t put_index_entries(std::span<const IndexedShadow> shadows);
+  // only if its sections are still at the versions it read. Returns the keys of those whose
+  // versions moved (stored nothing for them: the build reads them again).
+  virtual std::vector<ShadowKey> put_index_entries(std::span<const IndexedShadow> shadows);
   // Entries of `field` in `range`, in (value, thing, name) order (reversed when
   // range.descending), after `after` in that order when given, at most `limit`.
   virtual std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,

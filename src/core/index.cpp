@@ -44,7 +44,7 @@ bool IndexRange::contains(const IndexValue& v) const noexcept {
 }
 
 std::uint64_t Store::put_index_fields(std::span<const IndexFieldState>, std::uint64_t) { no_indexes(); }
-std::size_t Store::put_index_entries(std::span<const IndexedShadow>) { no_indexes(); }
+std::vector<ShadowKey> Store::put_index_entries(std::span<const IndexedShadow>) { no_indexes(); }
 std::vector<IndexHit> Store::index_range(std::string_view, const IndexRange&, const IndexHit*, std::size_t) { no_indexes(); }
 std::uint64_t Store::index_count(std::string_view, const IndexRange&, std::uint64_t) { no_indexes(); }
 

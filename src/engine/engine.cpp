@@ -554,6 +554,16 @@ void Engine::store_write(ShadowWrite& write, const ShadowRecord& before, std::sp
       std::shared_lock<std::shared_mutex> hold = indexer_->hold();
       write.index = indexer_->updates(write.key, before, write, changes);
       write.index_generation = indexer_->generation();
+      // Entries are decided from both sections as read (whether the shadow exists, pseudo
+      // fields): on a store that processes share, the section not written must still be so.
+      if (write.index_generation != 0 && !write.index.empty()) {
+        for (Section s : {Section::reported, Section::desired}) {
+          const auto is = [s](const auto& x) { return x.section == s; };
+          if (std::none_of(write.sections.begin(), write.sections.end(), is) && std::none_of(write.checks.begin(), write.checks.end(), is)) {
+            write.checks.push_back({s, before.section(s).version});
+          }
+        }
+      }
       try {
         return store_.write(write);
       } catch (const IndexDeclarationChanged&) {  // another process declared: decide again

@@ -79,7 +79,7 @@ class MeteredStore final : public StoreBackend {
     return inner_.put_index_fields(fields, generation);
   }
   void remove_undeclared_entries() override { inner_.remove_undeclared_entries(); }
-  std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override { return inner_.put_index_entries(shadows); }
+  std::vector<ShadowKey> put_index_entries(std::span<const IndexedShadow> shadows) override { return inner_.put_index_entries(shadows); }
   std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                     std::size_t limit) override;
   std::uint64_t index_count(std::string_view field, const IndexRange& range, std::uint64_t cap) override;

@@ -783,18 +783,17 @@ std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
         add_ranges(n.op, l, p.suffix != Property::Suffix::none || p.kind == Property::Kind::modified, ranges);
       }
       return c;
-    case Op::like: {
+    case Op::like: {  // with a literal prefix: else it would select every string
       const std::string& pattern = n.values.front().string;
       IndexRange r{IndexValue::Type::string};
       const std::string prefix = pattern.substr(0, pattern.find_first_of("*?"));
-      if (!prefix.empty()) {
-        r.low = IndexValue{IndexValue::Type::string, 0, 0, false, prefix};
-        if (prefix.size() == pattern.size()) {
-          r.high = r.low;
-        } else if (std::string next = prefix_successor(prefix); !next.empty()) {
-          r.high = IndexValue{IndexValue::Type::string, 0, 0, false, std::move(next)};
-          r.high_open = true;
-        }
+      if (prefix.empty()) return std::nullopt;
+      r.low = IndexValue{IndexValue::Type::string, 0, 0, false, prefix};
+      if (prefix.size() == pattern.size()) {
+        r.high = r.low;
+      } else if (std::string next = prefix_successor(prefix); !next.empty()) {
+        r.high = IndexValue{IndexValue::Type::string, 0, 0, false, std::move(next)};
+        r.high_open = true;
       }
       ranges.push_back(std::move(r));
       return c;

@@ -276,11 +276,7 @@ std::vector<IndexUpdate> IndexKeeper::updates(const ShadowKey& key, const Shadow
   std::optional<ShadowRecord> after;
   std::optional<Subject> old_subject, new_subject;
   for (const auto& f : fields_) {  // the caller holds hold()
-    // While a field builds, a write stores all of its shadow's entries: the build skips a shadow
-    // written after it read it, and the entries it would have added may be ones this write
-    // does not change.
-    const bool building = !f->ready;
-    if (!building && !affected(f->property, before, write, changes)) continue;
+    if (!affected(f->property, before, write, changes)) continue;
     std::vector<IndexValue> was, is;
     if (const Change* c = only_change(*f, write, changes)) {
       // The common case, a write of exactly the declared leaf: its change has both values (the
@@ -299,11 +295,7 @@ std::vector<IndexUpdate> IndexKeeper::updates(const ShadowKey& key, const Shadow
     }
     IndexUpdate u{f->property.text, {}, {}};
     std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(u.removed));
-    if (building) {
-      u.added = std::move(is);
-    } else {
-      std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
-    }
+    std::set_difference(is.begin(), is.end(), was.begin(), was.end(), std::back_inserter(u.added));
     if (!u.removed.empty() || !u.added.empty()) out.push_back(std::move(u));
   }
   return out;
@@ -387,22 +379,28 @@ bool IndexKeeper::build_pass(std::uint64_t seen) {
   std::size_t since_persist = 0;
   std::vector<ShadowKey> pending;  // read and indexed kBuildChunk at a time, across things
   auto flush = [&] {
-    const std::vector<ShadowRecord> records = store_.read(pending);
-    std::vector<IndexedShadow> batch;
-    for (std::size_t i = 0; i < pending.size(); ++i) {
-      if (!records[i].exists()) continue;
-      IndexedShadow& s = batch.emplace_back(IndexedShadow{pending[i], records[i].reported.version, records[i].desired.version, {}});
-      Subject subject(pending[i], records[i], keys_);
-      for (const auto& f : todo) s.updates.push_back({f->property.text, {}, index_values(subject, f->property)});
+    // A shadow written after it was read is read again: that write stored only the entries it
+    // changed, which need not be all of them.
+    while (!pending.empty()) {
+      const std::vector<ShadowRecord> records = store_.read(pending);
+      std::vector<IndexedShadow> batch;
+      for (std::size_t i = 0; i < pending.size(); ++i) {
+        if (!records[i].exists()) continue;
+        IndexedShadow& s = batch.emplace_back(IndexedShadow{pending[i], records[i].reported.version, records[i].desired.version, {}});
+        Subject subject(pending[i], records[i], keys_);
+        for (const auto& f : todo) s.updates.push_back({f->property.text, {}, index_values(subject, f->property)});
+      }
+      std::vector<ShadowKey> moved;
+      {
+        std::shared_lock lock(fields_mutex_);  // a declaration in between drops nothing we add back
+        if (interrupted()) return false;
+        moved = store_.put_index_entries(batch);
+      }
+      for (const auto& f : todo) f->indexed += batch.size() - moved.size();
+      since_persist += batch.size() - moved.size();
+      pending = std::move(moved);
     }
-    pending.clear();
-    {
-      std::shared_lock lock(fields_mutex_);  // a declaration in between drops nothing we add back
-      if (interrupted()) return false;
-      store_.put_index_entries(batch);
-    }
-    for (const auto& f : todo) f->indexed += batch.size();
-    if ((since_persist += batch.size()) >= kPersistEvery) {
+    if (since_persist >= kPersistEvery) {
       since_persist = 0;
       std::shared_lock lock(fields_mutex_);
       persist();

@@ -304,7 +304,14 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
   // Values by type, then the shadows holding none (`absent`) by thing and name, either way.
   std::vector<T> types{T::null, T::boolean, T::number, T::string, T::time};
   if (sort.descending) std::reverse(types.begin(), types.end());
-  types.push_back(T::absent);
+  // Only `ne` and `exists` match a shadow holding no value of a property: when a comparison
+  // every match passes is another on the sort field, no match lacks it.
+  const std::vector<IndexableComparison> required = scan.filter.indexable();
+  if (std::none_of(required.begin(), required.end(), [&](const IndexableComparison& c) {
+        return std::all_of(c.parts.begin(), c.parts.end(), [&](const auto& p) { return p.property->text == sort.field; });
+      })) {
+    types.push_back(T::absent);
+  }
   // Types come in this order: those before the cursor's are done.
   auto next = after ? std::find(types.begin(), types.end(), after->value.type) : types.begin();
   std::size_t examined = 0;

@@ -41,7 +41,7 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
 
 // A search's order by a declared field: each shadow at its least value of the field (its
 // greatest when descending); ties by thing, then name (reversed when descending). Shadows that
-// hold no value of the field are not listed.
+// hold no value of the field come last, by thing then name.
 struct Sort {
   std::string field;
   bool descending = false;

@@ -433,9 +433,9 @@ void DynamoDbStore::delete_after_commit(const std::vector<Operation>& ops) {
       "index entries");
 }
 
-std::size_t DynamoDbStore::put_index_entries(std::span<const IndexedShadow> shadows) {
+std::vector<ShadowKey> DynamoDbStore::put_index_entries(std::span<const IndexedShadow> shadows) {
   const Declared d = read_declaration();
-  std::size_t stored = 0;
+  std::vector<ShadowKey> moved;
   for (const IndexedShadow& s : shadows) {
     // The shadow's sections must still be at the versions read: conditions, then the entries,
     // in transactions of at most kMaxTransactionItems items.
@@ -471,7 +471,7 @@ std::size_t DynamoDbStore::put_index_entries(std::span<const IndexedShadow> shad
           if (e.type() != "TransactionCanceledException") throw translate(e);
           const std::string body = to_json(e.body());
           if (body.find("ConditionalCheckFailed") != std::string::npos) {
-            current = false;  // a newer write indexed the shadow itself
+            current = false;  // written since it was read
             break;
           }
           if (attempt >= options_.max_attempts) throw translate(e);
@@ -479,9 +479,9 @@ std::size_t DynamoDbStore::put_index_entries(std::span<const IndexedShadow> shad
         }
       }
     }
-    stored += current;
+    if (!current) moved.push_back(s.key);
   }
-  return stored;
+  return moved;
 }
 
 // ---- range reads -----------------------------------------------------------------------

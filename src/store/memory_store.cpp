@@ -193,17 +193,19 @@ std::uint64_t MemoryStore::put_index_fields(std::span<const IndexFieldState> fie
   return 0;
 }
 
-std::size_t MemoryStore::put_index_entries(std::span<const IndexedShadow> shadows) {
+std::vector<ShadowKey> MemoryStore::put_index_entries(std::span<const IndexedShadow> shadows) {
   std::unique_lock lock(mutex_);
-  std::size_t stored = 0;
+  std::vector<ShadowKey> moved;
   for (const IndexedShadow& s : shadows) {
     auto it = shadows_.find(s.key);
     const ShadowRecord now = it == shadows_.end() ? ShadowRecord{} : it->second;
-    if (now.reported.version != s.reported_version || now.desired.version != s.desired_version) continue;
+    if (now.reported.version != s.reported_version || now.desired.version != s.desired_version) {
+      moved.push_back(s.key);
+      continue;
+    }
     apply_index_updates(s.key, s.updates);
-    ++stored;
   }
-  return stored;
+  return moved;
 }
 
 std::vector<IndexHit> MemoryStore::index_range(std::string_view field, const IndexRange& range, const IndexHit* after,

@@ -178,7 +178,7 @@ class SqliteStore final : public StoreBackend, public JobStore {
   std::optional<std::string> unready() override;
   IndexDeclaration index_fields() override;
   std::uint64_t put_index_fields(std::span<const IndexFieldState> fields, std::uint64_t generation) override;
-  std::size_t put_index_entries(std::span<const IndexedShadow> shadows) override;
+  std::vector<ShadowKey> put_index_entries(std::span<const IndexedShadow> shadows) override;
   std::vector<IndexHit> index_range(std::string_view field, const IndexRange& range, const IndexHit* after,
                                     std::size_t limit) override;
   std::uint64_t index_count(std::string_view field, const IndexRange& range, std::uint64_t cap) override;

@@ -129,18 +129,20 @@ std::uint64_t SqliteStore::put_index_fields(std::span<const IndexFieldState> fie
   return 0;
 }
 
-std::size_t SqliteStore::put_index_entries(std::span<const IndexedShadow> shadows) {
-  std::size_t stored = 0;
+std::vector<ShadowKey> SqliteStore::put_index_entries(std::span<const IndexedShadow> shadows) {
+  std::vector<ShadowKey> moved;
   run_on_writer([&](Connection& c) {
-    stored = 0;  // a failed attempt rolls back whole
+    moved.clear();  // a failed attempt rolls back whole
     for (const IndexedShadow& s : shadows) {
       const ShadowRecord now = sqlite::read_record(c, s.key);
-      if (now.reported.version != s.reported_version || now.desired.version != s.desired_version) continue;
+      if (now.reported.version != s.reported_version || now.desired.version != s.desired_version) {
+        moved.push_back(s.key);
+        continue;
+      }
       sqlite::apply_index_updates(c, s.key, s.updates);
-      ++stored;
     }
   });
-  return stored;
+  return moved;
 }
 
 std::vector<IndexHit> SqliteStore::index_range(std::string_view field, const IndexRange& range, const IndexHit* after,

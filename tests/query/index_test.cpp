@@ -514,6 +514,8 @@ TEST_P(Planner, ReadsOnlyWhatTheMostSelectiveComparisonSelects) {
   EXPECT_EQ(counter.index_counts, 0u);  // one comparison (an or): its entries read, not counted first
   EXPECT_EQ(find(R"(eq(reported/fw,"2.0"))", false).size(), 30u);
   EXPECT_EQ(counter.read_keys, 300u);
+  EXPECT_EQ(find(R"(like(reported/fw,"*0"))", true).size(), 300u);
+  EXPECT_EQ(counter.read_keys, 300u);  // no literal prefix: the index would select every string
 }
 
 // An `or` whose members the indexes all serve reads the union of what they select, each shadow
@@ -607,6 +609,17 @@ TEST_P(Planner, SortsByADeclaredField) {
     EXPECT_TRUE(listed == expected) << descending;
     EXPECT_EQ(std::get<1>(listed.front()), descending ? "plant-2/s2" : "plant-1/s1");
   }
+  // A comparison on the sort field that every match passes matches no shadow lacking the field:
+  // their entries are not read.
+  auto examined = [&](std::string_view filter) {
+    return q::sorted_scan(counter, keys, {q::Filter::parse(filter, 0), {}, std::nullopt, false}, {"reported/temp", true},
+                          std::nullopt, {}, [](const q::Subject&, const ds::IndexValue&) { return true; });
+  };
+  const std::size_t entries = entries_of(*store, "reported/temp").size();
+  EXPECT_EQ(examined(R"(like(thing,"plant-*"))"), entries);
+  EXPECT_EQ(examined(R"(and(like(thing,"plant-*"),ge(reported/temp,-100)))"), entries - 3);
+  EXPECT_EQ(examined(R"(or(eq(reported/temp,1),gt(reported/temp,40)))"), entries - 3);
+  EXPECT_EQ(examined(R"(not(eq(reported/temp,1)))"), entries);  // not matches a missing value
 }
 
 TEST_P(Planner, ABudgetRefusesAnUndeclaredFieldAndNamesIt) {

@@ -44,7 +44,7 @@ class ForwardingStore : public deviceshadow::Store {
     return inner_.put_index_fields(fields, generation);
   }
   void remove_undeclared_entries() override { inner_.remove_undeclared_entries(); }
-  std::size_t put_index_entries(std::span<const deviceshadow::IndexedShadow> shadows) override {
+  std::vector<deviceshadow::ShadowKey> put_index_entries(std::span<const deviceshadow::IndexedShadow> shadows) override {
     return inner_.put_index_entries(shadows);
   }
   std::vector<deviceshadow::IndexHit> index_range(std::string_view field, const deviceshadow::IndexRange& range,
