@@ -617,6 +617,34 @@ TEST_F(ReaderTest, ThrottlingIsRetriedLaterAndALostLeaseStopsTheReader) {
   EXPECT_THROW(r2->poll(collected.handler()), st::StreamError);
 }
 
+// A checkpoint write that fails (DynamoDB slow under load: the client gives up) comes after the
+// handler took the records as done: they are never offered again, and the checkpoint is stored
+// at the next poll. (Offering them again stopped a shard for good: the feed refuses records
+// offered out of turn.)
+TEST_F(ReaderTest, ACheckpointThatFailsToBeStoredIsStoredLaterAndNoRecordIsOfferedTwice) {
+  stream.add_shard("s1");
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 3; ++i) seqs.push_back(stream.put("s1", i));
+  int failures = 1;
+  auto r = std::make_unique<st::ShardReader>(
+      stream, ScriptedStream::kArn, "s1", std::string(st::kTrimHorizon),
+      [&](const std::string& c) {
+        if (failures-- > 0) throw st::StreamError(st::StreamErrorKind::retryable, "UpdateItem timed out");
+        checkpoints.push_back(c);
+        return true;
+      },
+      counters);
+  EXPECT_THROW(r->poll(collected.handler()), st::StreamError);
+  EXPECT_EQ(drain(*r), Step::idle);
+  EXPECT_EQ(collected.values["s1"], range(0, 3)) << "each record offered once";
+  EXPECT_EQ(checkpoints, (std::vector<std::string>{seqs[2]}));
+  EXPECT_EQ(r->checkpoint(), seqs[2]);
+  stream.put("s1", 3);
+  stream.close("s1");
+  EXPECT_EQ(drain(*r), Step::shard_end);
+  EXPECT_EQ(collected.values["s1"], range(0, 4));
+}
+
 // ---- leases on DynamoDB Local ----------------------------------------------------------
 
 std::string dynamodb_endpoint() {
@@ -668,7 +696,9 @@ class LeaseTest : public DynamoDbTest {
     o.initial_position = std::move(initial);
     o.clock = [this] { return now_; };
     auto [it, inserted] = consumers_.try_emplace(owner);
-    it->second = std::make_unique<st::StreamConsumer>(stream_, *leases_, ScriptedStream::kArn, o, collected_[owner].handler());
+    it->second = std::make_unique<st::StreamConsumer>(stream_, *leases_, ScriptedStream::kArn, o, collected_[owner].handler(),
+                                                      st::StreamLog{}, 1000,
+                                                      [this, owner](const std::string& shard) { stopped_[owner].push_back(shard); });
     return *it->second;
   }
   // One balance and polls until idle for each of `owners`, in order, `rounds` times.
@@ -693,6 +723,7 @@ class LeaseTest : public DynamoDbTest {
   ScriptedStream stream_;
   std::unique_ptr<st::LeaseTable> leases_;
   std::map<std::string, Collector> collected_;
+  std::map<std::string, std::vector<std::string>> stopped_;  // by owner: shards whose reader stopped
   std::map<std::string, std::unique_ptr<st::StreamConsumer>> consumers_;
   std::chrono::steady_clock::time_point now_ = std::chrono::steady_clock::time_point(std::chrono::hours(1));
 };
@@ -737,6 +768,7 @@ TEST_F(LeaseTest, ChildShardsWaitForTheirParentToBeReadToItsEnd) {
   Collector& got = collected_["x"];
   EXPECT_EQ(got.values["a-parent"], range(0, 3));
   EXPECT_TRUE(got.values["b-child1"].empty()) << "a child is not taken before its parent's SHARD_END is stored";
+  EXPECT_EQ(stopped_["x"], std::vector<std::string>{"a-parent"}) << "read to its end";
   rounds({"x"});
   EXPECT_EQ(got.values["b-child1"], range(10, 13));
   EXPECT_EQ(got.values["c-child2"], range(20, 23));
@@ -811,8 +843,10 @@ TEST_F(LeaseTest, LeasesOfAStoppedInstanceExpireAndOthersResumeAtItsCheckpoint) 
   for (int i = 0; i < 4; ++i) EXPECT_EQ(all["s" + std::to_string(i)], (std::vector<int>{i * 10, i * 10 + 1}));
   // a comes back: its first round finds its leases taken and drops their readers (stealing
   // at most one back), then the shards are shared again.
+  stopped_["a"].clear();
   consumers_.at("a")->balance();
   EXPECT_LE(consumers_.at("a")->shards().size(), 1u);
+  EXPECT_EQ(stopped_["a"].size(), 2u) << "the readers of both leases taken over stopped";
   rounds({"a", "b"}, 3);
   EXPECT_EQ(load(), (std::map<std::string, std::size_t>{{"a", 2}, {"b", 2}}));
 }

@@ -1,21 +1,31 @@
 #include "notify/stream/consumer.hpp"
 
+#include <exception>
+
 namespace deviceshadow::notify::stream {
 
 StreamConsumer::StreamConsumer(StreamsApi& streams, LeaseTable& leases, std::string stream_arn,
-                               CoordinatorOptions options, RecordHandler handler, StreamLog log, int page_limit)
+                               CoordinatorOptions options, RecordHandler handler, StreamLog log, int page_limit,
+                               ReaderStopped stopped)
     : streams_(streams),
       stream_arn_(stream_arn),
       coordinator_(streams, leases, std::move(stream_arn), std::move(options)),
       handler_(std::move(handler)),
       log_(std::move(log)),
+      stopped_(std::move(stopped)),
       page_limit_(page_limit) {}
+
+void StreamConsumer::stop_reader(const std::string& shard_id) {
+  if (stopped_) stopped_(shard_id);
+}
 
 void StreamConsumer::balance() {
   const LeaseCoordinator::RoundResult round = coordinator_.round();
   std::lock_guard lock(mutex_);
   for (const std::string& shard : round.lost) {
-    if (readers_.erase(shard) && log_) log_(false, "stream shard lease lost", {{"shard", shard}});
+    if (!readers_.erase(shard)) continue;
+    if (log_) log_(false, "stream shard lease lost", {{"shard", shard}});
+    stop_reader(shard);
   }
   for (const Lease& lease : coordinator_.held()) {
     if (readers_.contains(lease.shard_id)) continue;
@@ -30,17 +40,28 @@ void StreamConsumer::balance() {
 bool StreamConsumer::poll() {
   std::lock_guard lock(mutex_);
   bool progressed = false;
+  std::exception_ptr failure;  // one reader's failure stops none of the others
   for (auto it = readers_.begin(); it != readers_.end();) {
-    const ShardReader::Step step = it->second->poll(handler_);
+    ShardReader::Step step;
+    try {
+      step = it->second->poll(handler_);
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+      ++it;
+      continue;
+    }
     if (step == ShardReader::Step::lease_lost || step == ShardReader::Step::shard_end) {
       if (step == ShardReader::Step::lease_lost && log_) log_(false, "stream shard lease lost", {{"shard", it->first}});
+      const std::string shard = it->first;
       it = readers_.erase(it);
+      stop_reader(shard);
       progressed = true;
     } else {
       progressed = progressed || step == ShardReader::Step::progressed;
       ++it;
     }
   }
+  if (failure) std::rethrow_exception(failure);
   return progressed;
 }
 

@@ -6,6 +6,7 @@
 #include "notify/stream/leases.hpp"
 #include "notify/stream/shard_reader.hpp"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,15 +14,21 @@
 
 namespace deviceshadow::notify::stream {
 
+// Told that the reader of a shard stopped (its lease lost, or the shard read to its end), before
+// any new reader of that shard starts: what the handler took of it and has not done will be
+// offered again from the checkpoint.
+using ReaderStopped = std::function<void(const std::string& shard_id)>;
+
 class StreamConsumer {
  public:
   StreamConsumer(StreamsApi& streams, LeaseTable& leases, std::string stream_arn, CoordinatorOptions options,
-                 RecordHandler handler, StreamLog log = {}, int page_limit = 1000);
+                 RecordHandler handler, StreamLog log = {}, int page_limit = 1000, ReaderStopped stopped = {});
 
   // One lease round (new shards, renewals, takes, at most one steal); starts a reader for each
   // lease taken, from its checkpoint, and drops the readers of leases lost.
   void balance();
   // One step of each reader. Returns true when a reader made progress (poll again at once).
+  // Rethrows the first reader's failure after every reader has had its step.
   bool poll();
   // Frees the leases for the other instances (an orderly stop).
   void release();
@@ -31,11 +38,14 @@ class StreamConsumer {
   LeaseCoordinator& coordinator() { return coordinator_; }
 
  private:
+  void stop_reader(const std::string& shard_id);  // requires mutex_
+
   StreamsApi& streams_;
   std::string stream_arn_;
   LeaseCoordinator coordinator_;
   RecordHandler handler_;
   StreamLog log_;
+  ReaderStopped stopped_;
   int page_limit_;
   StreamCounters counters_;
   mutable std::mutex mutex_;

@@ -51,7 +51,7 @@ StreamService::StreamService(DynamoDbOptions table, const std::string& stream_ar
   consumer_ = std::make_unique<StreamConsumer>(
       *streams_, *leases_, stream_arn, std::move(coordination),
       [this](const std::string& shard, std::span<const StreamRecord> records) { return feed_.take(shard, records); },
-      log_);
+      log_, /*page_limit=*/1000, [this](const std::string& shard) { feed_.forget(shard); });
   thread_ = std::thread([this] { run(); });
 }
 
@@ -70,21 +70,11 @@ StreamService::~StreamService() {
   }
 }
 
-void StreamService::forget_stopped_readers(std::vector<std::string>& reading) {
-  std::vector<std::string> now = consumer_->shards();
-  for (const std::string& shard : reading) {
-    if (!std::binary_search(now.begin(), now.end(), shard)) feed_.forget(shard);
-  }
-  reading = std::move(now);
-  shards_.store(reading.size(), std::memory_order_relaxed);
-}
-
 void StreamService::run() {
   using Clock = std::chrono::steady_clock;
   const auto balance_every = options_.lease_timeout / 3;
   Clock::time_point next_balance{};
   std::chrono::milliseconds failing{0};  // the wait after a failure, doubling up to 5 s
-  std::vector<std::string> reading;      // sorted, as consumer_->shards()
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     lock.unlock();
@@ -93,15 +83,14 @@ void StreamService::run() {
       if (Clock::now() >= next_balance) {
         next_balance = Clock::now() + balance_every;
         consumer_->balance();
-        forget_stopped_readers(reading);
       }
       progressed = consumer_->poll();
-      forget_stopped_readers(reading);
       failing = std::chrono::milliseconds(0);
     } catch (const std::exception& e) {
       failing = std::clamp(failing * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
       log_(true, "reading the table's stream failed", {{"error", e.what()}, {"retry_ms", std::to_string(failing.count())}});
     }
+    shards_.store(consumer_->shards().size(), std::memory_order_relaxed);
     lock.lock();
     if (!progressed) {
       cv_.wait_for(lock, std::max(failing, options_.idle), [&] { return stopping_; });

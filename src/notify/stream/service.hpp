@@ -49,7 +49,6 @@ class StreamService {
 
  private:
   void run();
-  void forget_stopped_readers(std::vector<std::string>& reading);
 
   std::string owner_;
   StreamServiceOptions options_;

@@ -51,8 +51,17 @@ void ShardReader::open_iterator() {
   }
 }
 
+bool ShardReader::store(const std::string& checkpoint) {
+  unstored_ = checkpoint;
+  if (!store_checkpoint_(checkpoint)) return false;
+  checkpoint_ = checkpoint;
+  unstored_.reset();
+  return true;
+}
+
 ShardReader::Step ShardReader::poll(const RecordHandler& handler) {
   if (finished_) return Step::shard_end;
+  if (unstored_ && !store(*unstored_)) return Step::lease_lost;
   bool fetched = false;
   if (pending_.size() < max_pending_ && !at_end_) {
     try {
@@ -90,16 +99,14 @@ ShardReader::Step ShardReader::poll(const RecordHandler& handler) {
   if (!pending_.empty()) {
     const std::size_t done = std::min(handler(shard_id_, pending_), pending_.size());
     if (done == 0) return fetched ? Step::progressed : Step::idle;
-    const std::string& sequence = pending_[done - 1].sequence_number;
-    if (!store_checkpoint_(sequence)) return Step::lease_lost;
-    checkpoint_ = sequence;
+    // The handler has them: they leave pending_ before the checkpoint is stored, which may throw.
+    const std::string sequence = pending_[done - 1].sequence_number;
     counters_.records += done;
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
-    return Step::progressed;
+    return store(sequence) ? Step::progressed : Step::lease_lost;
   }
   if (at_end_) {
-    if (!store_checkpoint_(std::string(kShardEnd))) return Step::lease_lost;
-    checkpoint_ = kShardEnd;
+    if (!store(std::string(kShardEnd))) return Step::lease_lost;
     finished_ = true;
     return Step::shard_end;
   }

@@ -58,7 +58,8 @@ class ShardReader {
     shard_end,    // read to its end and checkpointed SHARD_END: the children may start
   };
   // One step: reads the next page (none once `max_pending` records wait) and offers what
-  // waits to the handler. Throws StreamError for failures that retrying will not cure.
+  // waits to the handler. Throws StreamError for failures that retrying will not cure, and
+  // what storing a checkpoint throws (the next poll stores it again before anything else).
   Step poll(const RecordHandler& handler);
 
   const std::string& shard_id() const { return shard_id_; }
@@ -67,11 +68,15 @@ class ShardReader {
  private:
   void open_iterator();
   void trimmed(std::string_view what);
+  // Stores a checkpoint; false when the lease is lost. Until stored (a throw), it is unstored_,
+  // which the next poll stores first: the records before it are done and never offered again.
+  bool store(const std::string& checkpoint);
 
   StreamsApi& streams_;
   std::string stream_arn_;
   std::string shard_id_;
-  std::string checkpoint_;
+  std::string checkpoint_;                // the last one stored
+  std::optional<std::string> unstored_;  // records up to it are done; storing it failed
   std::string position_;  // the last record read (or the checkpoint): where a new iterator starts
   Checkpointer store_checkpoint_;
   StreamCounters& counters_;
