@@ -995,10 +995,15 @@ class Dispatcher::Trimmer {
           // With no registration enabled the feed is off, and a new one starts at its end.
           if (!up_to) up_to = d.feed_->end();
         }
+        if (*up_to > trimmed) {
+          d.feed_->trim(*up_to);
+          trimmed = *up_to;
+        }
         // A feed held in memory (a DynamoDB table's stream) that is nearly full stops being read
         // when full, for every registration and for history written from it: the registrations
         // that hold it back give up their events to dead letters instead, once they are
-        // spill_after behind.
+        // spill_after behind. Judged after the trim: what a registration spilled a moment ago
+        // held back must not count against the next one.
         if (!holding_back.empty() && d.feed_->pressed()) {
           for (const auto& [id, worker] : holding_back) {
             if (worker->oldest_age() < d.options_.spill_after) continue;
@@ -1007,10 +1012,6 @@ class Dispatcher::Trimmer {
                    {{"registration", id}});
             worker->spill();
           }
-        }
-        if (*up_to > trimmed) {
-          d.feed_->trim(*up_to);
-          trimmed = *up_to;
         }
       } catch (const std::exception& e) {
         d.log_(true, "trimming the change feed failed", {{"error", e.what()}});

@@ -280,7 +280,9 @@ class HungReceiverTest(ApiTestCase):
             for w in writers:
                 w.join()
             self.assertTrue(eventually(lambda: len(fine.events()) >= self.WRITES, timeout=180),
-                            f"{len(fine.events())} of {self.WRITES} delivered to the healthy receiver")
+                            f"{len(fine.events())} of {self.WRITES} delivered to the healthy receiver; its registration: "
+                            f"{server.get('/v1/registrations/fine').json()['status']}; errors logged: "
+                            f"{[line for line in server.log if 'error' in line][-5:]}")
             status = server.get("/v1/registrations/hung").json()["status"]
             self.assertGreater(status["deadLetters"], 0, status)
             letters = server.get("/v1/registrations/hung/dead-letters?limit=1").json()["deadLetters"]

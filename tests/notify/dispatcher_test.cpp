@@ -1003,6 +1003,43 @@ TEST_P(DispatcherTest, ARegistrationHoldingBackAFullStreamFeedSpillsToDeadLetter
   EXPECT_TRUE(eventually([&] { return d.status("hung")->dead_lettered > 0; }));  // counted once stored
 }
 
+// Once the registration holding the feed back has spilled, the feed is trimmed to the next
+// checkpoint before it is judged nearly full again: a registration that has the entries the
+// spilled one held, and waits on one event of its own, is not spilled for them.
+TEST_P(DispatcherTest, ARegistrationIsNotSpilledForEntriesAnotherOneHeldBack) {
+  using stream_records::report_record;
+  dispatcher.reset();
+  notify::stream::StreamFeedOptions feed_options;
+  feed_options.shard_records = 40;  // nearly full at 30 records not done
+  notify::stream::StreamFeed feed(feed_options);
+  std::atomic<int> started{0};
+  std::atomic<bool> released{false};
+  targets.set_script([&](const std::string& registration, const std::string& thing, int) {
+    return registration == "slow" && thing == "held" && !released ? Outcome::retry : Outcome::delivered;
+  });
+  notify::DispatcherOptions o = fast_options();
+  o.spill_after = std::chrono::milliseconds(300);
+  o.retry_base = o.retry_max = std::chrono::milliseconds(20);  // far fewer than 1,000 attempts in the test
+  notify::Dispatcher d(*engine, *store, o, with_hung_receivers(targets, std::chrono::milliseconds(100), started), {}, &feed);
+  d.put("hung", hook(R"(,"maxAttempts":1000)"));
+  d.put("slow", hook(R"(,"maxAttempts":1000)"));
+  // 30 records: "slow" has all but the second (its checkpoint stays at the first), "hung" none.
+  std::vector<notify::stream::StreamRecord> records;
+  for (int i = 1; i <= 30; ++i) {
+    char seq[24];
+    std::snprintf(seq, sizeof seq, "%020d", i);
+    records.push_back(i == 2 ? report_record(seq, "main", 1, "held") : report_record(seq, "n" + std::to_string(i % 10), (i + 9) / 10));
+  }
+  EXPECT_EQ(feed.take("shard", records), 0u);
+  ASSERT_TRUE(feed.pressed());
+  ASSERT_TRUE(eventually([&] { return dead_letters_with(*store, "hung", "spilled:") > 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rounds of the trimmer with "slow" holding back
+  EXPECT_EQ(dead_letters_with(*store, "slow", ""), 0u);
+  EXPECT_EQ(targets.delivered("slow").size(), 29u);
+  released = true;
+  EXPECT_TRUE(eventually([&] { return targets.delivered("slow").size() == 30; }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, DispatcherTest, testing::Values("memory", "sqlite"),
                          [](const auto& info) { return info.param; });
 

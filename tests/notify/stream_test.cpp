@@ -331,6 +331,22 @@ TEST(StreamFeed, HoldsAtMostItsCapacityAndTakesMoreOnceTrimmed) {
   EXPECT_TRUE(feed.read(4, 10).empty());
 }
 
+// Nearly full ("pressed") counts a shard's records not done: those whose entries are trimmed
+// no longer count, even before the reader's next take() hands them back as done.
+TEST(StreamFeed, IsPressedByRecordsNotDoneOnly) {
+  st::StreamFeed feed({.shard_records = 8});  // pressed at 6 records not done
+  std::vector<st::StreamRecord> records;
+  for (int i = 1; i <= 6; ++i) records.push_back(report_record(std::to_string(i), "s" + std::to_string(i), 1));
+  EXPECT_EQ(feed.take("a", std::span(records).first(5)), 0u);
+  EXPECT_FALSE(feed.pressed());
+  EXPECT_EQ(feed.take("a", records), 0u);
+  EXPECT_TRUE(feed.pressed());
+  feed.trim(1);
+  EXPECT_FALSE(feed.pressed()) << "5 records not done";
+  EXPECT_EQ(feed.take("a", records), 1u);
+  EXPECT_FALSE(feed.pressed());
+}
+
 TEST(StreamFeed, EntriesRefusedByOnEntriesAreOfferedAgainAndNothingElseIsTaken) {
   int calls = 0;
   std::vector<std::string> written;

@@ -46,8 +46,8 @@ inline json::object image(const std::string& pk, const std::string& sk, std::str
 }
 // A section item of the separate layout, as the DynamoDB store puts it.
 inline json::object section_image(const std::string& sk, int version, std::string_view state, std::string_view event = {},
-                           bool deleted = false) {
-  json::object out = image("DS#lamp", sk, "{}");
+                           bool deleted = false, const std::string& thing = "lamp") {
+  json::object out = image("DS#" + thing, sk, "{}");
   out["version"] = n_attr(version);
   out["timestamp"] = n_attr(1000 + version);
   out["writeId"] = s_attr("w" + std::to_string(version));
@@ -67,16 +67,17 @@ inline st::StreamRecord record(std::string seq, json::object new_image, json::ob
   return r;
 }
 
-// The record of a one-section report of shadow lamp/{name} in the separate layout, version
+// The record of a one-section report of shadow {thing}/{name} in the separate layout, version
 // `version` (< 10), put while the change feed was on: state {"n": version}.
 // A report of `name`'s version `version`, written now (a dispatcher expires events by age).
-inline st::StreamRecord report_record(const std::string& seq, const std::string& name, int version) {
+inline st::StreamRecord report_record(const std::string& seq, const std::string& name, int version,
+                                     const std::string& thing = "lamp") {
   const std::string v = std::to_string(version);
-  const std::string event = R"({"id":"0000000000000000100)" + v + "#R" + v + R"(","thing":"lamp","name":")" + name +
+  const std::string event = R"({"id":"0000000000000000100)" + v + "#R" + v + R"(","thing":")" + thing + R"(","name":")" + name +
                             R"(","op":"report","timestamp":")" + deviceshadow::format_rfc3339(deviceshadow::now()) +
                             R"(","reported":{"version":)" + v +
                             R"(,"changes":[{"op":"replace","path":"/n","value":)" + v + "}]}}";
-  return record(seq, section_image("DSR#" + name, version, R"({"n":)" + v + "}", event));
+  return record(seq, section_image("DSR#" + name, version, R"({"n":)" + v + "}", event, false, thing));
 }
 
 }  // namespace stream_records

@@ -30,7 +30,7 @@ std::size_t StreamFeed::take(const std::string& shard_id, std::span<const Stream
   }
   publish(lock);
   std::size_t done = 0;
-  while (!taken.empty() && (!taken.front().part || (taken.front().seq != 0 && taken.front().seq <= trimmed_))) {
+  while (!taken.empty() && is_done(taken.front())) {
     taken.pop_front();
     ++done;
   }
@@ -102,8 +102,14 @@ std::vector<FeedEntry> StreamFeed::read(std::uint64_t after, std::size_t limit) 
 bool StreamFeed::pressed() {
   std::lock_guard lock(mutex_);
   if (entries_.size() + ready_.size() >= options_.capacity / 4 * 3 || bytes_ >= options_.capacity_bytes / 4 * 3) return true;
-  return std::any_of(shards_.begin(), shards_.end(),
-                     [&](const auto& shard) { return shard.second.size() >= options_.shard_records / 4 * 3; });
+  // A shard's records whose entries are trimmed are done, though they leave `taken` only at the
+  // reader's next take(): they do not count.
+  return std::any_of(shards_.begin(), shards_.end(), [&](const auto& shard) {
+    const std::deque<Taken>& taken = shard.second;
+    if (taken.size() < options_.shard_records / 4 * 3) return false;
+    const auto undone = std::find_if(taken.begin(), taken.end(), [&](const Taken& t) { return !is_done(t); });
+    return static_cast<std::size_t>(taken.end() - undone) >= options_.shard_records / 4 * 3;
+  });
 }
 
 void StreamFeed::trim(std::uint64_t up_to) {

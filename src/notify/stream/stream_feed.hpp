@@ -72,6 +72,8 @@ class StreamFeed final : public Feed {
     bool part = false;      // of a write (else ignored: done at once)
     std::uint64_t seq = 0;  // its write's entry; 0 while the write is not complete
   };
+  // Requires mutex_: ignored, or its write's entry is trimmed.
+  bool is_done(const Taken& t) const { return !t.part || (t.seq != 0 && t.seq <= trimmed_); }
   // Requires mutex_ (released while on_entries runs). Passes the completed entries to
   // on_entries and appends them; when on_entries throws they stay ready and it rethrows.
   void publish(std::unique_lock<std::mutex>& lock);
