@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 scripts/setup.sh
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz
+cmake --build --preset fuzz --target fuzz_document fuzz_http1 fuzz_filter
 artifacts=build/fuzz/artifacts/
 mkdir -p build/fuzz/corpus/document build/fuzz/corpus/http1 build/fuzz/corpus/filter "$artifacts"
 python3 fuzz/seed_corpus.py tests/core/cases build/fuzz/corpus/document

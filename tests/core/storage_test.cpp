@@ -12,7 +12,7 @@ namespace json = boost::json;
 
 namespace {
 
-const ds::TimestampKeys keys;
+const ds::TimestampKeys default_keys;
 
 // Every node of v (values, strings, containers) allocated in the storage of `owner`.
 bool lives_in(const json::value& v, const json::storage_ptr& owner) {
@@ -30,7 +30,7 @@ bool lives_in(const json::value& v, const json::storage_ptr& owner) {
   return true;
 }
 
-const char* const kIncoming =
+const char* const kReport =
     R"({"temp":{"value":21.5,"ts":"2025-01-22T12:22:27Z"},"fan":{"speed":3,"gone":null},)"
     R"("tags":["a","b"],"zones":[{"id":1,"on":true},{"id":2,"on":false}]})";
 
@@ -39,9 +39,9 @@ TEST(MergeStorage, ValuesFromAnotherArenaAreCopiedIntoTheStoredSection) {
   std::optional<ds::MergeResult> result;
   {
     json::monotonic_resource arena;
-    json::value incoming = ds::parse_json(kIncoming, 64, &arena);
+    json::value incoming = ds::parse_json(kReport, 64, &arena);
     result = ds::merge_section(stored, std::move(incoming.as_object()), ds::MergeMode::server_is_master,
-                               ds::Section::reported, keys);
+                               ds::Section::reported, default_keys);
   }  // the arena is gone: nothing in `stored` or the changes may point into it
   EXPECT_TRUE(lives_in(stored, stored.storage()));
   EXPECT_EQ(ds::to_json(stored),
@@ -56,11 +56,11 @@ TEST(MergeStorage, ValuesInTheSameArenaMoveAndTheIncomingCopyIsLeftIntact) {
   json::monotonic_resource arena;
   json::storage_ptr sp(&arena);
   json::object stored = ds::parse_json(R"({"fan":{"speed":1}})", 64, sp).as_object();
-  const json::object incoming = ds::parse_json(kIncoming, 64, sp).as_object();
-  ds::merge_section(stored, incoming, ds::MergeMode::server_is_master, ds::Section::reported, keys);  // a copy
-  EXPECT_EQ(ds::to_json(incoming), ds::to_json(ds::parse_json(kIncoming)));
+  const json::object incoming = ds::parse_json(kReport, 64, sp).as_object();
+  ds::merge_section(stored, incoming, ds::MergeMode::server_is_master, ds::Section::reported, default_keys);  // a copy
+  EXPECT_EQ(ds::to_json(incoming), ds::to_json(ds::parse_json(kReport)));
   json::object moved(incoming, sp);
-  ds::merge_section(stored, std::move(moved), ds::MergeMode::client_is_master, ds::Section::reported, keys);
+  ds::merge_section(stored, std::move(moved), ds::MergeMode::client_is_master, ds::Section::reported, default_keys);
   EXPECT_TRUE(lives_in(stored, sp));
   EXPECT_EQ(ds::to_json(stored), ds::to_json(ds::parse_json(
                                      R"({"fan":{"speed":3},"temp":{"value":21.5,"ts":"2025-01-22T12:22:27Z"},)"

@@ -18,6 +18,10 @@
 
 namespace deviceshadow::notify::aws_target {
 
+// Bytes of a message counted for its attributes besides the event: the thing (at most 512
+// bytes), name, type and their names.
+inline constexpr std::size_t kAttributeAllowance = 1024;
+
 // Batches the deliveries waiting when run() is called: up to `max_entries` per call and
 // `max_batch_bytes` of bodies (each counted with `entry_overhead` for its attributes), at
 // least one. One call at a time, made on a thread of its own that lives as long as the call

@@ -13,9 +13,9 @@ namespace {
 
 using Outcome = DeliveryResult::Outcome;
 using aws_target::BatchingTarget;
+using aws_target::kAttributeAllowance;
 
 constexpr std::size_t kMaxMessage = 256 * 1024;  // a message, and a whole batch
-constexpr std::size_t kAttributeAllowance = 1024;
 
 // The ARN's region: arn:aws:sns:REGION:ACCOUNT:NAME.
 std::string region_of_topic(const std::string& arn) {

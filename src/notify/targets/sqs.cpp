@@ -16,9 +16,9 @@ namespace {
 
 using Outcome = DeliveryResult::Outcome;
 using aws_target::BatchingTarget;
+using aws_target::kAttributeAllowance;
 
 constexpr std::size_t kDefaultMaxMessage = 256 * 1024;
-constexpr std::size_t kAttributeAllowance = 1024;  // thing (≤512 bytes), name, type and their names
 constexpr auto kAttributeRefresh = std::chrono::minutes(1);  // after a failed GetQueueAttributes
 
 // "us-east-1" from https://sqs.us-east-1.amazonaws.com/… or https://us-east-1.queue.amazonaws.com/…
