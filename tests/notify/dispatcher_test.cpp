@@ -1018,7 +1018,7 @@ TEST_P(DispatcherTest, ARegistrationIsNotSpilledForEntriesAnotherOneHeldBack) {
     return registration == "slow" && thing == "held" && !released ? Outcome::retry : Outcome::delivered;
   });
   notify::DispatcherOptions o = fast_options();
-  o.spill_after = std::chrono::milliseconds(300);
+  o.spill_after = std::chrono::seconds(2);  // "slow" has its 29 events long before, even on a loaded machine
   o.retry_base = o.retry_max = std::chrono::milliseconds(20);  // far fewer than 1,000 attempts in the test
   notify::Dispatcher d(*engine, *store, o, with_hung_receivers(targets, std::chrono::milliseconds(100), started), {}, &feed);
   d.put("hung", hook(R"(,"maxAttempts":1000)"));
@@ -1032,6 +1032,7 @@ TEST_P(DispatcherTest, ARegistrationIsNotSpilledForEntriesAnotherOneHeldBack) {
   }
   EXPECT_EQ(feed.take("shard", records), 0u);
   ASSERT_TRUE(feed.pressed());
+  ASSERT_TRUE(eventually([&] { return targets.delivered("slow").size() == 29; }));
   ASSERT_TRUE(eventually([&] { return dead_letters_with(*store, "hung", "spilled:") > 0; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rounds of the trimmer with "slow" holding back
   EXPECT_EQ(dead_letters_with(*store, "slow", ""), 0u);

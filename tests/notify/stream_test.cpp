@@ -642,10 +642,13 @@ TEST_F(ReaderTest, ACheckpointThatFailsToBeStoredIsStoredLaterAndNoRecordIsOffer
   std::vector<std::string> seqs;
   for (int i = 0; i < 3; ++i) seqs.push_back(stream.put("s1", i));
   int failures = 1;
+  std::set<std::string> stored;  // the lease's checkpoints: SHARD_END frees it, so a second write fails
   auto r = std::make_unique<st::ShardReader>(
       stream, ScriptedStream::kArn, "s1", std::string(st::kTrimHorizon),
       [&](const std::string& c) {
         if (failures-- > 0) throw st::StreamError(st::StreamErrorKind::retryable, "UpdateItem timed out");
+        if (stored.contains(std::string(st::kShardEnd))) return false;
+        stored.insert(c);
         checkpoints.push_back(c);
         return true;
       },
@@ -657,7 +660,13 @@ TEST_F(ReaderTest, ACheckpointThatFailsToBeStoredIsStoredLaterAndNoRecordIsOffer
   EXPECT_EQ(r->checkpoint(), seqs[2]);
   stream.put("s1", 3);
   stream.close("s1");
-  EXPECT_EQ(drain(*r), Step::shard_end);
+  failures = 0;
+  EXPECT_EQ(r->poll(collected.handler()), Step::progressed);  // record 3
+  failures = 1;
+  EXPECT_THROW(r->poll(collected.handler()), st::StreamError) << "storing SHARD_END";
+  EXPECT_EQ(r->poll(collected.handler()), Step::shard_end) << "stored once, at the next poll";
+  EXPECT_EQ(r->poll(collected.handler()), Step::shard_end);
+  EXPECT_EQ(checkpoints.back(), st::kShardEnd);
   EXPECT_EQ(collected.values["s1"], range(0, 4));
 }
 

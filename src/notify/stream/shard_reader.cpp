@@ -51,17 +51,18 @@ void ShardReader::open_iterator() {
   }
 }
 
-bool ShardReader::store(const std::string& checkpoint) {
+bool ShardReader::store(std::string checkpoint) {
   unstored_ = checkpoint;
   if (!store_checkpoint_(checkpoint)) return false;
-  checkpoint_ = checkpoint;
   unstored_.reset();
+  finished_ = checkpoint == kShardEnd;
+  checkpoint_ = std::move(checkpoint);
   return true;
 }
 
 ShardReader::Step ShardReader::poll(const RecordHandler& handler) {
-  if (finished_) return Step::shard_end;
   if (unstored_ && !store(*unstored_)) return Step::lease_lost;
+  if (finished_) return Step::shard_end;
   bool fetched = false;
   if (pending_.size() < max_pending_ && !at_end_) {
     try {
@@ -105,11 +106,7 @@ ShardReader::Step ShardReader::poll(const RecordHandler& handler) {
     pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
     return store(sequence) ? Step::progressed : Step::lease_lost;
   }
-  if (at_end_) {
-    if (!store(std::string(kShardEnd))) return Step::lease_lost;
-    finished_ = true;
-    return Step::shard_end;
-  }
+  if (at_end_) return store(std::string(kShardEnd)) ? Step::shard_end : Step::lease_lost;
   return fetched ? Step::progressed : Step::idle;
 }
 

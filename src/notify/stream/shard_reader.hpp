@@ -68,9 +68,10 @@ class ShardReader {
  private:
   void open_iterator();
   void trimmed(std::string_view what);
-  // Stores a checkpoint; false when the lease is lost. Until stored (a throw), it is unstored_,
-  // which the next poll stores first: the records before it are done and never offered again.
-  bool store(const std::string& checkpoint);
+  // Stores a checkpoint (SHARD_END: the reader is finished); false when the lease is lost. Until
+  // stored (a throw), it is unstored_, which the next poll stores first: the records before it
+  // are done and never offered again.
+  bool store(std::string checkpoint);
 
   StreamsApi& streams_;
   std::string stream_arn_;
@@ -86,7 +87,7 @@ class ShardReader {
   std::optional<std::string> iterator_;
   bool at_end_ = false;  // the last page had no next iterator
   std::vector<StreamRecord> pending_;  // read, not yet done
-  bool finished_ = false;
+  bool finished_ = false;  // SHARD_END is stored
 };
 
 }  // namespace deviceshadow::notify::stream

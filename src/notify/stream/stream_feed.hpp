@@ -53,8 +53,8 @@ class StreamFeed final : public Feed {
   void forget(const std::string& shard_id);
 
   std::size_t size() const;  // entries held
-  // Three quarters of a capacity are taken (entries, bytes, or one shard's records): the
-  // registrations holding the feed back spill.
+  // Three quarters of a capacity are taken (entries, bytes, or one shard's records not done):
+  // the registrations holding the feed back spill.
   bool pressed() override;
   std::size_t waiting() const;  // records taken whose write is not complete
 
