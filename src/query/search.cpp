@@ -56,6 +56,61 @@ bool single_value(const IndexRange& r) {
   return r.low && r.high && !r.low_open && !r.high_open && *r.low == *r.high;
 }
 
+// Whether `thing` lies in `r`.
+bool within(const ThingRange& r, std::string_view thing) {
+  return r.prefix ? thing.starts_with(r.text) : thing == r.text;
+}
+
+// Where a query's matches can lie: its thing ranges (plan()), within the filter's bounds.
+struct Things {
+  std::vector<ThingRange> ranges;
+  std::optional<ThingBounds> bounds;
+
+  // Reading them reads every thing of the table.
+  bool every() const {
+    return !bounds && std::any_of(ranges.begin(), ranges.end(), [](const ThingRange& r) { return r.prefix && r.text.empty(); });
+  }
+  bool contain(std::string_view thing) const {
+    return !(bounds && (bounds->below(thing) || bounds->above(thing))) &&
+           std::any_of(ranges.begin(), ranges.end(), [&](const ThingRange& r) { return within(r, thing); });
+  }
+};
+
+// Calls `visit(thing, after_name)` with each thing of `things` from `after`'s on (its shadows
+// after `after`'s name, every shadow of the others), in order, until it returns false; false then.
+bool each_thing(Store& store, const Things& things, const ShadowKey* after,
+                const std::function<bool(const std::string&, const std::string&)>& visit) {
+  const std::optional<ThingBounds>& bounds = things.bounds;
+  for (const ThingRange& r : things.ranges) {
+    if (!r.prefix) {
+      if ((after && r.text < after->thing) || (bounds && (bounds->below(r.text) || bounds->above(r.text)))) continue;
+      if (!visit(r.text, after && r.text == after->thing ? after->name : "")) return false;
+      continue;
+    }
+    std::string last;  // list things after it
+    if (after && !(bounds && bounds->below(after->thing))) {
+      last = after->thing;
+      if (after->thing.starts_with(r.text) && !visit(after->thing, after->name)) return false;
+    } else if (bounds && bounds->low && *bounds->low > r.text) {  // start at the range's lower bound
+      last = *bounds->low;
+      if (!bounds->low_open && last.starts_with(r.text) && !visit(last, "")) return false;
+    }
+    for (bool more = true; more;) {
+      const std::vector<std::string> listed = store.list_things(r.text, last, kChunk);
+      more = listed.size() == kChunk;
+      for (const std::string& thing : listed) {
+        if (bounds && bounds->above(thing)) {
+          more = false;
+          break;
+        }
+        if (!visit(thing, "")) return false;
+      }
+      if (more) last = listed.back();
+    }
+  }
+  return true;
+}
+
 // The comparison (or `or` of them) ready indexes serve that selects the fewest entries (counted
 // up to the budget when there are several to choose from), or null: then the filter's thing
 // ranges are the plan.
@@ -92,47 +147,81 @@ const IndexRange* single_value_range(const IndexableComparison& c) {
   return single_value(r) ? &r : nullptr;
 }
 
-// Calls `visit` with the keys of the shadows `c` selects in `scope`, after `after`, in (thing,
-// name) order, in chunks, until it returns false. A single value is read page by page; anything
-// else (ranges, several values, the members of an `or`) is read whole (at most `limit` keys, else
-// `too_many` is called), sorted and rid of repeats.
-void candidates(Store& store, const IndexableComparison& c, std::span<const ThingPattern> scope,
-                const std::optional<ShadowKey>& after, std::uint64_t limit, const std::function<void()>& too_many,
-                const std::function<bool(std::vector<ShadowKey>&)>& visit) {
-  if (const IndexRange* single = single_value_range(c)) {
-    const std::string& field = c.parts.front().property->text;
-    const IndexRange& r = *single;
-    std::optional<IndexHit> from;
-    if (after) from = IndexHit{*r.low, after->thing, after->name};
-    for (;;) {
-      const std::vector<IndexHit> hits = store.index_range(field, r, from ? &*from : nullptr, kHitPage);
+// Reads the entries of `field` in `r`, a range holding one value, whose things lie in `things`,
+// after `after`: one value's entries come in (thing, name) order, so each thing range is read
+// from its first entry to its last. Calls `visit` with the keys of each page read, until it
+// returns false; false then.
+bool read_one_value(Store& store, const std::string& field, const IndexRange& r, const Things& things,
+                    std::span<const ThingPattern> scope, const ShadowKey* after,
+                    const std::function<bool(std::vector<ShadowKey>&)>& visit) {
+  for (const ThingRange& t : things.ranges) {
+    ShadowKey start{t.text, ""};  // names are never empty: what follows (thing, "") is all of thing
+    if (things.bounds && things.bounds->low && *things.bounds->low > start.thing) start.thing = *things.bounds->low;
+    if (after && *after > start) start = *after;
+    if (!within(t, start.thing)) continue;  // the range ends before it
+    IndexHit from{*r.low, start.thing, start.name};
+    // The first page is short: what it reads past the range's end is wasted.
+    for (std::size_t page = kChunk;; page = kHitPage) {
+      const std::vector<IndexHit> hits = store.index_range(field, r, &from, page);
+      bool past = hits.size() < page;
       std::vector<ShadowKey> keys;
       for (const IndexHit& h : hits) {
-        if (in_scope(h.thing, scope)) keys.push_back({h.thing, h.name});
+        if (!within(t, h.thing) || (things.bounds && things.bounds->above(h.thing))) {
+          past = true;
+          break;
+        }
+        if (in_scope(h.thing, scope) && things.contain(h.thing)) keys.push_back({h.thing, h.name});
       }
-      if (!keys.empty() && !visit(keys)) return;
-      if (hits.size() < kHitPage) return;
+      if (!keys.empty() && !visit(keys)) return false;
+      if (past) break;
       from = hits.back();
     }
+  }
+  return true;
+}
+
+// Calls `visit` with the keys of the shadows `c` selects in `things` and `scope`, after
+// `after`, in (thing, name) order, in chunks, until it returns false. A single value is read
+// page by page; anything else (ranges, several values, the members of an `or`) is read whole (at
+// most `limit` keys, else `too_many` is called), sorted and rid of repeats.
+void candidates(Store& store, const IndexableComparison& c, const Things& things, std::span<const ThingPattern> scope,
+                const std::optional<ShadowKey>& after, std::uint64_t limit, const std::function<void()>& too_many,
+                const std::function<bool(std::vector<ShadowKey>&)>& visit) {
+  const ShadowKey* resume = after ? &*after : nullptr;
+  if (const IndexRange* single = single_value_range(c)) {
+    read_one_value(store, c.parts.front().property->text, *single, things, scope, resume, visit);
+    return;
   }
   std::vector<ShadowKey> all;
   auto distinct = [&] {
     std::sort(all.begin(), all.end());
     all.erase(std::unique(all.begin(), all.end()), all.end());
   };
+  auto bounded = [&] {
+    if (all.size() > limit) {  // members of an `or` may select the same shadows: count each once
+      distinct();
+      if (all.size() > limit) too_many();
+    }
+  };
   auto read = [&](const std::string& field, const IndexRange& r) {
+    if (single_value(r)) {
+      read_one_value(store, field, r, things, scope, resume, [&](std::vector<ShadowKey>& keys) {
+        all.insert(all.end(), keys.begin(), keys.end());
+        bounded();
+        return true;
+      });
+      return;
+    }
     std::optional<IndexHit> from;
     for (;;) {
       std::vector<IndexHit> hits = store.index_range(field, r, from ? &*from : nullptr, kHitPage);
       for (const IndexHit& h : hits) {
-        if (in_scope(h.thing, scope) && (!after || std::tie(h.thing, h.name) > std::tie(after->thing, after->name))) {
+        if (things.contain(h.thing) && in_scope(h.thing, scope) &&
+            (!after || std::tie(h.thing, h.name) > std::tie(after->thing, after->name))) {
           all.push_back({h.thing, h.name});
         }
       }
-      if (all.size() > limit) {  // members of an `or` may select the same shadows: count each once
-        distinct();
-        if (all.size() > limit) too_many();
-      }
+      bounded();
       if (hits.size() < kHitPage) return;
       from = std::move(hits.back());
     }
@@ -146,6 +235,28 @@ void candidates(Store& store, const IndexableComparison& c, std::span<const Thin
                                  all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + kHitPage)));
     if (!visit(chunk)) return;
   }
+}
+
+// Whether `things` holds fewer things (from `after`'s on) than `c` has entries, both counted up
+// to the budget: then reading the things reads less. Not asked of a comparison whose every range
+// is one value, whose entries are read only within the things (read_one_value).
+bool fewer_things(Store& store, const IndexableComparison& c, const Things& things, const ShadowKey* after,
+                  const QueryOptions& options) {
+  if (things.every() || std::all_of(c.parts.begin(), c.parts.end(), [](const IndexableComparison::Part& p) {
+        return std::all_of(p.ranges.begin(), p.ranges.end(), single_value);
+      })) {
+    return false;
+  }
+  const std::uint64_t cap = options.budget + 1;
+  std::uint64_t entries = 0;
+  for (const IndexableComparison::Part& p : c.parts) {
+    for (const IndexRange& r : p.ranges) {
+      if (entries < cap) entries += store.index_count(p.property->text, r, cap - entries);
+    }
+  }
+  std::uint64_t n = 0;
+  if (entries > 0) each_thing(store, things, after, [&](const std::string&, const std::string&) { return ++n < entries; });
+  return n < entries;
 }
 
 // Reads each key's shadow and calls `match` with the live ones the filter matches; false once
@@ -199,28 +310,28 @@ std::vector<ThingRange> plan(const std::optional<std::vector<ThingRange>>& wante
 
 std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options,
                  const std::function<bool(const Subject&)>& match) {
-  std::vector<ThingRange> ranges = plan(scan.filter.thing_ranges(), scan.scope);
-  if (options.indexes && !names_only(ranges)) {
+  const Things things{plan(scan.filter.thing_ranges(), scan.scope), scan.filter.thing_bounds()};
+  const ShadowKey* after = scan.after ? &*scan.after : nullptr;
+  if (options.indexes && !names_only(things.ranges)) {
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
-    if (const IndexableComparison* by = choose(store, comparisons, options)) {
+    const IndexableComparison* by = choose(store, comparisons, options);
+    if (by && !fewer_things(store, *by, things, after, options)) {
       std::size_t examined = 0;
-      candidates(store, *by, scan.scope, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
+      candidates(store, *by, things, scan.scope, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
                  [&](std::vector<ShadowKey>& wanted) { return examine(store, keys, scan.filter, options, wanted, examined, match); });
       return examined;
     }
   }
-  const std::optional<ThingBounds> bounds = scan.filter.thing_bounds();
-  if (options.scan_needs_consent && !scan.allow_scan && !bounds &&
-      std::any_of(ranges.begin(), ranges.end(), [](const ThingRange& r) { return r.prefix && r.text.empty(); })) {
+  if (options.scan_needs_consent && !scan.allow_scan && things.every()) {
     too_expensive(scan.filter, "this query reads every thing of the table, which on DynamoDB needs allowScan=true",
                   options.indexes);
   }
   // Only a filter that names no things is held to the budget (any, with budget_always): one that
   // does reads only the things it selects, as one an index serves reads only its entries.
-  const bool budgeted = options.budget_always || (!scan.filter.thing_ranges() && !bounds);
+  const bool budgeted = options.budget_always || (!scan.filter.thing_ranges() && !things.bounds);
   std::size_t examined = 0;
   // The shadows of `thing` with names after `after_name`; false once `match` asked to stop.
-  auto visit = [&](const std::string& thing, std::string after_name) {
+  each_thing(store, things, after, [&](const std::string& thing, std::string after_name) {
     while (true) {
       std::vector<ShadowSummary> list = store.list_shadows(thing, after_name, kChunk);
       if (list.empty()) return true;
@@ -237,51 +348,23 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
       if (list.size() < kChunk) return true;
       after_name = list.back().name;
     }
-  };
-  const ShadowKey* after = scan.after ? &*scan.after : nullptr;
-  for (const ThingRange& r : ranges) {
-    if (!r.prefix) {
-      if ((after && r.text < after->thing) || (bounds && (bounds->below(r.text) || bounds->above(r.text)))) continue;
-      if (!visit(r.text, after && r.text == after->thing ? after->name : "")) break;
-      continue;
-    }
-    std::string last;  // list things after it
-    if (after && !(bounds && bounds->below(after->thing))) {
-      last = after->thing;
-      if (after->thing.starts_with(r.text) && !visit(after->thing, after->name)) break;
-    } else if (bounds && bounds->low && *bounds->low > r.text) {  // start at the range's lower bound
-      last = *bounds->low;
-      if (!bounds->low_open && last.starts_with(r.text) && !visit(last, "")) break;
-    }
-    bool more = true;
-    while (more) {
-      std::vector<std::string> things = store.list_things(r.text, last, kChunk);
-      more = things.size() == kChunk;
-      for (const std::string& thing : things) {
-        if (bounds && bounds->above(thing)) {
-          more = false;
-          break;
-        }
-        if (!visit(thing, "")) return examined;
-      }
-      if (more) last = things.back();
-    }
-  }
+  });
   return examined;
 }
 
 std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, const QueryOptions& options) {
-  if (options.indexes && !names_only(plan(scan.filter.thing_ranges(), scan.scope))) {
+  const Things things{plan(scan.filter.thing_ranges(), scan.scope), scan.filter.thing_bounds()};
+  if (options.indexes && !names_only(things.ranges)) {
     // The index's entries are exactly the matches of a comparison that is the whole filter (then
     // the only one); any other filter is counted by the scan, which plans for itself.
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
     const IndexableComparison* by = comparisons.size() == 1 && comparisons.front().whole ? choose(store, comparisons, options) : nullptr;
-    if (by) {
-      if (const IndexRange* single = single_value_range(*by); single && scan.scope.empty()) {
+    if (by && !fewer_things(store, *by, things, nullptr, options)) {
+      if (const IndexRange* single = single_value_range(*by); single && things.every()) {
         return store.index_count(by->parts.front().property->text, *single, UINT64_MAX);
       }
       std::uint64_t n = 0;
-      candidates(store, *by, scan.scope, std::nullopt, UINT64_MAX, [] {}, [&](std::vector<ShadowKey>& wanted) {
+      candidates(store, *by, things, scan.scope, std::nullopt, UINT64_MAX, [] {}, [&](std::vector<ShadowKey>& wanted) {
         n += wanted.size();
         return true;
       });

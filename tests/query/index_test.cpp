@@ -433,8 +433,15 @@ class ReadCounter : public ForwardingStore {
     ++index_counts;
     return inner_.index_count(field, range, cap);
   }
+  std::vector<ds::IndexHit> index_range(std::string_view field, const ds::IndexRange& range, const ds::IndexHit* after,
+                                        std::size_t limit) override {
+    std::vector<ds::IndexHit> hits = inner_.index_range(field, range, after, limit);
+    index_entries += hits.size();
+    return hits;
+  }
   std::size_t read_keys = 0;
   std::size_t index_counts = 0;
+  std::size_t index_entries = 0;  // read by index_range
 };
 
 struct Planner : Indexes {
@@ -457,7 +464,7 @@ struct Planner : Indexes {
     const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
     q::QueryOptions options{.budget = budget, .indexes = indexes ? keeper.get() : nullptr};
     std::vector<std::string> out;
-    counter.read_keys = counter.index_counts = 0;
+    counter.read_keys = counter.index_counts = counter.index_entries = 0;
     q::scan(counter, keys, {f, {}, after, false}, options, [&](const q::Subject& s) {
       out.push_back(s.key().thing + "|" + s.key().name);
       return out.size() < limit;
@@ -487,7 +494,7 @@ struct Planner : Indexes {
   std::uint64_t count(std::string_view filter, bool indexes, std::span<const ds::ThingPattern> scope = {},
                       std::size_t budget = 200000) {
     const q::Filter f = q::Filter::parse(filter, 1800000000LL * 1000000000);
-    counter.read_keys = counter.index_counts = 0;
+    counter.read_keys = counter.index_counts = counter.index_entries = 0;
     return q::count(counter, keys, {f, scope, std::nullopt, false}, {.budget = budget, .indexes = indexes ? keeper.get() : nullptr});
   }
 };
@@ -736,6 +743,57 @@ TEST_P(Planner, AThingRangeReadsOnlyItsThings) {
     cursor = ds::ShadowKey{page.back().substr(0, bar), page.back().substr(bar + 1)};
   }
   EXPECT_EQ(paged, plant_1);
+}
+
+// A comparison on one value reads its entries only within the things the filter allows (one
+// value's entries are in thing order); a range of values is read by things when they are fewer
+// than its entries.
+TEST_P(Planner, AThingRangeAndAnIndexReadOnlyWhatBothSelect) {
+  keeper->declare({"reported/fw", "reported/temp"});
+  keeper->wait_until_built();
+  // Each filter with the index entries read and the shadows read. The entries of one value are
+  // read from the first in the filter's things to the value's last (the first page's 100 hold
+  // them all); fw = 2.0 selects 30 shadows, 10 of them in plant-1, 10 in plant-2. A range of
+  // temp is read by things when they are fewer than its entries.
+  struct Case {
+    const char* filter;
+    std::size_t entries, shadows;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"(and(like(thing,"plant-1/*"),eq(reported/fw,"2.0")))", 20, 10},
+           {R"(and(like(thing,"plant-1/*"),eq(reported/temp,7)))", 4, 2},
+           {R"(and(like(thing,"plant-1/*"),in(reported/temp,7,8)))", 8, 4},
+           {R"(and(like(thing,"plant-1/*"),or(eq(reported/temp,7),eq(reported/fw,"2.0"))))", 24, 12},
+           {R"(and(ge(thing,"plant-1/s5"),lt(thing,"plant-2"),eq(reported/fw,"2.0")))", 11, 1},  // s70, plant-2's 10
+           {R"(and(gt(thing,"plant-2/s50"),eq(reported/fw,"2.0")))", 2, 1},                      // s50, s80
+           {R"(and(like(thing,"plant-1/s1*"),gt(reported/temp,10)))", 0, 39},  // 39 things, 234 entries
+           {R"(and(like(thing,"plant-1/*"),gt(reported/temp,47)))", 12, 4},     // 100 things, 12 entries
+       }) {
+    const std::vector<std::string> expected = scanned(c.filter);
+    EXPECT_EQ(find(c.filter, true), expected) << c.filter;
+    EXPECT_EQ(counter.index_entries, c.entries) << c.filter;
+    EXPECT_EQ(counter.read_keys, c.shadows) << c.filter;
+    EXPECT_EQ(count(c.filter, true), expected.size()) << c.filter;
+  }
+  // Pages resume within the range and read nothing before the cursor.
+  const char* filter = R"(and(like(thing,"plant-1/*"),eq(reported/fw,"1.0")))";
+  const std::vector<std::string> all = scanned(filter);
+  ASSERT_EQ(all.size(), 90u);
+  std::vector<std::string> paged;
+  std::optional<ds::ShadowKey> cursor;
+  for (;;) {
+    std::vector<std::string> page = find(filter, true, cursor, 200000, 7);
+    if (page.empty()) break;
+    EXPECT_LE(counter.index_entries, 180 - paged.size());  // fw = 1.0 in plant-1 and plant-2 from the cursor on
+    paged.insert(paged.end(), page.begin(), page.end());
+    const std::size_t bar = page.back().find('|');
+    cursor = ds::ShadowKey{page.back().substr(0, bar), page.back().substr(bar + 1)};
+  }
+  EXPECT_EQ(paged, all);
+  // A token's things narrow the index as the filter's do.
+  const std::vector<ds::ThingPattern> scope{{"plant-1/", true}};
+  EXPECT_EQ(count(R"(eq(reported/fw,"2.0"))", true, scope), 10u);
+  EXPECT_EQ(counter.index_entries, 20u);  // from plant-1's first on, as above
 }
 
 // A declared `name` selects shadows by name across things: entries come when a shadow comes to
