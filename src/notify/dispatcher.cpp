@@ -78,14 +78,15 @@ std::int64_t dead_letter_expiry(std::int64_t failed_ns, std::chrono::seconds ret
   return failed_ns > INT64_MAX - ns ? INT64_MAX : failed_ns + ns;
 }
 
-// The wanted feed entries a worker has not finished, with their write times, by seq. They are
+// The wanted feed entries a worker has not finished, with their write times and when the worker
+// took them from the feed, by seq. They are
 // added in seq order and finished in any order: a sorted deque that keeps finished entries only
 // until the oldest open one before them finishes, compacted when they outnumber the open ones
 // (so it holds at most twice the open entries and a few more).
 class OpenEntries {
  public:
-  void add(std::uint64_t seq, std::int64_t written_ns) {
-    entries_.push_back({seq, written_ns, false});
+  void add(std::uint64_t seq, std::int64_t written_ns, std::int64_t taken_ns) {
+    entries_.push_back({seq, written_ns, taken_ns, false});
     ++open_;
   }
   // Finishes `seq`; false when it is not open.
@@ -100,14 +101,17 @@ class OpenEntries {
   }
   std::size_t size() const { return open_; }
   bool empty() const { return open_ == 0; }
-  // The oldest open entry's seq and write time; requires !empty().
+  // The oldest open entry's seq, write time and when it was taken (the earliest of the open
+  // entries'); requires !empty().
   std::uint64_t oldest_seq() const { return entries_.front().seq; }
   std::int64_t oldest_written_ns() const { return entries_.front().written_ns; }
+  std::int64_t oldest_taken_ns() const { return entries_.front().taken_ns; }
 
  private:
   struct Entry {
     std::uint64_t seq;
     std::int64_t written_ns;
+    std::int64_t taken_ns;
     bool finished;
   };
   std::deque<Entry> entries_;  // the front is open
@@ -273,10 +277,12 @@ class Dispatcher::Worker final : public SenderPool::Task {
     return stored_checkpoint_;
   }
 
-  // How long ago the oldest event it holds was written (zero when it holds none).
-  std::chrono::nanoseconds oldest_age() const {
+  // How long the oldest event it holds has waited since it took it from the feed (zero when it
+  // holds none). Not since its write: a feed that stopped being read hands over events written
+  // long before, which a registration that keeps up delivers at once.
+  std::chrono::nanoseconds longest_wait() const {
     std::lock_guard lock(mutex_);
-    return oldest_age_locked();
+    return std::chrono::nanoseconds(open_.empty() ? 0 : std::max<std::int64_t>(0, now_ns() - open_.oldest_taken_ns()));
   }
 
   RegistrationStatus status(std::uint64_t feed_end) const {
@@ -433,7 +439,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
     p.written_ns = w.timestamp_ns;
     p.bytes = item->entry->size();
     held_bytes_ += p.bytes;
-    open_.add(p.seq, p.written_ns);
+    open_.add(p.seq, p.written_ns, now_ns());
     enqueue(std::move(p));
   }
 
@@ -1001,12 +1007,12 @@ class Dispatcher::Trimmer {
         }
         // A feed held in memory (a DynamoDB table's stream) that is nearly full stops being read
         // when full, for every registration and for history written from it: the registrations
-        // that hold it back give up their events to dead letters instead, once they are
-        // spill_after behind. Judged after the trim: what a registration spilled a moment ago
+        // that hold it back give up their events to dead letters instead, once their oldest has
+        // waited spill_after. Judged after the trim: what a registration spilled a moment ago
         // held back must not count against the next one.
         if (!holding_back.empty() && d.feed_->pressed()) {
           for (const auto& [id, worker] : holding_back) {
-            if (worker->oldest_age() < d.options_.spill_after) continue;
+            if (worker->longest_wait() < d.options_.spill_after) continue;
             d.log_(true, "the change feed is nearly full: spilling the events of the registration holding it back to "
                          "its dead letters",
                    {{"registration", id}});

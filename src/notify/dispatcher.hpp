@@ -57,8 +57,8 @@ struct DispatcherOptions {
   std::chrono::milliseconds trim_interval{1000};
   std::chrono::milliseconds expiry_sweep{250};  // how often a worker looks for events past their maxAgeSeconds
   // A feed held in memory that is nearly full (Feed::pressed) makes the registrations holding it
-  // back spill their events to dead letters, if their oldest event is at least this old (one
-  // only briefly behind is waited for).
+  // back spill their events to dead letters, if their oldest event has waited at least this long
+  // since they took it from the feed (one only briefly behind is waited for).
   std::chrono::milliseconds spill_after{10000};
   int nice = 10;  // the delivery threads run this many nice levels below the process: they yield the CPU to request handling
   // Dead letters: each expires this long after it failed (purge drops it; DynamoDB's TTL), and a

@@ -1041,6 +1041,43 @@ TEST_P(DispatcherTest, ARegistrationIsNotSpilledForEntriesAnotherOneHeldBack) {
   EXPECT_TRUE(eventually([&] { return targets.delivered("slow").size() == 30; }));
 }
 
+// After the stream's reading stalled (the feed full), the feed hands over events written long
+// before. A registration is spilled for an event it has held spill_after, not for one that old:
+// one that keeps up is not spilled for the stall.
+TEST_P(DispatcherTest, EventsWrittenLongBeforeTheFeedHadThemSpillNoRegistrationThatKeepsUp) {
+  using stream_records::report_record;
+  dispatcher.reset();
+  notify::stream::StreamFeedOptions feed_options;
+  feed_options.shard_records = 40;  // nearly full at 30 records not done
+  notify::stream::StreamFeed feed(feed_options);
+  std::atomic<bool> released{false};
+  targets.set_script([&](const std::string&, const std::string& thing, int) {
+    return thing == "held" && !released ? Outcome::retry : Outcome::delivered;
+  });
+  notify::DispatcherOptions o = fast_options();
+  o.spill_after = std::chrono::seconds(2);
+  o.retry_base = o.retry_max = std::chrono::milliseconds(20);
+  notify::Dispatcher d(*engine, *store, o, targets.factory(), {}, &feed);
+  d.put("slow", hook(R"(,"maxAttempts":1000)"));
+  // 35 records written a minute ago: "slow" delivers all but the second at once, and holds the
+  // feed back at the first while it retries that one.
+  std::vector<notify::stream::StreamRecord> records;
+  for (int i = 1; i <= 35; ++i) {
+    char seq[24];
+    std::snprintf(seq, sizeof seq, "%020d", i);
+    const std::string thing = i == 2 ? "held" : "lamp";
+    records.push_back(report_record(seq, "n" + std::to_string(i % 10), (i + 9) / 10, thing, std::chrono::minutes(1)));
+  }
+  EXPECT_EQ(feed.take("shard", records), 0u);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("slow").size() == 34; }));
+  EXPECT_TRUE(feed.pressed());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rounds of the trimmer with "slow" holding back
+  EXPECT_EQ(dead_letters_with(*store, "slow", ""), 0u);
+  released = true;
+  EXPECT_TRUE(eventually([&] { return targets.delivered("slow").size() == 35; }));
+  EXPECT_EQ(dead_letters_with(*store, "slow", ""), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, DispatcherTest, testing::Values("memory", "sqlite"),
                          [](const auto& info) { return info.param; });
 

@@ -6,6 +6,7 @@
 #include "deviceshadow/timestamp.hpp"
 #include "notify/stream/streams_api.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -69,12 +70,12 @@ inline st::StreamRecord record(std::string seq, json::object new_image, json::ob
 
 // The record of a one-section report of shadow {thing}/{name} in the separate layout, version
 // `version` (< 10), put while the change feed was on: state {"n": version}.
-// A report of `name`'s version `version`, written now (a dispatcher expires events by age).
+// A report of `name`'s version `version`, written `age` ago (a dispatcher expires events by age).
 inline st::StreamRecord report_record(const std::string& seq, const std::string& name, int version,
-                                     const std::string& thing = "lamp") {
+                                     const std::string& thing = "lamp", std::chrono::nanoseconds age = {}) {
   const std::string v = std::to_string(version);
   const std::string event = R"({"id":"0000000000000000100)" + v + "#R" + v + R"(","thing":")" + thing + R"(","name":")" + name +
-                            R"(","op":"report","timestamp":")" + deviceshadow::format_rfc3339(deviceshadow::now()) +
+                            R"(","op":"report","timestamp":")" + deviceshadow::format_rfc3339(deviceshadow::Timestamp::from_unix_nanos(deviceshadow::now().unix_nanos() - age.count())) +
                             R"(","reported":{"version":)" + v +
                             R"(,"changes":[{"op":"replace","path":"/n","value":)" + v + "}]}}";
   return record(seq, section_image("DSR#" + name, version, R"({"n":)" + v + "}", event, false, thing));
