@@ -76,6 +76,15 @@ class ScriptedStream final : public st::StreamsApi {
     std::lock_guard lock(mutex_);
     fail_next_ = kind;
   }
+  // The next `n` reads of `shard` fail (not retryable).
+  void fail_reads_of(const std::string& shard, int n) {
+    std::lock_guard lock(mutex_);
+    failing_reads_[shard] = n;
+  }
+  int failing_reads_left(const std::string& shard) {
+    std::lock_guard lock(mutex_);
+    return failing_reads_[shard];
+  }
 
   st::StreamDescription describe_stream(const std::string& arn) override {
     std::lock_guard lock(mutex_);
@@ -119,6 +128,10 @@ class ScriptedStream final : public st::StreamsApi {
     const auto bar = iterator.find('|');
     const auto bar2 = iterator.find('|', bar + 1);
     const std::string shard = iterator.substr(0, bar);
+    if (int& failing = failing_reads_[shard]; failing > 0) {
+      --failing;
+      throw st::StreamError(st::StreamErrorKind::other, "scripted failure of " + shard);
+    }
     const std::size_t index = std::stoull(iterator.substr(bar + 1, bar2 - bar - 1));
     const std::uint64_t serial = std::stoull(iterator.substr(bar2 + 1));
     if (serial < expired_before_) throw st::StreamError(st::StreamErrorKind::expired_iterator, "ExpiredIteratorException");
@@ -151,6 +164,7 @@ class ScriptedStream final : public st::StreamsApi {
   std::uint64_t expired_before_ = 0;
   std::uint64_t reads_ = 0;
   std::optional<st::StreamErrorKind> fail_next_;
+  std::map<std::string, int> failing_reads_;
 };
 
 int value_of(const st::StreamRecord& r) { return std::stoi(std::string(r.new_image.at("n").at("N").as_string())); }
@@ -721,8 +735,13 @@ class LeaseTest : public DynamoDbTest {
     o.initial_position = std::move(initial);
     o.clock = [this] { return now_; };
     auto [it, inserted] = consumers_.try_emplace(owner);
+    auto log = [this](bool, std::string_view message, const std::vector<std::pair<std::string, std::string>>& fields) {
+      std::string line(message);
+      for (const auto& [k, v] : fields) line += " " + k + "=" + v;
+      logged_.push_back(line);
+    };
     it->second = std::make_unique<st::StreamConsumer>(stream_, *leases_, ScriptedStream::kArn, o, collected_[owner].handler(),
-                                                      st::StreamLog{}, 1000,
+                                                      log, 1000,
                                                       [this, owner](const std::string& shard) { stopped_[owner].push_back(shard); });
     return *it->second;
   }
@@ -749,9 +768,44 @@ class LeaseTest : public DynamoDbTest {
   std::unique_ptr<st::LeaseTable> leases_;
   std::map<std::string, Collector> collected_;
   std::map<std::string, std::vector<std::string>> stopped_;  // by owner: shards whose reader stopped
+  std::vector<std::string> logged_;                          // by every consumer: message, then fields
   std::map<std::string, std::unique_ptr<st::StreamConsumer>> consumers_;
   std::chrono::steady_clock::time_point now_ = std::chrono::steady_clock::time_point(std::chrono::hours(1));
 };
+
+// A shard whose reads keep failing waits on its own, longer each time (100 ms, 200 ms, …):
+// the consumer's other shards are read meanwhile, and the failure is logged with its shard.
+TEST_F(LeaseTest, AShardThatFailsWaitsOnItsOwnWhileTheOthersAreRead) {
+  stream_.add_shard("s1");
+  stream_.add_shard("s2");
+  for (int i = 0; i < 3; ++i) stream_.put("s1", i), stream_.put("s2", 100 + i);
+  stream_.fail_reads_of("s1", 2);
+  st::StreamConsumer& a = consumer("a");
+  a.balance();
+  ASSERT_EQ(a.shards().size(), 2u);
+  while (a.poll()) {
+  }
+  EXPECT_EQ(collected_["a"].values["s2"], range(100, 103));
+  EXPECT_TRUE(collected_["a"].values["s1"].empty());
+  EXPECT_EQ(stream_.failing_reads_left("s1"), 1);
+  ASSERT_FALSE(logged_.empty());
+  EXPECT_NE(logged_.back().find("shard=s1"), std::string::npos) << logged_.back();
+  auto polled_after = [&](std::chrono::milliseconds d) {
+    advance(d);
+    while (a.poll()) {
+    }
+  };
+  polled_after(std::chrono::milliseconds(99));
+  EXPECT_EQ(stream_.failing_reads_left("s1"), 1) << "s1 waits 100 ms after its first failure";
+  polled_after(std::chrono::milliseconds(1));
+  EXPECT_EQ(stream_.failing_reads_left("s1"), 0);
+  stream_.put("s2", 103);
+  polled_after(std::chrono::milliseconds(199));
+  EXPECT_TRUE(collected_["a"].values["s1"].empty()) << "and 200 ms after its second";
+  EXPECT_EQ(collected_["a"].values["s2"], range(100, 104));
+  polled_after(std::chrono::milliseconds(1));
+  EXPECT_EQ(collected_["a"].values["s1"], range(0, 3));
+}
 
 TEST_F(LeaseTest, ConditionalWritesLetExactlyOneInstanceTakeALease) {
   ASSERT_TRUE(leases_->create({"s1", "", 0, std::string(st::kTrimHorizon), {}, 0}));

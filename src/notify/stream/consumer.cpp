@@ -1,6 +1,6 @@
 #include "notify/stream/consumer.hpp"
 
-#include <exception>
+#include <algorithm>
 
 namespace deviceshadow::notify::stream {
 
@@ -13,7 +13,8 @@ StreamConsumer::StreamConsumer(StreamsApi& streams, LeaseTable& leases, std::str
       handler_(std::move(handler)),
       log_(std::move(log)),
       stopped_(std::move(stopped)),
-      page_limit_(page_limit) {}
+      page_limit_(page_limit),
+      clock_(coordinator_.options().clock) {}
 
 void StreamConsumer::stop_reader(const std::string& shard_id) {
   if (stopped_) stopped_(shard_id);
@@ -32,21 +33,32 @@ void StreamConsumer::balance() {
     auto store = [this, shard = lease.shard_id](const std::string& checkpoint) {
       return coordinator_.checkpoint(shard, checkpoint);
     };
-    readers_.emplace(lease.shard_id, std::make_unique<ShardReader>(streams_, stream_arn_, lease.shard_id, lease.checkpoint,
-                                                                   store, counters_, log_, page_limit_));
+    readers_[lease.shard_id].reader = std::make_unique<ShardReader>(streams_, stream_arn_, lease.shard_id, lease.checkpoint,
+                                                                    store, counters_, log_, page_limit_);
   }
 }
 
 bool StreamConsumer::poll() {
   std::lock_guard lock(mutex_);
+  const auto now = clock_();
   bool progressed = false;
-  std::exception_ptr failure;  // one reader's failure stops none of the others
   for (auto it = readers_.begin(); it != readers_.end();) {
+    Reading& r = it->second;
+    if (r.failing.count() && now < r.retry_at) {
+      ++it;
+      continue;
+    }
     ShardReader::Step step;
     try {
-      step = it->second->poll(handler_);
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
+      step = r.reader->poll(handler_);
+      r.failing = std::chrono::milliseconds(0);
+    } catch (const std::exception& e) {
+      r.failing = std::clamp(r.failing * 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000));
+      r.retry_at = now + r.failing;
+      if (log_) {
+        log_(true, "reading a shard of the table's stream failed",
+             {{"shard", it->first}, {"error", e.what()}, {"retry_ms", std::to_string(r.failing.count())}});
+      }
       ++it;
       continue;
     }
@@ -61,7 +73,6 @@ bool StreamConsumer::poll() {
       ++it;
     }
   }
-  if (failure) std::rethrow_exception(failure);
   return progressed;
 }
 

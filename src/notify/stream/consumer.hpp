@@ -6,6 +6,7 @@
 #include "notify/stream/leases.hpp"
 #include "notify/stream/shard_reader.hpp"
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,10 +28,12 @@ class StreamConsumer {
   // One lease round (new shards, renewals, takes, at most one steal); starts a reader for each
   // lease taken, from its checkpoint, and drops the readers of leases lost.
   void balance();
-  // One step of each reader. Returns true when a reader made progress (poll again at once).
-  // Rethrows the first reader's failure after every reader has had its step.
+  // One step of each reader not waiting after a failure. Returns true when a reader made
+  // progress (poll again at once). A reader that throws is logged with its shard and waits before
+  // its next step, from 100 ms doubling up to 5 s while it keeps failing; the others go on.
   bool poll();
-  // Frees the leases for the other instances (an orderly stop).
+  // Frees the leases for the other instances (an orderly stop). Tells `stopped` nothing: no
+  // reader starts again in this consumer.
   void release();
 
   std::vector<std::string> shards() const;  // the shards read now
@@ -38,7 +41,14 @@ class StreamConsumer {
   LeaseCoordinator& coordinator() { return coordinator_; }
 
  private:
-  void stop_reader(const std::string& shard_id);  // requires mutex_
+  // A shard's reader, and its wait after failures.
+  struct Reading {
+    std::unique_ptr<ShardReader> reader;
+    std::chrono::milliseconds failing{0};  // 0: its last step did not throw
+    std::chrono::steady_clock::time_point retry_at{};
+  };
+
+  void stop_reader(const std::string& shard_id);  // requires mutex_; calls stopped_ under it
 
   StreamsApi& streams_;
   std::string stream_arn_;
@@ -48,8 +58,9 @@ class StreamConsumer {
   ReaderStopped stopped_;
   int page_limit_;
   StreamCounters counters_;
+  std::function<std::chrono::steady_clock::time_point()> clock_;
   mutable std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<ShardReader>> readers_;
+  std::map<std::string, Reading> readers_;
 };
 
 }  // namespace deviceshadow::notify::stream
