@@ -807,6 +807,76 @@ TEST_F(LeaseTest, AShardThatFailsWaitsOnItsOwnWhileTheOthersAreRead) {
   EXPECT_EQ(collected_["a"].values["s1"], range(0, 3));
 }
 
+// Forwards DynamoDB requests to DynamoDB Local; loses the answer of the next UpdateItem whose
+// body holds a text (answering 500 after it was applied), so that the client sends it again.
+class AnswerLosingProxy {
+ public:
+  explicit AnswerLosingProxy(const ds::aws::ClientOptions& target) : dynamodb_(target, ds::aws::load_credentials()) {}
+  std::string url() const { return http_.url(); }
+  void lose_next_update_with(std::string text) {
+    std::lock_guard lock(mutex_);
+    lose_ = std::move(text);
+  }
+  int lost() {
+    std::lock_guard lock(mutex_);
+    return lost_;
+  }
+
+ private:
+  srv::HttpResponse handle(const srv::HttpRequest& r) {
+    const std::string target = HttpReceiver::header(r, "X-Amz-Target");
+    const std::string operation = target.substr(target.find('.') + 1);
+    bool lose = false;
+    {
+      std::lock_guard lock(mutex_);
+      lose = !lose_.empty() && operation == "UpdateItem" && r.body.find(lose_) != std::string::npos;
+      if (lose) lose_.clear(), ++lost_;
+    }
+    constexpr const char* kType = "application/x-amz-json-1.0";
+    try {
+      const json::value answer = dynamodb_.call(operation, r.body, false);
+      if (lose) return {500, kType, R"({"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"lost"})", {}};
+      return {200, kType, ds::to_json(answer), {}};
+    } catch (const ds::aws::AwsError& e) {
+      return {400, kType, R"({"__type":"com.amazonaws.dynamodb.v20120810#)" + e.type() + R"(","message":"forwarded"})", {}};
+    }
+  }
+
+  ds::aws::JsonClient dynamodb_;
+  std::mutex mutex_;
+  std::string lose_;
+  int lost_ = 0;
+  HttpReceiver http_{[this](const srv::HttpRequest& r) { return handle(r); }};  // last: stopped first
+};
+
+// A lease write whose answer is lost is sent again; the resend fails its condition (the first
+// was applied), and the write is found done: the lease is still held, no record read again.
+TEST_F(LeaseTest, AWriteSentAgainAfterItsAnswerWasLostKeepsTheLease) {
+  AnswerLosingProxy proxy(client_options_);
+  ds::aws::ClientOptions via = client_options_;
+  via.endpoint = proxy.url();
+  via.backoff_base = std::chrono::milliseconds(1);
+  ds::aws::JsonClient client(via, ds::aws::load_credentials());
+  st::LeaseTable leases(client, options_.table, ScriptedStream::kArn);
+  ASSERT_TRUE(leases.create({"s1", "", 0, std::string(st::kTrimHorizon), {}, 0}));
+  std::optional<st::Lease> held = leases.take(leases.list().at(0), "a");
+  ASSERT_TRUE(held);
+  proxy.lose_next_update_with("\"1007\"");
+  EXPECT_TRUE(leases.checkpoint(*held, "1007"));
+  EXPECT_EQ(proxy.lost(), 1);
+  EXPECT_EQ(held->checkpoint, "1007");
+  proxy.lose_next_update_with(":hb");  // a renewal
+  EXPECT_TRUE(leases.renew(*held));
+  EXPECT_EQ(proxy.lost(), 2);
+  const st::Lease stored = leases.list().at(0);
+  EXPECT_EQ(stored.counter, held->counter);
+  EXPECT_EQ(stored.owner, "a");
+  EXPECT_EQ(stored.checkpoint, "1007");
+  st::Lease stale = *held;
+  --stale.counter;  // another instance's write came between: its condition fails, and it was not written
+  EXPECT_FALSE(leases.renew(stale));
+}
+
 TEST_F(LeaseTest, ConditionalWritesLetExactlyOneInstanceTakeALease) {
   ASSERT_TRUE(leases_->create({"s1", "", 0, std::string(st::kTrimHorizon), {}, 0}));
   EXPECT_FALSE(leases_->create({"s1", "", 0, std::string(st::kLatest), {}, 0})) << "creation never overwrites";

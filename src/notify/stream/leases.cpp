@@ -92,9 +92,10 @@ bool LeaseTable::create(const Lease& lease) {
 }
 
 std::optional<Lease> LeaseTable::update(const Lease& expected, const std::string& set, json::object values, bool free) {
+  const std::int64_t heartbeat = wall_ns();
   values[":seen"] = N(expected.counter);
   values[":next"] = N(expected.counter + 1);
-  values[":hb"] = N(static_cast<std::uint64_t>(wall_ns()));
+  values[":hb"] = N(static_cast<std::uint64_t>(heartbeat));
   std::string condition = "#counter = :seen AND ";
   if (expected.owner.empty()) {
     condition += "attribute_not_exists(#owner)";
@@ -117,7 +118,18 @@ std::optional<Lease> LeaseTable::update(const Lease& expected, const std::string
   try {
     return lease_of(call(dynamodb_, "UpdateItem", request).at("Attributes").as_object());
   } catch (const aws::AwsError&) {  // only ConditionalCheckFailedException gets here
-    return std::nullopt;
+    // The client resends a request whose answer it lost (a timeout): if the first send was
+    // applied, the resend fails its condition. The lease then holds this write's counter and
+    // heartbeat (a time in ns no other write of the lease carries): it was written.
+    const json::value item = call(dynamodb_, "GetItem",
+                                  json::object{{"TableName", table_},
+                                               {"Key", json::object{{"PK", S(partition_)}, {"SK", S(expected.shard_id)}}},
+                                               {"ConsistentRead", true}});
+    const json::value* attributes = item.as_object().if_contains("Item");
+    if (!attributes) return std::nullopt;
+    Lease now = lease_of(attributes->as_object());
+    if (now.counter != expected.counter + 1 || now.heartbeat_ns != heartbeat) return std::nullopt;
+    return now;
   }
 }
 

@@ -65,7 +65,8 @@ class LeaseTable {
   // Sets the owner, conditional on the counter (and owner) in `seen`; returns the lease now held.
   std::optional<Lease> take(const Lease& seen, const std::string& owner);
   // Writes of a held lease, conditional on its owner and counter; on success `held.counter`
-  // (and the checkpoint) follow what was written.
+  // (and the checkpoint) follow what was written. Every write here is idempotent: a resend of
+  // one that was applied, its answer lost, is found written (not a lost lease).
   bool renew(Lease& held);
   bool checkpoint(Lease& held, const std::string& checkpoint);  // kShardEnd also frees the lease
   bool release(Lease& held);
