@@ -160,8 +160,9 @@ bool read_one_value(Store& store, const std::string& field, const IndexRange& r,
     if (after && *after > start) start = *after;
     if (!within(t, start.thing)) continue;  // the range ends before it
     IndexHit from{*r.low, start.thing, start.name};
-    // The first page is short: what it reads past the range's end is wasted.
-    for (std::size_t page = kChunk;; page = kHitPage) {
+    // Within some things, pages grow from 10 entries: what a page reads past their end is wasted
+    // (on DynamoDB up to a page from each of the index's shards).
+    for (std::size_t page = things.every() ? kHitPage : 10;; page = std::min(page * 10, kHitPage)) {
       const std::vector<IndexHit> hits = store.index_range(field, r, &from, page);
       bool past = hits.size() < page;
       std::vector<ShadowKey> keys;
