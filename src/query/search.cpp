@@ -240,10 +240,11 @@ void candidates(Store& store, const IndexableComparison& c, const Things& things
 
 // Whether `things` holds fewer things (from `after`'s on) than `c` has entries, both counted up
 // to the budget: then reading the things reads less. Not asked of a comparison whose every range
-// is one value, whose entries are read only within the things (read_one_value).
+// is one value, whose entries are read only within the things (read_one_value), nor when reading
+// the things would be held to the budget (`budgeted`), which reading the index's might not be.
 bool fewer_things(Store& store, const IndexableComparison& c, const Things& things, const ShadowKey* after,
-                  const QueryOptions& options) {
-  if (things.every() || std::all_of(c.parts.begin(), c.parts.end(), [](const IndexableComparison::Part& p) {
+                  bool budgeted, const QueryOptions& options) {
+  if (budgeted || things.every() || std::all_of(c.parts.begin(), c.parts.end(), [](const IndexableComparison::Part& p) {
         return std::all_of(p.ranges.begin(), p.ranges.end(), single_value);
       })) {
     return false;
@@ -313,10 +314,13 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
                  const std::function<bool(const Subject&)>& match) {
   const Things things{plan(scan.filter.thing_ranges(), scan.scope), scan.filter.thing_bounds()};
   const ShadowKey* after = scan.after ? &*scan.after : nullptr;
+  // Only a filter that names no things is held to the budget (any, with budget_always): one that
+  // does reads only the things it selects, as one an index serves reads only its entries.
+  const bool budgeted = options.budget_always || (!scan.filter.thing_ranges() && !things.bounds);
   if (options.indexes && !names_only(things.ranges)) {
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
     const IndexableComparison* by = choose(store, comparisons, options);
-    if (by && !fewer_things(store, *by, things, after, options)) {
+    if (by && !fewer_things(store, *by, things, after, budgeted, options)) {
       std::size_t examined = 0;
       candidates(store, *by, things, scan.scope, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
                  [&](std::vector<ShadowKey>& wanted) { return examine(store, keys, scan.filter, options, wanted, examined, match); });
@@ -327,9 +331,6 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
     too_expensive(scan.filter, "this query reads every thing of the table, which on DynamoDB needs allowScan=true",
                   options.indexes);
   }
-  // Only a filter that names no things is held to the budget (any, with budget_always): one that
-  // does reads only the things it selects, as one an index serves reads only its entries.
-  const bool budgeted = options.budget_always || (!scan.filter.thing_ranges() && !things.bounds);
   std::size_t examined = 0;
   // The shadows of `thing` with names after `after_name`; false once `match` asked to stop.
   each_thing(store, things, after, [&](const std::string& thing, std::string after_name) {
@@ -360,7 +361,8 @@ std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, c
     // the only one); any other filter is counted by the scan, which plans for itself.
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
     const IndexableComparison* by = comparisons.size() == 1 && comparisons.front().whole ? choose(store, comparisons, options) : nullptr;
-    if (by && !fewer_things(store, *by, things, nullptr, options)) {
+    const bool budgeted = !scan.filter.thing_ranges() && !things.bounds;  // as scan() holds it
+    if (by && !fewer_things(store, *by, things, nullptr, budgeted, options)) {
       if (const IndexRange* single = single_value_range(*by); single && things.every()) {
         return store.index_count(by->parts.front().property->text, *single, UINT64_MAX);
       }
