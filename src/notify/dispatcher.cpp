@@ -79,10 +79,10 @@ std::int64_t dead_letter_expiry(std::int64_t failed_ns, std::chrono::seconds ret
 }
 
 // The wanted feed entries a worker has not finished, with their write times and when the worker
-// took them from the feed, by seq. They are
-// added in seq order and finished in any order: a sorted deque that keeps finished entries only
-// until the oldest open one before them finishes, compacted when they outnumber the open ones
-// (so it holds at most twice the open entries and a few more).
+// took them from the feed, by seq. They are added in seq order and finished in any order: a
+// sorted deque that keeps finished entries only until the oldest open one before them finishes,
+// compacted when they outnumber the open ones (so it holds at most twice the open entries and a
+// few more).
 class OpenEntries {
  public:
   void add(std::uint64_t seq, std::int64_t written_ns, std::int64_t taken_ns) {
