@@ -61,7 +61,8 @@ bool within(const ThingRange& r, std::string_view thing) {
   return r.prefix ? thing.starts_with(r.text) : thing == r.text;
 }
 
-// Where a query's matches can lie: its thing ranges (plan()), within the filter's bounds.
+// Where a query's matches can lie: its thing ranges (plan(), so within the token's patterns),
+// within the filter's bounds.
 struct Things {
   std::vector<ThingRange> ranges;
   std::optional<ThingBounds> bounds;
@@ -151,8 +152,7 @@ const IndexRange* single_value_range(const IndexableComparison& c) {
 // after `after`: one value's entries come in (thing, name) order, so each thing range is read
 // from its first entry to its last. Calls `visit` with the keys of each page read, until it
 // returns false; false then.
-bool read_one_value(Store& store, const std::string& field, const IndexRange& r, const Things& things,
-                    std::span<const ThingPattern> scope, const ShadowKey* after,
+bool read_one_value(Store& store, const std::string& field, const IndexRange& r, const Things& things, const ShadowKey* after,
                     const std::function<bool(std::vector<ShadowKey>&)>& visit) {
   for (const ThingRange& t : things.ranges) {
     ShadowKey start{t.text, ""};  // names are never empty: what follows (thing, "") is all of thing
@@ -171,7 +171,7 @@ bool read_one_value(Store& store, const std::string& field, const IndexRange& r,
           past = true;
           break;
         }
-        if (in_scope(h.thing, scope) && things.contain(h.thing)) keys.push_back({h.thing, h.name});
+        if (things.contain(h.thing)) keys.push_back({h.thing, h.name});
       }
       if (!keys.empty() && !visit(keys)) return false;
       if (past) break;
@@ -181,16 +181,15 @@ bool read_one_value(Store& store, const std::string& field, const IndexRange& r,
   return true;
 }
 
-// Calls `visit` with the keys of the shadows `c` selects in `things` and `scope`, after
+// Calls `visit` with the keys of the shadows `c` selects in `things`, after
 // `after`, in (thing, name) order, in chunks, until it returns false. A single value is read
 // page by page; anything else (ranges, several values, the members of an `or`) is read whole (at
 // most `limit` keys, else `too_many` is called), sorted and rid of repeats.
-void candidates(Store& store, const IndexableComparison& c, const Things& things, std::span<const ThingPattern> scope,
-                const std::optional<ShadowKey>& after, std::uint64_t limit, const std::function<void()>& too_many,
+void candidates(Store& store, const IndexableComparison& c, const Things& things, const std::optional<ShadowKey>& after, std::uint64_t limit, const std::function<void()>& too_many,
                 const std::function<bool(std::vector<ShadowKey>&)>& visit) {
   const ShadowKey* resume = after ? &*after : nullptr;
   if (const IndexRange* single = single_value_range(c)) {
-    read_one_value(store, c.parts.front().property->text, *single, things, scope, resume, visit);
+    read_one_value(store, c.parts.front().property->text, *single, things, resume, visit);
     return;
   }
   std::vector<ShadowKey> all;
@@ -206,7 +205,7 @@ void candidates(Store& store, const IndexableComparison& c, const Things& things
   };
   auto read = [&](const std::string& field, const IndexRange& r) {
     if (single_value(r)) {
-      read_one_value(store, field, r, things, scope, resume, [&](std::vector<ShadowKey>& keys) {
+      read_one_value(store, field, r, things, resume, [&](std::vector<ShadowKey>& keys) {
         all.insert(all.end(), keys.begin(), keys.end());
         bounded();
         return true;
@@ -217,8 +216,7 @@ void candidates(Store& store, const IndexableComparison& c, const Things& things
     for (;;) {
       std::vector<IndexHit> hits = store.index_range(field, r, from ? &*from : nullptr, kHitPage);
       for (const IndexHit& h : hits) {
-        if (things.contain(h.thing) && in_scope(h.thing, scope) &&
-            (!after || std::tie(h.thing, h.name) > std::tie(after->thing, after->name))) {
+        if (things.contain(h.thing) && (!after || std::tie(h.thing, h.name) > std::tie(after->thing, after->name))) {
           all.push_back({h.thing, h.name});
         }
       }
@@ -322,7 +320,7 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
     const IndexableComparison* by = choose(store, comparisons, options);
     if (by && !fewer_things(store, *by, things, after, budgeted, options)) {
       std::size_t examined = 0;
-      candidates(store, *by, things, scan.scope, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
+      candidates(store, *by, things, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
                  [&](std::vector<ShadowKey>& wanted) { return examine(store, keys, scan.filter, options, wanted, examined, match); });
       return examined;
     }
@@ -361,13 +359,14 @@ std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, c
     // the only one); any other filter is counted by the scan, which plans for itself.
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
     const IndexableComparison* by = comparisons.size() == 1 && comparisons.front().whole ? choose(store, comparisons, options) : nullptr;
-    const bool budgeted = !scan.filter.thing_ranges() && !things.bounds;  // as scan() holds it
-    if (by && !fewer_things(store, *by, things, nullptr, budgeted, options)) {
+    // (Such a filter compares no thing: reading the things is held to the budget, so it is never
+    // weighed against them, fewer_things.)
+    if (by) {
       if (const IndexRange* single = single_value_range(*by); single && things.every()) {
         return store.index_count(by->parts.front().property->text, *single, UINT64_MAX);
       }
       std::uint64_t n = 0;
-      candidates(store, *by, things, scan.scope, std::nullopt, UINT64_MAX, [] {}, [&](std::vector<ShadowKey>& wanted) {
+      candidates(store, *by, things, std::nullopt, UINT64_MAX, [] {}, [&](std::vector<ShadowKey>& wanted) {
         n += wanted.size();
         return true;
       });
