@@ -124,7 +124,8 @@ struct Hub::Subscription {
   std::set<std::string> replayed;
   std::size_t replayed_bytes = 0;
   std::int64_t replay_window_ns = 0;
-  // A resumed stream of one shadow: the client has every event up to this id, its resume point.
+  // A resumed stream of one shadow on a store only this process writes: the client has every
+  // event up to this id, its resume point (empty elsewhere: the replay reaches back instead).
   std::string shadow_floor;
 
   static std::string replay_key(std::string_view id, std::string_view thing, std::string_view name) {
@@ -345,6 +346,10 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
     }
     return sub.send_paced(message(w, notify::build_event(sub.request.selection, entry, options_.stream_buffer / 2)));
   };
+  // From far enough back that a write which committed after the client's last event but took
+  // an earlier time is not missed (docs/streams.md).
+  const std::int64_t reach_since = saturating_sub(
+      point.ns, std::max<std::int64_t>(ns(options_.reach_back), 2 * core_->stats.max_commit_lag_ns.load()));
   Store& store = engine_.store();
   if (sub.request.shadow) {
     const ShadowKey& key = *sub.request.shadow;
@@ -352,7 +357,11 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
     q.descending = false;
     q.limit = kReplayPage;
     q.max_bytes = options_.stream_buffer;
-    if (point.id.empty()) {
+    if (options_.poll) {
+      // Several processes write the store: one shadow's ids need not grow with its commits
+      // (another shadowd's write of the other section), so reach back as across shadows.
+      q.since_ns = reach_since;
+    } else if (point.id.empty()) {
       q.since_ns = point.ns == std::numeric_limits<std::int64_t>::max() ? point.ns : point.ns + 1;
       sub.shadow_floor = event_id_time_prefix(point.ns) + "~";  // above every id at the point's time ('#' < '~')
     } else {
@@ -368,15 +377,9 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
       q.after_id = page.back().id;
     }
   } else {
-    // Every shadow, by time, from far enough back that a write which committed after the
-    // client's last event but took an earlier time is not missed (docs/streams.md).
-    const std::int64_t reach = std::max<std::int64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(options_.reach_back).count(),
-        2 * core_->stats.max_commit_lag_ns.load());
-    const std::int64_t since = saturating_sub(point.ns, reach);
     std::optional<ShadowHistoryEvent> last;
     for (;;) {
-      std::vector<ShadowHistoryEvent> page = store.history_since(since, last ? &*last : nullptr, kReplayPage);
+      std::vector<ShadowHistoryEvent> page = store.history_since(reach_since, last ? &*last : nullptr, kReplayPage);
       if (page.empty()) break;
       for (const ShadowHistoryEvent& e : page) {
         if (!emit(e.key, e.event)) return;

@@ -11,8 +11,8 @@
 // it has settled, de-duplicated by id, so that a write that commits later than its time says is
 // still found. A resuming stream subscribes first, then replays history,
 // and holds the live events that arrive meanwhile; it sends them after the replay, leaving out
-// those up to its resume point (one shadow) and those the replay already sent (by id, kept while
-// they could still come live). Replayed
+// those up to its resume point (one shadow, on a store only this process writes) and those the
+// replay already sent (by id, kept while they could still come live). Replayed
 // events come from history, which keeps each write's change event but not the sections' whole
 // states: they carry "diff" and "truncated": true instead of "old" and "new" (docs/streams.md).
 // A stream with a filter gets a live write when the shadow as the write left it (the hook's
@@ -49,10 +49,10 @@ struct HubOptions {
   // Resuming streams replaying at once: a replay holds an HTTP worker thread at its client's
   // pace, so slow resuming clients must not take every worker from the API.
   std::size_t max_replays = 16;
-  // How far before a resume time a replay across shadows starts: a write takes its timestamp
-  // before it commits, so one that committed after an event a client saw may carry an earlier
-  // time (docs/streams.md). The hub widens it to twice the longest timestamp-to-commit time it
-  // has seen.
+  // How far before a resume time a replay across shadows (and, polling, of one shadow) starts: a
+  // write takes its timestamp before it commits, so one that committed after an event a client
+  // saw may carry an earlier time (docs/streams.md). The hub widens it to twice the longest
+  // timestamp-to-commit time it has seen.
   std::chrono::milliseconds reach_back{5000};
   // Set: live events come from polling the store's history across shadows instead of the
   // engine's write hook, so that writes of other processes on a shared store are seen.

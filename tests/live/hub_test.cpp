@@ -458,14 +458,29 @@ TEST(PollingHub, AnEventCommittedAfterTheReplaySentALaterOneOfItsShadowStillCome
 
 // A stream of one shadow resumed: an event of the other section that took an earlier time and
 // committed after the replay (a write through another shadowd) still comes, and nothing twice.
+// The replay reaches back, so the resume point comes again (a client deduplicates by id).
 TEST(PollingHub, AShadowsStreamStillGetsAnEventCommittedAfterTheReplayWithAnEarlierId) {
   LateCommit c;
   ASSERT_EQ(c.history.size(), 2u);
   const auto stream = c.resume(true);
-  ASSERT_EQ(stream->ids(), std::vector<std::string>{c.history[1].id});  // replayed after the point
+  ASSERT_EQ(stream->ids(), (std::vector<std::string>{c.history[0].id, c.history[1].id}));
   const std::string id = commit_late(*c.store, c.history[1], "t1", c.late, "D1");
-  LateCommit::settle(*stream, 2);
-  EXPECT_EQ(stream->ids(), (std::vector<std::string>{c.history[1].id, id}));
+  LateCommit::settle(*stream, 3);
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{c.history[0].id, c.history[1].id, id}));
+}
+
+// The same with events whose times lie below the resume point: one committed while no stream
+// was open comes in the replay, one committed after the replay comes live; each once.
+TEST(PollingHub, AShadowsStreamGetsEventsCommittedLateBelowItsResumePoint) {
+  LateCommit c;
+  ASSERT_EQ(c.history.size(), 2u);
+  const std::int64_t point = c.history[0].timestamp_ns;
+  const std::string away = commit_late(*c.store, c.history[1], "t1", point - 5'000'000, "D1");
+  const auto stream = c.resume(true);
+  ASSERT_EQ(stream->ids(), (std::vector<std::string>{away, c.history[0].id, c.history[1].id}));
+  const std::string live = commit_late(*c.store, c.history[1], "t1", point - 2'000'000, "D2");
+  LateCommit::settle(*stream, 4);
+  EXPECT_EQ(stream->ids(), (std::vector<std::string>{away, c.history[0].id, c.history[1].id, live}));
 }
 
 }  // namespace
