@@ -4,6 +4,7 @@
 #pragma once
 
 #include "deviceshadow/document.hpp"
+#include "deviceshadow/engine.hpp"
 #include "deviceshadow/index.hpp"
 #include "deviceshadow/store.hpp"
 
@@ -83,12 +84,9 @@ std::vector<Sample> samples(const Subject& subject, const Property& property);
 // The samples of one value a section path holds (`samples` of such a path, without the shadow).
 std::vector<Sample> samples_of(const json::value& value, const TimestampKeys& keys);
 
-// A range of things a filter can only match within: one exact name or every name with a prefix.
-struct ThingRange {
-  std::string text;
-  bool prefix = false;
-  friend bool operator==(const ThingRange&, const ThingRange&) = default;
-};
+// A range of things a filter can only match within: one exact name or every name with a prefix
+// (the shape of a token's thing pattern, whose `matches` says whether a thing lies in it).
+using ThingRange = ThingPattern;
 
 // Bounds every thing a filter can match lies within (gt, ge, lt, le on `thing`).
 struct ThingBounds {

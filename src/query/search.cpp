@@ -56,11 +56,6 @@ bool single_value(const IndexRange& r) {
   return r.low && r.high && !r.low_open && !r.high_open && *r.low == *r.high;
 }
 
-// Whether `thing` lies in `r`.
-bool within(const ThingRange& r, std::string_view thing) {
-  return r.prefix ? thing.starts_with(r.text) : thing == r.text;
-}
-
 // Where a query's matches can lie: its thing ranges (plan(), so within the token's patterns),
 // within the filter's bounds.
 struct Things {
@@ -73,7 +68,7 @@ struct Things {
   }
   bool contain(std::string_view thing) const {
     return !(bounds && (bounds->below(thing) || bounds->above(thing))) &&
-           std::any_of(ranges.begin(), ranges.end(), [&](const ThingRange& r) { return within(r, thing); });
+           std::any_of(ranges.begin(), ranges.end(), [&](const ThingRange& r) { return r.matches(thing); });
   }
 };
 
@@ -112,11 +107,27 @@ bool each_thing(Store& store, const Things& things, const ShadowKey* after,
   return true;
 }
 
-// The comparison (or `or` of them) ready indexes serve that selects the fewest entries (counted
-// up to the budget when there are several to choose from), or null: then the filter's thing
-// ranges are the plan.
-const IndexableComparison* choose(Store& store, const std::vector<IndexableComparison>& comparisons,
-                                  const QueryOptions& options) {
+// The entries of `c`'s ranges, counted up to `cap`.
+std::uint64_t count_entries(Store& store, const IndexableComparison& c, std::uint64_t cap) {
+  std::uint64_t n = 0;
+  for (const IndexableComparison::Part& p : c.parts) {
+    for (const IndexRange& r : p.ranges) {
+      if (n < cap) n += store.index_count(p.property->text, r, cap - n);
+    }
+  }
+  return n;
+}
+
+// An indexable comparison (or `or` of them) a query reads, and its entries when choosing
+// counted them (up to the budget + 1).
+struct Choice {
+  const IndexableComparison* comparison = nullptr;
+  std::optional<std::uint64_t> entries;
+};
+
+// The comparison ready indexes serve that selects the fewest entries (counted up to the budget
+// when there are several to choose from); none: then the filter's thing ranges are the plan.
+Choice choose(Store& store, const std::vector<IndexableComparison>& comparisons, const QueryOptions& options) {
   std::vector<const IndexableComparison*> served;
   for (const IndexableComparison& c : comparisons) {
     if (options.indexes && std::all_of(c.parts.begin(), c.parts.end(), [&](const IndexableComparison::Part& p) {
@@ -125,18 +136,12 @@ const IndexableComparison* choose(Store& store, const std::vector<IndexableCompa
       served.push_back(&c);
     }
   }
-  if (served.size() <= 1) return served.empty() ? nullptr : served.front();
-  const IndexableComparison* best = nullptr;
-  std::uint64_t fewest = 0;
+  if (served.size() <= 1) return {served.empty() ? nullptr : served.front(), std::nullopt};
+  Choice best;
   for (const IndexableComparison* c : served) {
-    const std::uint64_t cap = best ? fewest : options.budget + 1;
-    std::uint64_t n = 0;
-    for (const IndexableComparison::Part& p : c->parts) {
-      for (const IndexRange& r : p.ranges) {
-        if (n < cap) n += store.index_count(p.property->text, r, cap - n);
-      }
-    }
-    if (!best || n < fewest) best = c, fewest = n;
+    // Past the fewest so far a count needs not go on; the one that beats it is counted exactly.
+    const std::uint64_t n = count_entries(store, *c, best.comparison ? *best.entries : options.budget + 1);
+    if (!best.comparison || n < *best.entries) best = {c, n};
   }
   return best;
 }
@@ -158,7 +163,7 @@ bool read_one_value(Store& store, const std::string& field, const IndexRange& r,
     ShadowKey start{t.text, ""};  // names are never empty: what follows (thing, "") is all of thing
     if (things.bounds && things.bounds->low && *things.bounds->low > start.thing) start.thing = *things.bounds->low;
     if (after && *after > start) start = *after;
-    if (!within(t, start.thing)) continue;  // the range ends before it
+    if (!t.matches(start.thing)) continue;  // the range ends before it
     IndexHit from{*r.low, start.thing, start.name};
     // Within some things, pages grow from 10 entries: what a page reads past their end is wasted
     // (on DynamoDB up to a page from each of the index's shards).
@@ -167,7 +172,7 @@ bool read_one_value(Store& store, const std::string& field, const IndexRange& r,
       bool past = hits.size() < page;
       std::vector<ShadowKey> keys;
       for (const IndexHit& h : hits) {
-        if (!within(t, h.thing) || (things.bounds && things.bounds->above(h.thing))) {
+        if (!t.matches(h.thing) || (things.bounds && things.bounds->above(h.thing))) {
           past = true;
           break;
         }
@@ -240,20 +245,15 @@ void candidates(Store& store, const IndexableComparison& c, const Things& things
 // to the budget: then reading the things reads less. Not asked of a comparison whose every range
 // is one value, whose entries are read only within the things (read_one_value), nor when reading
 // the things would be held to the budget (`budgeted`), which reading the index's might not be.
-bool fewer_things(Store& store, const IndexableComparison& c, const Things& things, const ShadowKey* after,
-                  bool budgeted, const QueryOptions& options) {
-  if (budgeted || things.every() || std::all_of(c.parts.begin(), c.parts.end(), [](const IndexableComparison::Part& p) {
+bool fewer_things(Store& store, const Choice& c, const Things& things, const ShadowKey* after, bool budgeted,
+                  const QueryOptions& options) {
+  const auto& parts = c.comparison->parts;
+  if (budgeted || things.every() || std::all_of(parts.begin(), parts.end(), [](const IndexableComparison::Part& p) {
         return std::all_of(p.ranges.begin(), p.ranges.end(), single_value);
       })) {
     return false;
   }
-  const std::uint64_t cap = options.budget + 1;
-  std::uint64_t entries = 0;
-  for (const IndexableComparison::Part& p : c.parts) {
-    for (const IndexRange& r : p.ranges) {
-      if (entries < cap) entries += store.index_count(p.property->text, r, cap - entries);
-    }
-  }
+  const std::uint64_t entries = c.entries ? *c.entries : count_entries(store, *c.comparison, options.budget + 1);
   std::uint64_t n = 0;
   if (entries > 0) each_thing(store, things, after, [&](const std::string&, const std::string&) { return ++n < entries; });
   return n < entries;
@@ -286,11 +286,10 @@ bool names_only(const std::vector<ThingRange>& ranges) {
 
 std::vector<ThingRange> plan(const std::optional<std::vector<ThingRange>>& wanted, std::span<const ThingPattern> scope) {
   const std::vector<ThingRange> all{{"", true}};
-  std::vector<ThingRange> allowed;
-  for (const ThingPattern& p : scope) allowed.push_back({p.text, p.prefix});
+  const std::span<const ThingRange> allowed = scope.empty() ? std::span<const ThingRange>(all) : scope;
   std::vector<ThingRange> both;
   for (const ThingRange& a : wanted ? *wanted : all) {
-    for (const ThingRange& b : scope.empty() ? all : allowed) {
+    for (const ThingRange& b : allowed) {
       if (auto r = intersect(a, b)) both.push_back(std::move(*r));
     }
   }
@@ -317,10 +316,10 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
   const bool budgeted = options.budget_always || (!scan.filter.thing_ranges() && !things.bounds);
   if (options.indexes && !names_only(things.ranges)) {
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
-    const IndexableComparison* by = choose(store, comparisons, options);
-    if (by && !fewer_things(store, *by, things, after, budgeted, options)) {
+    const Choice by = choose(store, comparisons, options);
+    if (by.comparison && !fewer_things(store, by, things, after, budgeted, options)) {
       std::size_t examined = 0;
-      candidates(store, *by, things, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
+      candidates(store, *by.comparison, things, scan.after, options.budget, [&] { over_budget(scan.filter, options); },
                  [&](std::vector<ShadowKey>& wanted) { return examine(store, keys, scan.filter, options, wanted, examined, match); });
       return examined;
     }
@@ -358,7 +357,8 @@ std::uint64_t count(Store& store, const TimestampKeys& keys, const Scan& scan, c
     // The index's entries are exactly the matches of a comparison that is the whole filter (then
     // the only one); any other filter is counted by the scan, which plans for itself.
     const std::vector<IndexableComparison> comparisons = scan.filter.indexable();
-    const IndexableComparison* by = comparisons.size() == 1 && comparisons.front().whole ? choose(store, comparisons, options) : nullptr;
+    const IndexableComparison* by =
+        comparisons.size() == 1 && comparisons.front().whole ? choose(store, comparisons, options).comparison : nullptr;
     // (Such a filter compares no thing: reading the things is held to the budget, so it is never
     // weighed against them, fewer_things.)
     if (by) {
