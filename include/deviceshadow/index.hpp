@@ -50,20 +50,23 @@ struct IndexUpdate {
   std::vector<IndexValue> added;
 };
 
+// One entry a range read returns, in (value, thing, name) order.
+struct IndexHit {
+  IndexValue value;
+  std::string thing, name;
+};
+
 // Values of one type between two bounds (a bound not given: unbounded within the type).
 struct IndexRange {
   IndexValue::Type type = IndexValue::Type::null;
   std::optional<IndexValue> low, high;
   bool low_open = false, high_open = false;  // exclude the bound itself
   bool descending = false;                   // a read returns the entries in reverse order
+  // Set: only entries before this one (in ascending order), so that reading one value within a
+  // range of things stops where the things end rather than a page later.
+  std::optional<IndexHit> end;
 
   bool contains(const IndexValue& v) const noexcept;
-};
-
-// One entry a range read returns, in (value, thing, name) order.
-struct IndexHit {
-  IndexValue value;
-  std::string thing, name;
 };
 
 // A declared field as the store keeps it: building (existing shadows being indexed, `indexed`

@@ -1,6 +1,7 @@
 #include "query/search.hpp"
 
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/validation.hpp"
 
 #include <algorithm>
 #include <tuple>
@@ -153,10 +154,30 @@ const IndexRange* single_value_range(const IndexableComparison& c) {
   return single_value(r) ? &r : nullptr;
 }
 
+// Above every shadow name, whose characters all lie below DEL: (thing, this) follows each of
+// thing's shadows.
+constexpr std::string_view kAfterEveryShadowName = "\x7f";
+
+// Where the entries of value `v` in thing range `t` within `bounds` end (IndexRange::end), or
+// none: then a read stops by what it finds.
+std::optional<IndexHit> end_of(const IndexValue& v, const ThingRange& t, const std::optional<ThingBounds>& bounds) {
+  std::optional<IndexHit> end;
+  if (!t.prefix) {
+    end = IndexHit{v, t.text, std::string(kAfterEveryShadowName)};
+  } else if (std::optional<std::string> above = after_every(t.text)) {
+    end = IndexHit{v, std::move(*above), ""};
+  }
+  if (bounds && bounds->high && is_valid_utf8(*bounds->high)) {
+    IndexHit high{v, *bounds->high, bounds->high_open ? "" : std::string(kAfterEveryShadowName)};
+    if (!end || std::tie(high.thing, high.name) < std::tie(end->thing, end->name)) end = std::move(high);
+  }
+  return end;
+}
+
 // Reads the entries of `field` in `r`, a range holding one value, whose things lie in `things`,
 // after `after`: one value's entries come in (thing, name) order, so each thing range is read
-// from its first entry to its last. Calls `visit` with the keys of each page read, until it
-// returns false; false then.
+// from its first entry to its last (IndexRange::end, or until an entry lies past it). Calls
+// `visit` with the keys of each page read, until it returns false; false then.
 bool read_one_value(Store& store, const std::string& field, const IndexRange& r, const Things& things, const ShadowKey* after,
                     const std::function<bool(std::vector<ShadowKey>&)>& visit) {
   for (const ThingRange& t : things.ranges) {
@@ -164,11 +185,13 @@ bool read_one_value(Store& store, const std::string& field, const IndexRange& r,
     if (things.bounds && things.bounds->low && *things.bounds->low > start.thing) start.thing = *things.bounds->low;
     if (after && *after > start) start = *after;
     if (!t.matches(start.thing)) continue;  // the range ends before it
+    IndexRange within = r;
+    within.end = end_of(*r.low, t, things.bounds);
     IndexHit from{*r.low, start.thing, start.name};
-    // Within some things, pages grow from 10 entries: what a page reads past their end is wasted
-    // (on DynamoDB up to a page from each of the index's shards).
+    // Pages grow from 10 entries unless the things are every thing: a search that wants a page
+    // of a large range reads little more than it (on DynamoDB a page from each index shard).
     for (std::size_t page = things.every() ? kHitPage : 10;; page = std::min(page * 10, kHitPage)) {
-      const std::vector<IndexHit> hits = store.index_range(field, r, &from, page);
+      const std::vector<IndexHit> hits = store.index_range(field, within, &from, page);
       bool past = hits.size() < page;
       std::vector<ShadowKey> keys;
       for (const IndexHit& h : hits) {
@@ -283,6 +306,35 @@ bool names_only(const std::vector<ThingRange>& ranges) {
 }
 
 }  // namespace
+
+std::optional<std::string> after_every(std::string_view prefix) {
+  if (prefix.empty() || !is_valid_utf8(prefix)) return std::nullopt;
+  std::size_t at = prefix.size() - 1;  // the last character's first byte
+  while (at > 0 && (static_cast<unsigned char>(prefix[at]) & 0xC0) == 0x80) --at;
+  const auto byte = [&](std::size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(prefix[i])); };
+  const std::size_t length = prefix.size() - at;
+  char32_t c = length == 1 ? byte(at) : byte(at) & (0xFF >> (length + 1));
+  for (std::size_t i = at + 1; i < prefix.size(); ++i) c = (c << 6) | (byte(i) & 0x3F);
+  if (++c == 0xD800) c = 0xE000;  // past the surrogates
+  if (c > 0x10FFFF) return std::nullopt;
+  std::string out(prefix.substr(0, at));
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return out;
+}
 
 std::vector<ThingRange> plan(const std::optional<std::vector<ThingRange>>& wanted, std::span<const ThingPattern> scope) {
   const std::vector<ThingRange> all{{"", true}};

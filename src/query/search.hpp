@@ -23,6 +23,11 @@ struct QueryOptions {
 // (nullopt: all) that the token's patterns cover (empty: every thing).
 std::vector<ThingRange> plan(const std::optional<std::vector<ThingRange>>& wanted, std::span<const ThingPattern> scope);
 
+// The least text above every one that starts with `prefix`, as valid UTF-8 (DynamoDB's keys
+// must be): `prefix` with its last character raised by one. None when there is none to give
+// (empty, not valid UTF-8, or ending in U+10FFFF).
+std::optional<std::string> after_every(std::string_view prefix);
+
 struct Scan {
   const Filter& filter;
   std::span<const ThingPattern> scope;  // the token's patterns; empty: every thing

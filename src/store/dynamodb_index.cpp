@@ -521,8 +521,10 @@ std::vector<IndexHit> DynamoDbStore::read_index(std::string_view field, const In
       keys.high = std::min(keys.high, after_sk);  // the entry itself is dropped below
     }
   }
+  std::string end_sk;  // BETWEEN holds its bound: that entry is dropped below
+  if (range.end) keys.high = std::min(keys.high, end_sk = entry_sk(range.end->value, range.end->thing, range.end->name));
   if (keys.low > keys.high) return {};
-  const bool select_count = count && !keys.check;
+  const bool select_count = count && !keys.check && !range.end;
   struct Read {
     std::vector<std::pair<std::string, IndexHit>> hits;  // by sort key
     std::uint64_t counted = 0;
@@ -546,7 +548,7 @@ std::vector<IndexHit> DynamoDbStore::read_index(std::string_view field, const In
         for (const json::value& v : page.at("Items").as_array()) {
           IndexHit hit = decode_entry(v.as_object());
           std::string sk = get_s(v.as_object(), "SK");
-          if (sk == after_sk || (keys.check && !range.contains(hit.value))) continue;
+          if (sk == after_sk || sk == end_sk || (keys.check && !range.contains(hit.value))) continue;
           out.hits.emplace_back(std::move(sk), std::move(hit));
           if (out.hits.size() >= limit) return out;
         }

@@ -232,7 +232,7 @@ std::vector<IndexHit> MemoryStore::index_range(std::string_view field, const Ind
   auto it = entries.lower_bound(start);
   if (after && FieldIndex::Order()(start, *after)) it = entries.upper_bound(*after);
   for (; it != entries.end() && out.size() < limit; ++it) {
-    if (it->value.type != range.type) break;
+    if (it->value.type != range.type || (range.end && !FieldIndex::Order()(*it, *range.end))) break;
     if (range.contains(it->value)) {
       out.push_back(*it);
     } else if (range.high && compare(it->value, *range.high) >= 0) {

@@ -48,11 +48,11 @@ IndexValue read_value(const Query& q, IndexValue::Type type, int col) {
 }
 
 // The WHERE clause of a range over (field ?1, type ?2), its bounds bound from ?3 on; with
-// `after`, strictly after its position (value, thing, name).
+// `after`, strictly after its position (value, thing, name); with the range's end, before it.
 struct RangeSql {
   std::string sql;
   int next = 3;
-  int low = 0, high = 0, after = 0;
+  int low = 0, high = 0, end = 0, after = 0;
 };
 
 RangeSql range_sql(const IndexRange& r, bool with_after) {
@@ -60,6 +60,12 @@ RangeSql range_sql(const IndexRange& r, bool with_after) {
   s.sql = "field = ?1 AND type = ?2";
   if (r.low) s.sql += std::string(" AND value ") + (r.low_open ? ">" : ">=") + " ?" + std::to_string(s.low = s.next++);
   if (r.high) s.sql += std::string(" AND value ") + (r.high_open ? "<" : "<=") + " ?" + std::to_string(s.high = s.next++);
+  if (r.end) {
+    s.end = s.next;
+    s.sql += " AND (value, thing, name) < (?" + std::to_string(s.next) + ", ?" + std::to_string(s.next + 1) + ", ?" +
+             std::to_string(s.next + 2) + ")";
+    s.next += 3;
+  }
   if (with_after) {
     s.after = s.next;
     s.sql += std::string(" AND (value, thing, name) ") + (r.descending ? "<" : ">") + " (?" + std::to_string(s.next) + ", ?" + std::to_string(s.next + 1) + ", ?" +
@@ -81,6 +87,10 @@ void bind_range(Query& q, std::string_view field, const IndexRange& r, const Ran
   q.bind(1, field).bind(2, static_cast<std::int64_t>(r.type));
   if (r.low) bind_value(q, s.low, *r.low);
   if (r.high) bind_value(q, s.high, *r.high);
+  if (r.end) {
+    bind_value(q, s.end, r.end->value);
+    q.bind(s.end + 1, r.end->thing).bind(s.end + 2, r.end->name);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/memory_store.hpp"
+#include "deviceshadow/validation.hpp"
 #include "support/forwarding_store.hpp"
 
 #include <gtest/gtest.h>
@@ -76,6 +77,27 @@ TEST(Plan, IntersectsTheFilterWithTheTokenAndDropsRangesInsideOthers) {
   EXPECT_EQ(q::plan(R{{"a", true}, {"ab", true}, {"abc", false}, {"b", false}, {"b", false}}, {}),
             (R{{"a", true}, {"b", false}}));
   EXPECT_EQ(q::plan(R{}, {}), R{});
+}
+
+// The end of a prefix's things (where an index read of one value stops): the prefix with its
+// last character raised, valid UTF-8 across the encodings' boundaries.
+TEST(Plan, AfterEveryTextWithAPrefixComesItsLastCharacterRaised) {
+  using O = std::optional<std::string>;
+  EXPECT_EQ(q::after_every("plant-7/"), O("plant-70"));
+  EXPECT_EQ(q::after_every("a\x7f"), O("a\xc2\x80"));                 // U+007F -> U+0080
+  EXPECT_EQ(q::after_every("\xc3\xa9"), O("\xc3\xaa"));               // é -> ê
+  EXPECT_EQ(q::after_every("\xdf\xbf"), O("\xe0\xa0\x80"));          // U+07FF -> U+0800
+  EXPECT_EQ(q::after_every("x\xed\x9f\xbf"), O("x\xee\x80\x80"));   // U+D7FF -> U+E000, past the surrogates
+  EXPECT_EQ(q::after_every("\xef\xbf\xbf"), O("\xf0\x90\x80\x80")); // U+FFFF -> U+10000
+  EXPECT_EQ(q::after_every("\xf0\x9f\x98\x80"), O("\xf0\x9f\x98\x81"));
+  EXPECT_EQ(q::after_every("a\xf4\x8f\xbf\xbf"), std::nullopt);      // U+10FFFF: nothing above it
+  EXPECT_EQ(q::after_every(""), std::nullopt);
+  EXPECT_EQ(q::after_every("a\xff"), std::nullopt);                      // not UTF-8
+  for (const std::string p : {"plant-7/", "\xc3\xa9", "x\xed\x9f\xbf", "\xef\xbf\xbf"}) {
+    const std::string above = *q::after_every(p);
+    EXPECT_LT(p + "\xf4\x8f\xbf\xbf\xf4\x8f\xbf\xbf", above) << p;  // above every text it starts
+    EXPECT_TRUE(ds::is_valid_utf8(above)) << p;
+  }
 }
 
 TEST_F(Fleet, FindsInThingThenNameOrder) {
