@@ -6,6 +6,7 @@
 // Every JobStore is safe for concurrent use from many threads without external locking.
 #pragma once
 
+#include "deviceshadow/error.hpp"
 #include "deviceshadow/store.hpp"
 
 #include <cstdint>
@@ -31,12 +32,20 @@ struct JobRecord {
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
 };
 
+// The refusal of a job past the jobs running at once (--max-jobs): 429.
+inline Error too_many_jobs(std::size_t max_active) {
+  return Error(ErrorCode::throttled,
+               "at most " + std::to_string(max_active) + " jobs run at once; wait for one to finish or cancel one");
+}
+
 class JobStore {
  public:
   virtual ~JobStore() = default;
 
-  // Stores a new job (revision 1). Throws Error::version_conflict(0) if its id exists.
-  virtual void create_job(const JobRecord& job) = 0;
+  // Stores a new job (revision 1). Throws Error::version_conflict(0) if its id exists, and
+  // too_many_jobs when the job is active and `max_active` jobs are active already: counted
+  // with the creation, atomically, among every process on the store.
+  virtual void create_job(const JobRecord& job, std::size_t max_active) = 0;
   // Replaces the job with `job` (whose revision must be expected_revision + 1) if the stored
   // one is at expected_revision; returns false, storing nothing, otherwise or if none exists.
   virtual bool update_job(const JobRecord& job, std::uint64_t expected_revision) = 0;

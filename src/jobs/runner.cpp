@@ -213,10 +213,9 @@ DryRun JobRunner::dry_run(const JobSpec& spec, std::span<const ThingPattern> sco
 
 JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
   std::lock_guard creating(create_mutex_);
-  if (store_.active_jobs().size() >= options_.max_active) {
-    throw Error(ErrorCode::throttled, "at most " + std::to_string(options_.max_active) +
-                                          " jobs run at once; wait for one to finish or cancel one");
-  }
+  // Refused before selecting anything when this process can tell; the store counts again,
+  // exactly, when the job is stored.
+  if (store_.active_jobs().size() >= options_.max_active) throw too_many_jobs(options_.max_active);
   const std::int64_t now = engine_.options().clock();
   const std::string id = new_job_id(now);
   if (spec.client_token.empty()) spec.client_token = "job:" + id;
@@ -245,7 +244,12 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
   JobRecord job{id, render_spec(spec), render_progress(p), !p.finished(), 1, options_.owner,
                 now + std::chrono::nanoseconds(options_.lease).count()};
   std::lock_guard lock(mutex_);
-  store_.create_job(job);
+  try {
+    store_.create_job(job, options_.max_active);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::throttled) store_.remove_job(id);  // the target pages
+    throw;
+  }
   if (job.active) launch(job);
   return job;
 }

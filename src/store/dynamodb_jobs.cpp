@@ -4,6 +4,8 @@
 #include "store/dynamodb.hpp"
 #include "store/target_pages.hpp"
 
+#include "deviceshadow/backoff.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -19,6 +21,11 @@ constexpr std::string_view kJobsPk = "JB#";
 // An active job also carries GSI1PK = this and GSI1SK = its id; a finished job has neither, so
 // the index lists only the active (a sparse index).
 constexpr std::string_view kActiveJobsGsiPk = "JOBS#active";
+// The running jobs: one item whose string set `ids` holds the id of every active job, changed in
+// the transaction that creates a job or finishes it, so that --max-jobs holds across every
+// shadowd on the table (GSI1 would count a moment late).
+constexpr std::string_view kRunningJobsPk = "JR#";
+constexpr std::string_view kRunningJobsSk = "ids";
 // A job's target pages: one partition per job, the page number (20 digits) the sort key.
 constexpr std::string_view kTargetsPkPrefix = "JT#";
 std::string targets_pk(std::string_view job) { return std::string(kTargetsPkPrefix) + std::string(job); }
@@ -65,24 +72,73 @@ bool put_if(JsonClient& client, json::object request) {
   }
 }
 
-}  // namespace
+// An update of the running jobs' item adding (ADD) or removing (DELETE) `id`.
+json::object running_jobs_update(const std::string& table, std::string_view action, std::string_view id) {
+  return {{"TableName", table},
+          {"Key", json::object{{"PK", S(kRunningJobsPk)}, {"SK", S(kRunningJobsSk)}}},
+          {"UpdateExpression", std::string(action) + " ids :id"},
+          {"ExpressionAttributeValues", json::object{{":id", json::object{{"SS", json::array{json::string(id)}}}}}}};
+}
 
-void DynamoDbStore::create_job(const JobRecord& job) {
-  if (!put_if(*client_, {{"TableName", options_.table},
-                         {"Item", job_item(job, 1)},
-                         {"ConditionExpression", "attribute_not_exists(PK)"}})) {
-    throw Error::version_conflict(0, "job " + job.id + " exists");
+// Runs a transaction of a job's item and the running jobs' item. Returns the cancellation code
+// of each item when a condition failed ("ConditionalCheckFailed" or "None"), else nothing; a
+// conflict with another transaction on the same items is tried again.
+std::vector<std::string> transact(JsonClient& client, json::array items) {
+  const std::string request = to_json(json::object{{"TransactItems", std::move(items)}});
+  for (int attempt = 1;; ++attempt) {
+    try {
+      client.call("TransactWriteItems", request, true);
+      return {};
+    } catch (const AwsError& e) {
+      if (e.type() != "TransactionCanceledException") throw translate(e);
+      std::vector<std::string> codes;
+      bool condition = false;
+      if (const json::value* reasons = e.body().is_object() ? e.body().as_object().if_contains("CancellationReasons") : nullptr) {
+        for (const json::value& r : reasons->as_array()) {
+          const json::value* code = r.as_object().if_contains("Code");
+          codes.emplace_back(code && code->is_string() ? code->as_string() : "None");
+          condition = condition || codes.back() == "ConditionalCheckFailed";
+        }
+      }
+      if (condition) return codes;
+      if (attempt >= 8) throw translate(e);
+      sleep_before_retry(attempt, std::chrono::milliseconds(20), std::chrono::milliseconds(1280));
+    }
   }
 }
 
-// A resent PutItem whose first attempt landed fails its condition and answers false: the caller
-// reads the job again, finds it at the revision it wrote, and goes on from there.
+}  // namespace
+
+// An active job is created with its id added to the running jobs' item, on the condition that it
+// holds fewer than max_active; a finished one (no targets) is one PutItem.
+void DynamoDbStore::create_job(const JobRecord& job, std::size_t max_active) {
+  json::object put{{"TableName", options_.table}, {"Item", job_item(job, 1)}, {"ConditionExpression", "attribute_not_exists(PK)"}};
+  if (!job.active) {
+    if (!put_if(*client_, std::move(put))) throw Error::version_conflict(0, "job " + job.id + " exists");
+    return;
+  }
+  json::object running = running_jobs_update(options_.table, "ADD", job.id);
+  running["ConditionExpression"] = "attribute_not_exists(ids) OR size(ids) < :max";
+  running["ExpressionAttributeValues"].as_object()[":max"] = N(static_cast<std::int64_t>(max_active));
+  const std::vector<std::string> failed =
+      transact(*client_, json::array{json::object{{"Put", std::move(put)}}, json::object{{"Update", std::move(running)}}});
+  if (failed.empty()) return;
+  if (failed.front() == "ConditionalCheckFailed") throw Error::version_conflict(0, "job " + job.id + " exists");
+  throw too_many_jobs(max_active);
+}
+
+// A resent write whose first attempt landed fails its condition and answers false: the caller
+// reads the job again, finds it at the revision it wrote, and goes on from there. A job written
+// finished leaves the running jobs' item in the same transaction.
 bool DynamoDbStore::update_job(const JobRecord& job, std::uint64_t expected_revision) {
-  return put_if(*client_, {{"TableName", options_.table},
-                           {"Item", job_item(job, expected_revision + 1)},
-                           {"ConditionExpression", "revision = :expected"},
-                           {"ExpressionAttributeValues",
-                            json::object{{":expected", N(static_cast<std::int64_t>(expected_revision))}}}});
+  json::object put{{"TableName", options_.table},
+                   {"Item", job_item(job, expected_revision + 1)},
+                   {"ConditionExpression", "revision = :expected"},
+                   {"ExpressionAttributeValues", json::object{{":expected", N(static_cast<std::int64_t>(expected_revision))}}}};
+  if (job.active) return put_if(*client_, std::move(put));
+  return transact(*client_, json::array{json::object{{"Put", std::move(put)}},
+                                        json::object{{"Update", running_jobs_update(options_.table, "DELETE", job.id)}}})
+      .empty();
 }
 
 std::optional<JobRecord> DynamoDbStore::job(std::string_view id) {
@@ -149,6 +205,7 @@ std::vector<JobRecord> DynamoDbStore::active_jobs() {
 void DynamoDbStore::remove_job(std::string_view id) {
   remove_targets(id);
   call("DeleteItem", {{"TableName", options_.table}, {"Key", json::object{{"PK", S(kJobsPk)}, {"SK", S(id)}}}}, true);
+  call("UpdateItem", running_jobs_update(options_.table, "DELETE", id), true);
 }
 
 void DynamoDbStore::put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) {

@@ -3,12 +3,18 @@
 
 #include "deviceshadow/error.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 namespace deviceshadow {
 
-void MemoryStore::create_job(const JobRecord& job) {
+void MemoryStore::create_job(const JobRecord& job, std::size_t max_active) {
   std::unique_lock lock(mutex_);
+  if (job.active && static_cast<std::size_t>(std::count_if(jobs_.begin(), jobs_.end(), [](const auto& j) {
+                      return j.second.active;
+                    })) >= max_active) {
+    throw too_many_jobs(max_active);
+  }
   JobRecord stored = job;
   stored.revision = 1;
   if (!jobs_.emplace(job.id, std::move(stored)).second) throw Error::version_conflict(0, "job " + job.id + " exists");

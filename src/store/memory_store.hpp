@@ -56,7 +56,7 @@ class MemoryStore final : public StoreBackend, public JobStore {
 
   // JobStore (memory_jobs.cpp)
   JobStore* job_store() noexcept override { return this; }
-  void create_job(const JobRecord& job) override;
+  void create_job(const JobRecord& job, std::size_t max_active) override;
   bool update_job(const JobRecord& job, std::uint64_t expected_revision) override;
   std::optional<JobRecord> job(std::string_view id) override;
   std::vector<JobRecord> jobs(std::string_view before, std::size_t limit) override;

@@ -25,6 +25,7 @@ constexpr const char* kJobsBefore =
     "LIMIT ?1";
 constexpr const char* kActiveJobs =
     "SELECT id, spec, progress, active, revision, owner, lease_expires FROM jobs WHERE active = 1 ORDER BY id";
+constexpr const char* kCountActiveJobs = "SELECT count(*) FROM jobs WHERE active = 1";
 constexpr const char* kRemoveJob = "DELETE FROM jobs WHERE id = ?1";
 constexpr const char* kPutTargets = "INSERT OR REPLACE INTO job_targets(job, page, targets) VALUES (?1, ?2, ?3)";
 constexpr const char* kTargets = "SELECT targets FROM job_targets WHERE job = ?1 AND page = ?2";
@@ -50,13 +51,19 @@ Query& bind_job(Query& q, const JobRecord& job) {
 
 }  // namespace
 
-void SqliteStore::create_job(const JobRecord& job) {
-  bool created = false;
+void SqliteStore::create_job(const JobRecord& job, std::size_t max_active) {
+  bool full = false, created = false;
   run_on_writer([&](Connection& c) {
+    if (job.active) {
+      Query count(c.statement(kCountActiveJobs));
+      full = count.step() && static_cast<std::uint64_t>(count.integer(0)) >= max_active;
+      if (full) return;
+    }
     Query q(c.statement(kCreateJob));
     bind_job(q, job).run();
     created = sqlite3_changes(c.db()) > 0;
   });
+  if (full) throw too_many_jobs(max_active);
   if (!created) throw Error::version_conflict(0, "job " + job.id + " exists");
 }
 

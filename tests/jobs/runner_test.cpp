@@ -7,6 +7,7 @@
 #include "jobs/runner.hpp"
 #include "support/stores.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -74,8 +75,8 @@ struct Fixture : testing::TestWithParam<StoreKind> {
 
 TEST_P(Fixture, JobStoreKeepsJobsByRevisionAndTargetsByPage) {
   ds::JobRecord job{"0000000000000001-aaaaaaaa", "{}", "{}", true, 1, "me", 5};
-  job_store.create_job(job);
-  EXPECT_THROW(job_store.create_job(job), ds::Error);
+  job_store.create_job(job, 10);
+  EXPECT_THROW(job_store.create_job(job, 10), ds::Error);
   ds::JobRecord next = job;
   next.progress = R"j({"x":1})j";
   next.revision = 2;
@@ -83,8 +84,8 @@ TEST_P(Fixture, JobStoreKeepsJobsByRevisionAndTargetsByPage) {
   EXPECT_TRUE(job_store.update_job(next, 1));
   EXPECT_EQ(*job_store.job(job.id), next);
   EXPECT_FALSE(job_store.update_job(next, 1));  // a stale writer loses
-  job_store.create_job({"0000000000000002-bbbbbbbb", "{}", "{}", false, 1, "", 0});
-  job_store.create_job({"0000000000000003-cccccccc", "{}", "{}", true, 1, "", 0});
+  job_store.create_job({"0000000000000002-bbbbbbbb", "{}", "{}", false, 1, "", 0}, 10);
+  job_store.create_job({"0000000000000003-cccccccc", "{}", "{}", true, 1, "", 0}, 10);
   auto ids = [](const std::vector<ds::JobRecord>& v) {
     std::vector<std::string> out;
     for (const auto& j : v) out.push_back(j.id.substr(15));
@@ -103,6 +104,55 @@ TEST_P(Fixture, JobStoreKeepsJobsByRevisionAndTargetsByPage) {
   EXPECT_FALSE(job_store.job("nope").has_value());
 }
 
+// At most `max_active` jobs are active: the store counts them as it creates one, atomically (on
+// DynamoDB among every shadowd on the table); finished jobs take no place and a job that
+// finishes gives its place back.
+TEST_P(Fixture, AJobStoreCreatesNoActiveJobPastItsLimit) {
+  auto job = [](int n, bool active) {
+    return ds::JobRecord{"000000000000000" + std::to_string(n) + "-aaaaaaaa", "{}", "{}", active, 1, "", 0};
+  };
+  auto refused = [&](const ds::JobRecord& j, std::size_t max) {
+    try {
+      job_store.create_job(j, max);
+    } catch (const ds::Error& e) {
+      return e.code() == ds::ErrorCode::throttled && !job_store.job(j.id);
+    }
+    return false;
+  };
+  job_store.create_job(job(1, true), 2);
+  job_store.create_job(job(2, true), 2);
+  job_store.create_job(job(3, false), 2);  // finished: takes no place
+  EXPECT_TRUE(refused(job(4, true), 2));
+  ds::JobRecord done = job(1, false);
+  done.revision = 2;
+  EXPECT_FALSE(job_store.update_job(done, 2));  // a stale write changes nothing
+  EXPECT_TRUE(refused(job(4, true), 2));
+  EXPECT_TRUE(job_store.update_job(done, 1));
+  job_store.create_job(job(4, true), 2);
+  EXPECT_TRUE(refused(job(5, true), 2));
+  // Creations at once: exactly as many as there are places.
+  for (int n : {2, 4}) {
+    ds::JobRecord finished = job(n, false);
+    finished.revision = 2;
+    ASSERT_TRUE(job_store.update_job(finished, 1));
+  }
+  std::atomic<int> created{0}, throttled{0};
+  std::vector<std::thread> threads;
+  for (int n = 5; n < 9; ++n) {
+    threads.emplace_back([&, n] {
+      try {
+        job_store.create_job(job(n, true), 3);
+        ++created;
+      } catch (const ds::Error& e) {
+        if (e.code() == ds::ErrorCode::throttled) ++throttled;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(created.load(), 3);
+  EXPECT_EQ(throttled.load(), 1);
+}
+
 // A crash during a job's selection leaves target pages with no job; a starting runner drops
 // those of selections begun over an hour ago, and keeps the pages of stored jobs and of ids too
 // recent to be over (on DynamoDB every page stays: finding them would scan the table).
@@ -110,7 +160,7 @@ TEST_P(Fixture, AStartingRunnerDropsTheTargetListsACrashLeftBehind) {
   const std::vector<ds::ShadowKey> page{{"t1", "main"}};
   const std::string left = "0000000000000005-dddddddd", stored = "0000000000000006-eeeeeeee",
                     recent = "ffffffffffffffff-ffffffff";
-  job_store.create_job({stored, "{}", "{}", false, 1, "", 0});
+  job_store.create_job({stored, "{}", "{}", false, 1, "", 0}, 10);
   for (const std::string& id : {left, stored, recent}) job_store.put_targets(id, 0, page);
   jobs::JobRunner runner(engine, job_store, {});
   runner.start();
@@ -270,7 +320,7 @@ TEST_P(Fixture, AResumedJobWritesNoTargetTwiceAndForgetsNone) {
   p.next = 5;
   p.runs = 1;
   p.created_ns = 1;
-  job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "dead-runner", INT64_MAX});
+  job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "dead-runner", INT64_MAX}, 10);
   jobs::JobRunner runner(engine, job_store, {.page_size = 5});
   runner.start();
   p = finished(runner, id);
@@ -294,7 +344,7 @@ TEST_P(Fixture, ARunnerOnASharedStoreTakesOverOnlyJobsWhoseLeaseExpired) {
     p.targets = 1;
     p.runs = 1;
     p.created_ns = 1;
-    job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "other-runner", lease_expires_ns});
+    job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "other-runner", lease_expires_ns}, 10);
   };
   const std::string expired = "0000000000000001-00000001", held = "0000000000000002-00000002";
   stored_job(expired, 1);

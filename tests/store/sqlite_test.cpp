@@ -283,7 +283,7 @@ TEST(Sqlite, MigratesVersion8ByAddingTheJobTables) {
   EXPECT_EQ(scalar(db, "PRAGMA user_version"), std::to_string(ds::kSqliteSchemaVersion));
   EXPECT_TRUE(store->read(ds::ShadowKey{"t", "main"}).reported.exists());
   ds::JobStore& jobs = *store->job_store();
-  jobs.create_job({"0000000000000001-00000001", "{}", "{}", true, 1, "", 0});
+  jobs.create_job({"0000000000000001-00000001", "{}", "{}", true, 1, "", 0}, 10);
   jobs.put_targets("0000000000000001-00000001", 0, std::vector<ds::ShadowKey>{{"t", "main"}});
   EXPECT_EQ(jobs.active_jobs().size(), 1u);
   EXPECT_EQ(jobs.targets("0000000000000001-00000001", 0).size(), 1u);
