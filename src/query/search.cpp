@@ -140,7 +140,7 @@ Choice choose(Store& store, const std::vector<IndexableComparison>& comparisons,
   if (served.size() <= 1) return {served.empty() ? nullptr : served.front(), std::nullopt};
   Choice best;
   for (const IndexableComparison* c : served) {
-    // Past the fewest so far a count needs not go on; the one that beats it is counted exactly.
+    // Past the fewest so far a count need not go on; the one that beats it is counted exactly.
     const std::uint64_t n = count_entries(store, *c, best.comparison ? *best.entries : options.budget + 1);
     if (!best.comparison || n < *best.entries) best = {c, n};
   }
@@ -159,11 +159,12 @@ const IndexRange* single_value_range(const IndexableComparison& c) {
 constexpr std::string_view kAfterEveryShadowName = "\x7f";
 
 // Where the entries of value `v` in thing range `t` within `bounds` end (IndexRange::end), or
-// none: then a read stops by what it finds.
+// none: then a read stops by what it finds. Only valid UTF-8 is given (as DynamoDB's keys must
+// be); no thing is anything else.
 std::optional<IndexHit> end_of(const IndexValue& v, const ThingRange& t, const std::optional<ThingBounds>& bounds) {
   std::optional<IndexHit> end;
   if (!t.prefix) {
-    end = IndexHit{v, t.text, std::string(kAfterEveryShadowName)};
+    if (is_valid_utf8(t.text)) end = IndexHit{v, t.text, std::string(kAfterEveryShadowName)};
   } else if (std::optional<std::string> above = after_every(t.text)) {
     end = IndexHit{v, std::move(*above), ""};
   }
