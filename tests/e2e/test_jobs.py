@@ -369,6 +369,43 @@ class OnDynamoDb(ApiTestCase):
             b.close()
             ddb().delete_table(TableName=table)
 
+    def test_max_jobs_holds_across_the_shadowd_on_a_table(self):
+        """Two jobs started at once, one on each shadowd, each with --max-jobs 1: one runs, the
+        other is refused with 429, whichever shadowd it went to; once the running one ends
+        another may start."""
+        table = new_table()
+        a = dynamo_server(table, "--max-jobs", "1")
+        b = dynamo_server(table, "--max-jobs", "1")
+        try:
+            populate(a, [f"m-{i}" for i in range(4)], {"v": 1})
+            answers = {}
+
+            def start(server):
+                answers[server.url] = server.session.post(server.url + "/v1/jobs", timeout=120, json={
+                    "filter": 'like(thing,"m-*")', "desired": {"slow": 1}, "ratePerSecond": 0.2})
+            threads = [threading.Thread(target=start, args=(s,)) for s in (a, b)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            codes = sorted(r.status_code for r in answers.values())
+            self.assertEqual(codes, [202, 429], [r.text for r in answers.values()])
+            [running] = [r.json() for r in answers.values() if r.status_code == 202]
+            # The running jobs' item as AWS's own client reads it.
+            item = ddb().get_item(TableName=table, Key={"PK": {"S": "JR#"}, "SK": {"S": "ids"}}, ConsistentRead=True)["Item"]
+            self.assertEqual(item["ids"], {"SS": [running["id"]]})
+            self.assertEqual(b.post(f"/v1/jobs/{running['id']}/cancel").status_code, 200)
+            self.assertEqual(finished(b, running["id"])["status"], "cancelled")
+            item = ddb().get_item(TableName=table, Key={"PK": {"S": "JR#"}, "SK": {"S": "ids"}}, ConsistentRead=True)["Item"]
+            self.assertNotIn("ids", item)
+            r = b.post("/v1/jobs", {"filter": 'like(thing,"m-*")', "delete": "desired"})
+            self.assertEqual(r.status_code, 202, r.text)
+            self.assertEqual(finished(b, r.json()["id"])["status"], "succeeded")
+        finally:
+            a.close()
+            b.close()
+            ddb().delete_table(TableName=table)
+
 
 if __name__ == "__main__":
     unittest.main()
