@@ -32,18 +32,22 @@ struct JobRecord {
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
 };
 
-// The refusal of a job past the jobs running at once (--max-jobs): 429.
-inline Error too_many_jobs(std::size_t max_active) {
-  return Error(ErrorCode::throttled,
-               "at most " + std::to_string(max_active) + " jobs run at once; wait for one to finish or cancel one");
-}
+// The refusal of an active job past the jobs running at once (--max-jobs): 429. Its own type,
+// so that it is told apart from a store that is throttled.
+class TooManyJobs : public Error {
+ public:
+  explicit TooManyJobs(std::size_t max_active)
+      : Error(ErrorCode::throttled,
+              "at most " + std::to_string(max_active) + " jobs run at once; wait for one to finish or cancel one") {}
+};
 
 class JobStore {
  public:
   virtual ~JobStore() = default;
 
-  // Stores a new job (revision 1). Throws Error::version_conflict(0) if its id exists, and
-  // too_many_jobs when the job is active and `max_active` jobs are active already: counted
+  // Stores a new job (revision 1). Throws Error::version_conflict(0) if another job has its id
+  // (one stored exactly as `job` is, at revision 1, is taken for this one: a resent request), and
+  // TooManyJobs when the job is active and `max_active` jobs are active already: counted
   // with the creation, atomically, among every process on the store.
   virtual void create_job(const JobRecord& job, std::size_t max_active) = 0;
   // Replaces the job with `job` (whose revision must be expected_revision + 1) if the stored

@@ -215,7 +215,7 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
   std::lock_guard creating(create_mutex_);
   // Refused before selecting anything when this process can tell; the store counts again,
   // exactly, when the job is stored.
-  if (store_.active_jobs().size() >= options_.max_active) throw too_many_jobs(options_.max_active);
+  if (store_.active_jobs().size() >= options_.max_active) throw TooManyJobs(options_.max_active);
   const std::int64_t now = engine_.options().clock();
   const std::string id = new_job_id(now);
   if (spec.client_token.empty()) spec.client_token = "job:" + id;
@@ -246,8 +246,12 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
   std::lock_guard lock(mutex_);
   try {
     store_.create_job(job, options_.max_active);
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::throttled) store_.remove_job(id);  // the target pages
+  } catch (const TooManyJobs&) {
+    try {
+      store_.remove_job(id);  // the target pages
+    } catch (const std::exception& e) {  // left for remove_orphan_targets
+      std::fprintf(stderr, "shadowd: the target pages of refused job %s stay: %s\n", id.c_str(), e.what());
+    }
     throw;
   }
   if (job.active) launch(job);

@@ -180,6 +180,13 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   // Deletes every item of partition `pk`: its keys queried a page at a time, each page deleted.
   void delete_partition(const std::string& pk, std::string_view what);
 
+  // Jobs (dynamodb_jobs.cpp).
+  // Whether `job` is stored as create_job writes it: a resent creation whose first attempt landed.
+  bool stored_as_created(const JobRecord& job);
+  // Drops from the running jobs' item the ids of jobs no longer active (finished by a shadowd
+  // from before the item, or removed); true when it dropped any.
+  bool repair_running_jobs();
+
   // Writes (dynamodb_store.cpp).
   // One item operation of a write: its kind in a transaction ("ConditionCheck", "Put",
   // "Update") and its body, which alone is also a PutItem/UpdateItem request.

@@ -110,21 +110,55 @@ std::vector<std::string> transact(JsonClient& client, json::array items) {
 }  // namespace
 
 // An active job is created with its id added to the running jobs' item, on the condition that it
-// holds fewer than max_active; a finished one (no targets) is one PutItem.
+// holds fewer than max_active; a finished one (no targets) is one PutItem. A creation whose
+// condition fails finds the job stored as it writes it when a resend's first attempt landed.
 void DynamoDbStore::create_job(const JobRecord& job, std::size_t max_active) {
   json::object put{{"TableName", options_.table}, {"Item", job_item(job, 1)}, {"ConditionExpression", "attribute_not_exists(PK)"}};
+  const auto exists = [&] { return Error::version_conflict(0, "job " + job.id + " exists"); };
   if (!job.active) {
-    if (!put_if(*client_, std::move(put))) throw Error::version_conflict(0, "job " + job.id + " exists");
+    if (!put_if(*client_, std::move(put)) && !stored_as_created(job)) throw exists();
     return;
   }
   json::object running = running_jobs_update(options_.table, "ADD", job.id);
   running["ConditionExpression"] = "attribute_not_exists(ids) OR size(ids) < :max";
   running["ExpressionAttributeValues"].as_object()[":max"] = N(static_cast<std::int64_t>(max_active));
-  const std::vector<std::string> failed =
-      transact(*client_, json::array{json::object{{"Put", std::move(put)}}, json::object{{"Update", std::move(running)}}});
-  if (failed.empty()) return;
-  if (failed.front() == "ConditionalCheckFailed") throw Error::version_conflict(0, "job " + job.id + " exists");
-  throw too_many_jobs(max_active);
+  const json::array items{json::object{{"Put", std::move(put)}}, json::object{{"Update", std::move(running)}}};
+  for (bool repaired = false;; repaired = true) {
+    const std::vector<std::string> failed = transact(*client_, items);
+    if (failed.empty()) return;
+    if (failed.front() == "ConditionalCheckFailed") {
+      if (stored_as_created(job)) return;
+      throw exists();
+    }
+    if (repaired || !repair_running_jobs()) throw TooManyJobs(max_active);
+  }
+}
+
+bool DynamoDbStore::stored_as_created(const JobRecord& job) {
+  JobRecord created = job;
+  created.revision = 1;
+  const std::optional<JobRecord> stored = this->job(job.id);
+  return stored && *stored == created;
+}
+
+bool DynamoDbStore::repair_running_jobs() {
+  const json::value r = call("GetItem",
+                             {{"TableName", options_.table},
+                              {"Key", json::object{{"PK", S(kRunningJobsPk)}, {"SK", S(kRunningJobsSk)}}},
+                              {"ConsistentRead", true}},
+                             true);
+  const json::value* item = r.as_object().if_contains("Item");
+  const json::value* ids = item ? item->as_object().if_contains("ids") : nullptr;
+  if (!ids) return false;
+  bool dropped = false;
+  for (const json::value& id : ids->as_object().at("SS").as_array()) {
+    // An id enters the set with its job's item, in one transaction: a missing job was removed.
+    const std::optional<JobRecord> j = job(id.as_string());
+    if (j && j->active) continue;
+    call("UpdateItem", running_jobs_update(options_.table, "DELETE", id.as_string()), true);
+    dropped = true;
+  }
+  return dropped;
 }
 
 // A resent write whose first attempt landed fails its condition and answers false: the caller
@@ -204,8 +238,9 @@ std::vector<JobRecord> DynamoDbStore::active_jobs() {
 
 void DynamoDbStore::remove_job(std::string_view id) {
   remove_targets(id);
-  call("DeleteItem", {{"TableName", options_.table}, {"Key", json::object{{"PK", S(kJobsPk)}, {"SK", S(id)}}}}, true);
-  call("UpdateItem", running_jobs_update(options_.table, "DELETE", id), true);
+  transact(*client_, json::array{json::object{{"Delete", json::object{{"TableName", options_.table},
+                                                                      {"Key", json::object{{"PK", S(kJobsPk)}, {"SK", S(id)}}}}}},
+                                 json::object{{"Update", running_jobs_update(options_.table, "DELETE", id)}}});
 }
 
 void DynamoDbStore::put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) {

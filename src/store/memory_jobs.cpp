@@ -13,11 +13,13 @@ void MemoryStore::create_job(const JobRecord& job, std::size_t max_active) {
   if (job.active && static_cast<std::size_t>(std::count_if(jobs_.begin(), jobs_.end(), [](const auto& j) {
                       return j.second.active;
                     })) >= max_active) {
-    throw too_many_jobs(max_active);
+    throw TooManyJobs(max_active);
   }
   JobRecord stored = job;
   stored.revision = 1;
-  if (!jobs_.emplace(job.id, std::move(stored)).second) throw Error::version_conflict(0, "job " + job.id + " exists");
+  if (auto [it, created] = jobs_.emplace(job.id, stored); !created && it->second != stored) {
+    throw Error::version_conflict(0, "job " + job.id + " exists");
+  }
 }
 
 bool MemoryStore::update_job(const JobRecord& job, std::uint64_t expected_revision) {

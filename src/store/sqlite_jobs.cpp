@@ -63,8 +63,10 @@ void SqliteStore::create_job(const JobRecord& job, std::size_t max_active) {
     bind_job(q, job).run();
     created = sqlite3_changes(c.db()) > 0;
   });
-  if (full) throw too_many_jobs(max_active);
-  if (!created) throw Error::version_conflict(0, "job " + job.id + " exists");
+  if (full) throw TooManyJobs(max_active);
+  JobRecord stored = job;
+  stored.revision = 1;
+  if (!created && this->job(job.id) != stored) throw Error::version_conflict(0, "job " + job.id + " exists");
 }
 
 bool SqliteStore::update_job(const JobRecord& job, std::uint64_t expected_revision) {

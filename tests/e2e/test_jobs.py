@@ -372,12 +372,16 @@ class OnDynamoDb(ApiTestCase):
     def test_max_jobs_holds_across_the_shadowd_on_a_table(self):
         """Two jobs started at once, one on each shadowd, each with --max-jobs 1: one runs, the
         other is refused with 429, whichever shadowd it went to; once the running one ends
-        another may start."""
+        another may start. An id left of a job that no longer runs takes no place."""
         table = new_table()
         a = dynamo_server(table, "--max-jobs", "1")
         b = dynamo_server(table, "--max-jobs", "1")
         try:
             populate(a, [f"m-{i}" for i in range(4)], {"v": 1})
+            # The id of a job that no longer runs, as a shadowd from before the running jobs'
+            # item leaves it when it finishes a job: the first creation refused drops it.
+            ddb().put_item(TableName=table, Item={"PK": {"S": "JR#"}, "SK": {"S": "ids"},
+                                                  "ids": {"SS": ["0000000000000000-00000000"]}})
             answers = {}
 
             def start(server):

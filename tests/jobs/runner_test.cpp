@@ -76,7 +76,10 @@ struct Fixture : testing::TestWithParam<StoreKind> {
 TEST_P(Fixture, JobStoreKeepsJobsByRevisionAndTargetsByPage) {
   ds::JobRecord job{"0000000000000001-aaaaaaaa", "{}", "{}", true, 1, "me", 5};
   job_store.create_job(job, 10);
-  EXPECT_THROW(job_store.create_job(job, 10), ds::Error);
+  job_store.create_job(job, 10);  // the same again: a resent request, taken for the first
+  ds::JobRecord other = job;
+  other.spec = R"j({"other":1})j";
+  EXPECT_THROW(job_store.create_job(other, 10), ds::Error);
   ds::JobRecord next = job;
   next.progress = R"j({"x":1})j";
   next.revision = 2;

@@ -559,7 +559,8 @@ TEST_P(Planner, FindsWhatAScanFinds) {
            R"(or(eq(reported/fw,"2.0"),eq(reported/temp,7)))", R"(or(eq(reported/fw,"2.0"),eq(reported/temp,10)))",
            R"(or(gt(reported/temp,47),or(eq(reported/tags,"3"),lt(reported/at,"2026-01-02"))))",
            R"(or(eq(reported/fw,"2.0"),exists(reported/nothing)))", R"(or(eq(reported/fw,"2.0"),like(thing,"plant-1/*")))",
-           R"(and(or(eq(reported/temp,7),eq(reported/temp,8)),eq(reported/flag,true)))"}) {
+           R"(and(or(eq(reported/temp,7),eq(reported/temp,8)),eq(reported/flag,true)))",
+           R"(and(le(thing,"plant-1/s70\u0001"),eq(reported/fw,"2.0")))", R"(and(like(thing,"plant-1/s7\u0001*"),eq(reported/fw,"2.0")))"}) {
     const std::vector<std::string> expected = scanned(filter);
     EXPECT_EQ(find(filter, true), expected) << filter;
     EXPECT_EQ(count(filter, true), expected.size()) << filter;
@@ -812,6 +813,8 @@ TEST_P(Planner, AThingRangeAndAnIndexReadOnlyWhatBothSelect) {
            {R"(and(ge(thing,"plant-1/s5"),le(thing,"plant-1/s70"),eq(reported/fw,"2.0")))", 1, 1},
            {R"(and(eq(thing,"plant-1/s70"),eq(reported/fw,"2.0")))", 0, 1},  // named: read by things
            {R"(and(gt(thing,"plant-2/s50"),eq(reported/fw,"2.0")))", 2, 1},  // s50 (left out), s80
+           // A bound holding a control character (no thing does) gives no end: read until past it.
+           {R"(and(ge(thing,"plant-1/s5"),le(thing,"plant-1/s70\u0001"),eq(reported/fw,"2.0")))", 10, 1},
            {R"(and(like(thing,"plant-1/s1*"),gt(reported/temp,10)))", 0, 39},  // 39 things, 234 entries
            {R"(and(like(thing,"plant-1/*"),gt(reported/temp,47)))", 12, 4},     // 100 things, 12 entries
        }) {
