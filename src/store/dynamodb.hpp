@@ -166,6 +166,11 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   void batch_write_all(const std::string& request, std::string_view what);
   // One BatchWriteItem; returns its UnprocessedItems (empty when all were written).
   json::object batch_write(const std::string& request);
+  // One TransactWriteItems `request`, sent again (backing off) while it is cancelled for another
+  // reason than a failed condition (a conflict with another transaction, throttling), at most
+  // `attempts` times. Returns each item's cancellation code ("ConditionalCheckFailed", "None",
+  // ...) when a condition failed; empty when the transaction was written.
+  std::vector<std::string> transact(const std::string& request, bool idempotent, int attempts);
   // Drops the items of partitions starting with one of `pk_prefixes` whose `expires` (ns) is
   // <= now_ns, as DynamoDB's TTL does on its own (a Scan). Returns how many.
   std::size_t purge_expired(std::int64_t now_ns, std::initializer_list<std::string_view> pk_prefixes);

@@ -13,7 +13,6 @@
 // queries the 16 partitions (strongly consistent) and merges them by sort key.
 #include "store/dynamodb.hpp"
 
-#include "deviceshadow/backoff.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -311,20 +310,9 @@ std::uint64_t DynamoDbStore::put_index_fields(std::span<const IndexFieldState> f
                                                      {"SK", S(kGuardSk)},
                                                      {"generation", N(static_cast<std::int64_t>(next.generation))}}}}}});
     }
+    // Writes in flight check the guards: their transactions and this one may cancel each other.
     const std::string request = to_json(json::object{{"TransactItems", std::move(items)}});
-    for (int attempt = 1;; ++attempt) {
-      try {
-        client_->call("TransactWriteItems", request, false);
-        break;
-      } catch (const AwsError& e) {
-        // Writes in flight check the guards: their transactions and this one may cancel each other.
-        const std::string body = to_json(e.body());
-        if (e.type() != "TransactionCanceledException") throw translate(e);
-        if (body.find("ConditionalCheckFailed") != std::string::npos) throw IndexDeclarationChanged();
-        if (attempt >= 4 * options_.max_attempts) throw translate(e);
-        sleep_before_retry(attempt, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
-      }
-    }
+    if (!transact(request, false, 4 * options_.max_attempts).empty()) throw IndexDeclarationChanged();
   }
   {
     std::lock_guard lock(declared_mutex_);
@@ -463,21 +451,7 @@ std::vector<ShadowKey> DynamoDbStore::put_index_entries(std::span<const IndexedS
         request += R"({"Put":)" + puts[next] + "},";
       }
       close(request, ']');
-      for (int attempt = 1;; ++attempt) {
-        try {
-          client_->call("TransactWriteItems", finish(request), true);
-          break;
-        } catch (const AwsError& e) {
-          if (e.type() != "TransactionCanceledException") throw translate(e);
-          const std::string body = to_json(e.body());
-          if (body.find("ConditionalCheckFailed") != std::string::npos) {
-            current = false;  // written since it was read
-            break;
-          }
-          if (attempt >= options_.max_attempts) throw translate(e);
-          sleep_before_retry(attempt, std::chrono::milliseconds(20), std::chrono::milliseconds(1280));
-        }
-      }
+      current = transact(finish(request), true, options_.max_attempts).empty();  // else written since it was read
     }
     if (!current) moved.push_back(s.key);
   }

@@ -4,7 +4,6 @@
 #include "store/dynamodb.hpp"
 #include "store/target_pages.hpp"
 
-#include "deviceshadow/backoff.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -80,32 +79,8 @@ json::object running_jobs_update(const std::string& table, std::string_view acti
           {"ExpressionAttributeValues", json::object{{":id", json::object{{"SS", json::array{json::string(id)}}}}}}};
 }
 
-// Runs a transaction of a job's item and the running jobs' item. Returns the cancellation code
-// of each item when a condition failed ("ConditionalCheckFailed" or "None"), else nothing; a
-// conflict with another transaction on the same items is tried again.
-std::vector<std::string> transact(JsonClient& client, json::array items) {
-  const std::string request = to_json(json::object{{"TransactItems", std::move(items)}});
-  for (int attempt = 1;; ++attempt) {
-    try {
-      client.call("TransactWriteItems", request, true);
-      return {};
-    } catch (const AwsError& e) {
-      if (e.type() != "TransactionCanceledException") throw translate(e);
-      std::vector<std::string> codes;
-      bool condition = false;
-      if (const json::value* reasons = e.body().is_object() ? e.body().as_object().if_contains("CancellationReasons") : nullptr) {
-        for (const json::value& r : reasons->as_array()) {
-          const json::value* code = r.as_object().if_contains("Code");
-          codes.emplace_back(code && code->is_string() ? code->as_string() : "None");
-          condition = condition || codes.back() == "ConditionalCheckFailed";
-        }
-      }
-      if (condition) return codes;
-      if (attempt >= 8) throw translate(e);
-      sleep_before_retry(attempt, std::chrono::milliseconds(20), std::chrono::milliseconds(1280));
-    }
-  }
-}
+// A TransactWriteItems request of `items`.
+std::string transaction(json::array items) { return to_json(json::object{{"TransactItems", std::move(items)}}); }
 
 }  // namespace
 
@@ -122,9 +97,9 @@ void DynamoDbStore::create_job(const JobRecord& job, std::size_t max_active) {
   json::object running = running_jobs_update(options_.table, "ADD", job.id);
   running["ConditionExpression"] = "attribute_not_exists(ids) OR size(ids) < :max";
   running["ExpressionAttributeValues"].as_object()[":max"] = N(static_cast<std::int64_t>(max_active));
-  const json::array items{json::object{{"Put", std::move(put)}}, json::object{{"Update", std::move(running)}}};
+  const std::string request = transaction({json::object{{"Put", std::move(put)}}, json::object{{"Update", std::move(running)}}});
   for (bool repaired = false;; repaired = true) {
-    const std::vector<std::string> failed = transact(*client_, items);
+    const std::vector<std::string> failed = transact(request, true, options_.max_attempts);
     if (failed.empty()) return;
     if (failed.front() == "ConditionalCheckFailed") {
       if (stored_as_created(job)) return;
@@ -170,8 +145,9 @@ bool DynamoDbStore::update_job(const JobRecord& job, std::uint64_t expected_revi
                    {"ConditionExpression", "revision = :expected"},
                    {"ExpressionAttributeValues", json::object{{":expected", N(static_cast<std::int64_t>(expected_revision))}}}};
   if (job.active) return put_if(*client_, std::move(put));
-  return transact(*client_, json::array{json::object{{"Put", std::move(put)}},
-                                        json::object{{"Update", running_jobs_update(options_.table, "DELETE", job.id)}}})
+  return transact(transaction({json::object{{"Put", std::move(put)}},
+                               json::object{{"Update", running_jobs_update(options_.table, "DELETE", job.id)}}}),
+                  true, options_.max_attempts)
       .empty();
 }
 
@@ -238,9 +214,10 @@ std::vector<JobRecord> DynamoDbStore::active_jobs() {
 
 void DynamoDbStore::remove_job(std::string_view id) {
   remove_targets(id);
-  transact(*client_, json::array{json::object{{"Delete", json::object{{"TableName", options_.table},
-                                                                      {"Key", json::object{{"PK", S(kJobsPk)}, {"SK", S(id)}}}}}},
-                                 json::object{{"Update", running_jobs_update(options_.table, "DELETE", id)}}});
+  transact(transaction({json::object{{"Delete", json::object{{"TableName", options_.table},
+                                                             {"Key", json::object{{"PK", S(kJobsPk)}, {"SK", S(id)}}}}}},
+                        json::object{{"Update", running_jobs_update(options_.table, "DELETE", id)}}}),
+           true, options_.max_attempts);
 }
 
 void DynamoDbStore::put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) {

@@ -635,6 +635,30 @@ std::vector<std::string> DynamoDbStore::section_sks(const std::string& name) con
   return {section_prefix(Section::reported) + name, section_prefix(Section::desired) + name};
 }
 
+std::vector<std::string> DynamoDbStore::transact(const std::string& request, bool idempotent, int attempts) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      client_->call("TransactWriteItems", request, idempotent);
+      return {};
+    } catch (const AwsError& e) {
+      if (e.type() != "TransactionCanceledException") throw translate(e);
+      std::vector<std::string> codes;
+      bool condition = false;
+      const json::value* reasons = e.body().is_object() ? e.body().as_object().if_contains("CancellationReasons") : nullptr;
+      if (reasons && reasons->is_array()) {
+        for (const json::value& r : reasons->as_array()) {
+          const json::value* code = r.is_object() ? r.as_object().if_contains("Code") : nullptr;
+          codes.emplace_back(code && code->is_string() ? code->as_string() : "None");
+          condition = condition || codes.back() == "ConditionalCheckFailed";
+        }
+      }
+      if (condition) return codes;
+      if (attempt >= attempts) throw translate(e);
+      sleep_before_retry(attempt, std::chrono::milliseconds(20), std::chrono::milliseconds(1280));
+    }
+  }
+}
+
 json::value DynamoDbStore::call(std::string_view operation, const json::object& body, bool idempotent) {
   return call_translated(*client_, operation, body, idempotent);
 }
