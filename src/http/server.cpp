@@ -135,19 +135,21 @@ class StreamState final : public ResponseStream {
   // The session holds the queue (flushing_) until it has sent the headers.
   StreamState(std::weak_ptr<Session> session, std::size_t limit) : session_(std::move(session)), limit_(limit) {}
 
-  Push push(std::string_view bytes) override {
+  using ResponseStream::push;
+  Push push(SharedBytes bytes) override {
     std::unique_lock lock(mutex_);
     if (ended_ || finishing_) return Push::ended;
-    if (queued_.size() + writing_ + bytes.size() > limit_) return Push::full;
-    queued_ += bytes;
+    if (queued_bytes_ + writing_ + bytes->size() > limit_) return Push::full;
+    queue(std::move(bytes));
     return schedule(lock) ? Push::queued : Push::ended;
   }
 
   void finish(std::string_view last) override {
+    auto bytes = std::make_shared<const std::string>(last);
     std::unique_lock lock(mutex_);
     if (ended_ || finishing_) return;
     finishing_ = true;
-    queued_ += last;
+    queue(std::move(bytes));
     room_.notify_all();  // a producer in wait_below() learns at once that the stream ends
     schedule(lock);
   }
@@ -159,8 +161,8 @@ class StreamState final : public ResponseStream {
 
   bool wait_below(std::size_t bytes, std::chrono::milliseconds timeout) override {
     std::unique_lock lock(mutex_);
-    room_.wait_for(lock, timeout, [&] { return ended_ || finishing_ || queued_.size() + writing_ <= bytes; });
-    return !ended_ && !finishing_ && queued_.size() + writing_ <= bytes;
+    room_.wait_for(lock, timeout, [&] { return ended_ || finishing_ || queued_bytes_ + writing_ <= bytes; });
+    return !ended_ && !finishing_ && queued_bytes_ + writing_ <= bytes;
   }
 
   void on_end(std::function<void()> callback) override {
@@ -171,15 +173,22 @@ class StreamState final : public ResponseStream {
     callback();
   }
 
-  // For the session, on its strand: the bytes to write next, taken from the queue ("" when
-  // none), and whether the stream is finishing (so they are its last).
-  std::pair<std::string, bool> take() {
+  // What the session writes next: the pieces taken from the queue, their size, and whether they
+  // are the stream's last.
+  struct Taken {
+    std::vector<SharedBytes> pieces;
+    std::size_t bytes = 0;
+    bool last = false;
+  };
+  // For the session, on its strand: moves the queue into `out` (whose vector it reuses).
+  void take(Taken& out) {
     std::lock_guard lock(mutex_);
-    std::string out;
-    out.swap(queued_);
-    writing_ = out.size();
-    if (out.empty()) flushing_ = false;
-    return {std::move(out), finishing_};
+    out.pieces.clear();
+    out.pieces.swap(queued_);
+    out.bytes = writing_ = queued_bytes_;
+    queued_bytes_ = 0;
+    out.last = finishing_;
+    if (out.bytes == 0) flushing_ = false;
   }
   void written() {
     {
@@ -196,6 +205,7 @@ class StreamState final : public ResponseStream {
       if (ended_) return false;
       ended_ = true;
       queued_.clear();
+      queued_bytes_ = 0;
       callbacks.swap(on_end_);
     }
     room_.notify_all();
@@ -206,12 +216,18 @@ class StreamState final : public ResponseStream {
  private:
   // Has the session write the queue unless it is already at it; false when the session is gone.
   bool schedule(std::unique_lock<std::mutex>& lock);
+  void queue(SharedBytes bytes) {
+    if (bytes->empty()) return;
+    queued_bytes_ += bytes->size();
+    queued_.push_back(std::move(bytes));
+  }
 
   std::weak_ptr<Session> session_;
   const std::size_t limit_;
   mutable std::mutex mutex_;
   std::condition_variable room_;
-  std::string queued_;
+  std::vector<SharedBytes> queued_;
+  std::size_t queued_bytes_ = 0;
   std::size_t writing_ = 0;  // bytes of the write in progress
   bool flushing_ = true;     // the session's strand has the queue
   bool finishing_ = false;
@@ -278,29 +294,27 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  // Writes what the streamed response queued, then goes on while there is more (on the strand).
+  // Writes what the streamed response queued, then goes on while there is more (on the strand):
+  // its pieces as they are, gathered in one write (one chunk on HTTP/1.1).
   void flush_stream() {
-    auto [bytes, last] = streamed_->take();
-    if (bytes.empty() && !last) return;  // the queue was drained; a push schedules again
-    if (last) arm_finish_timer();
-    std::string out;
-    if (chunked_) {
-      if (!bytes.empty()) {
-        char size[20];
-        out.append(size, static_cast<std::size_t>(std::snprintf(size, sizeof size, "%zx\r\n", bytes.size())));
-        out += bytes;
-        out += "\r\n";
-      }
-      if (last) out += "0\r\n\r\n";
-    } else {
-      out = std::move(bytes);
+    streamed_->take(taken_);
+    if (taken_.bytes == 0 && !taken_.last) return;  // the queue was drained; a push schedules again
+    if (taken_.last) arm_finish_timer();
+    gather_.clear();
+    if (chunked_ && taken_.bytes > 0) {
+      chunk_header_.resize(20);
+      chunk_header_.resize(static_cast<std::size_t>(std::snprintf(chunk_header_.data(), 20, "%zx\r\n", taken_.bytes)));
+      gather_.push_back(asio::buffer(chunk_header_));
     }
-    auto data = std::make_shared<std::string>(std::move(out));
-    // A copy: clang refuses to capture a structured binding.
-    asio::async_write(stream_, asio::buffer(*data),
-                      [self = shared_from_this(), data, ended = bool(last)](beast::error_code ec, std::size_t) {
+    for (const SharedBytes& piece : taken_.pieces) gather_.push_back(asio::buffer(*piece));
+    static constexpr std::string_view kChunkEnd = "\r\n", kLastChunk = "\r\n0\r\n\r\n";
+    if (chunked_) {
+      const std::string_view end = taken_.last ? (taken_.bytes > 0 ? kLastChunk : kLastChunk.substr(2)) : kChunkEnd;
+      gather_.push_back(asio::buffer(end.data(), end.size()));
+    }
+    asio::async_write(stream_, gather_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       self->streamed_->written();
-      if (ec || ended) return self->end_stream();
+      if (ec || self->taken_.last) return self->end_stream();
       self->flush_stream();
     });
   }
@@ -543,6 +557,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::list<std::weak_ptr<Session>>::iterator entry_;
   bool idle_ = true;
   std::shared_ptr<StreamState> streamed_;  // of a streamed response
+  StreamState::Taken taken_;               // being written (flush_stream)
+  std::string chunk_header_;
+  std::vector<asio::const_buffer> gather_;
   bool chunked_ = false;                   // its body is sent in chunks (HTTP/1.1)
   std::optional<asio::steady_timer> finish_timer_;
 

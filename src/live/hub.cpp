@@ -99,7 +99,7 @@ struct Hub::Subscription {
     std::string key;  // replay_key
     std::string id;
     std::int64_t ns;
-    std::string message;
+    http::SharedBytes message;
   };
 
   std::shared_ptr<http::ResponseStream> out;
@@ -160,7 +160,7 @@ struct Hub::Subscription {
 
   // With `mutex` held: sends a message (an event unless a comment), or ends the stream when the
   // client is too slow for it.
-  void send(std::string_view m, bool event = true) {
+  void send(const http::SharedBytes& m, bool event = true) {
     switch (out->push(m)) {
       case http::ResponseStream::Push::queued: stats.messages += event ? 1 : 0; break;
       case http::ResponseStream::Push::full: overflow(); break;
@@ -175,19 +175,20 @@ struct Hub::Subscription {
 
   // A live event: held during a replay, else sent unless the replay sent it (a poll may find
   // events again that a replay has sent: HubOptions::poll).
-  void deliver(const notify::FeedWrite& w, const std::string& m) {
+  void deliver(const notify::FeedWrite& w, const http::SharedBytes& m) {
     std::lock_guard lock(mutex);
     if (!replaying) {
       if ((!shadow_floor.empty() || !replayed.empty()) && has(w.id, w.timestamp_ns, replay_key(w.id, w.thing, w.name))) return;
       return send(m);
     }
-    held_bytes += m.size();
+    held_bytes += m->size();
     if (held_bytes > limit) return overflow();
     held.push_back({replay_key(w.id, w.thing, w.name), std::string(w.id), w.timestamp_ns, m});
   }
 
   // A replayed event, sent at the client's pace; false when the stream ended.
-  bool send_paced(const std::string& m) {
+  bool send_paced(std::string text) {
+    const http::SharedBytes m = std::make_shared<const std::string>(std::move(text));
     const auto deadline = std::chrono::steady_clock::now() + kReplayPatience;
     for (;;) {
       switch (out->push(m)) {
@@ -195,12 +196,12 @@ struct Hub::Subscription {
         case http::ResponseStream::Push::ended: return false;
         case http::ResponseStream::Push::full: break;
       }
-      if (m.size() > limit || std::chrono::steady_clock::now() > deadline) {
+      if (m->size() > limit || std::chrono::steady_clock::now() > deadline) {
         std::lock_guard lock(mutex);
         overflow();
         return false;
       }
-      out->wait_below(limit - m.size(), std::chrono::seconds(1));
+      out->wait_below(limit - m->size(), std::chrono::seconds(1));
     }
   }
 
@@ -412,7 +413,7 @@ void Hub::on_write(const WriteNotice& notice) noexcept {
 void Hub::fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, const std::function<ShadowRecord()>& after) {
   const notify::FeedWrite& w = entry.write();
   // Rendered once per kind of stream (sections × include) that wants the write.
-  std::array<std::string, 3 * 8> rendered;
+  std::array<http::SharedBytes, 3 * 8> rendered;
   // The shadow for streams with a filter: built for the first one.
   std::optional<ShadowRecord> record;
   std::optional<query::Subject> subject;
@@ -424,11 +425,11 @@ void Hub::fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, cons
       if (!passes(sub->request.selection, *subject, w.timestamp_ns)) continue;
     }
     const notify::Registration& r = sub->request.selection;
-    std::string& m = rendered[static_cast<std::size_t>(r.sections) * 8 + (r.include_old ? 4 : 0) + (r.include_new ? 2 : 0) +
+    http::SharedBytes& m = rendered[static_cast<std::size_t>(r.sections) * 8 + (r.include_old ? 4 : 0) + (r.include_new ? 2 : 0) +
                               (r.include_diff ? 1 : 0)];
     // An event past half the buffer goes without old and new ("truncated"), as notifications
     // do past a target's limit, so that one large write cannot overflow every stream for good.
-    if (m.empty()) m = message(w, notify::build_event(r, entry, options_.stream_buffer / 2));
+    if (!m) m = std::make_shared<const std::string>(message(w, notify::build_event(r, entry, options_.stream_buffer / 2)));
     sub->deliver(w, m);
   }
 }
@@ -515,11 +516,12 @@ void Hub::poll_loop() {
 
 void Hub::heartbeats() {
   std::unique_lock beat_lock(beat_mutex_);
+  const auto keep_alive = std::make_shared<const std::string>(kKeepAlive);
   while (!beat_.wait_for(beat_lock, options_.heartbeat, [&] { return stopping_; })) {
     std::shared_lock lock(core_->mutex);
     for (const auto& sub : core_->subs) {
       std::lock_guard sub_lock(sub->mutex);
-      if (!sub->replaying) sub->send(kKeepAlive, false);  // a replay sends enough
+      if (!sub->replaying) sub->send(keep_alive, false);  // a replay sends enough
     }
   }
 }

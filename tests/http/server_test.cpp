@@ -276,6 +276,60 @@ TEST(HttpServer, StreamsHeadersThenChunksPushedFromAnyThread) {
   close(fd);
 }
 
+// Pieces queued faster than they are written go out together (one chunk of many pieces, more
+// than one gathering write takes), whole and in order; a buffer pushed several times, each time.
+TEST(HttpServer, AStreamWritesManyQueuedPiecesWholeAndInOrder) {
+  StreamServer s;
+  int fd = connect_to(s.server->port());
+  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string got = read_until(fd, "\r\n\r\n");
+  const std::size_t body = got.find("\r\n\r\n") + 4;
+  auto stream = s.opened.get_future().get();
+  const srv::SharedBytes shared = std::make_shared<const std::string>("data: shared\n\n");
+  std::string expected;
+  for (int i = 0; i < 500; ++i) {
+    const std::string piece = "data: " + std::to_string(i) + "\n\n";
+    ASSERT_EQ(stream->push(piece), srv::ResponseStream::Push::queued);
+    ASSERT_EQ(stream->push(shared), srv::ResponseStream::Push::queued);
+    expected += piece + *shared;
+  }
+  stream->finish("data: last\n\n");
+  expected += "data: last\n\n";
+  got = read_until(fd, "\r\n0\r\n\r\n", got);
+  // Undo the chunking: each chunk is its size in hex, CRLF, the bytes, CRLF.
+  std::string bytes;
+  for (std::size_t at = body;;) {
+    const std::size_t eol = got.find("\r\n", at);
+    ASSERT_NE(eol, std::string::npos) << got.substr(at);
+    const std::size_t size = std::stoul(got.substr(at, eol - at), nullptr, 16);
+    if (size == 0) break;
+    bytes += got.substr(eol + 2, size);
+    ASSERT_EQ(got.substr(eol + 2 + size, 2), "\r\n");
+    at = eol + 2 + size + 2;
+  }
+  EXPECT_EQ(bytes, expected);
+  close(fd);
+}
+
+// HTTP/1.0 has no chunks: the stream's bytes are the body as they are, and the connection's
+// close ends it.
+TEST(HttpServer, AStreamToAnHttp10ClientIsItsBytesUntilTheConnectionCloses) {
+  StreamServer s;
+  int fd = connect_to(s.server->port());
+  const std::string request = "GET /stream HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string got = read_until(fd, "\r\n\r\n");
+  auto stream = s.opened.get_future().get();
+  ASSERT_EQ(stream->push("data: a\n\n"), srv::ResponseStream::Push::queued);
+  stream->finish("data: b\n\n");
+  got = read_until(fd, "never sent", got);  // until the server closes
+  EXPECT_EQ(got.rfind("HTTP/1.0 200", 0), 0u) << got;
+  EXPECT_EQ(got.find("chunked"), std::string::npos) << got;
+  EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), "data: a\n\ndata: b\n\n");
+  close(fd);
+}
+
 TEST(HttpServer, AStreamBoundsWhatWaitsForASlowReader) {
   StreamServer s(64 << 10);
   int fd = connect_to(s.server->port());

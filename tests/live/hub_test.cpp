@@ -24,13 +24,20 @@ namespace {
 class FakeStream final : public ds::http::ResponseStream {
  public:
   explicit FakeStream(std::size_t room = SIZE_MAX) : room_(room) {}
-  Push push(std::string_view bytes) override {
+  using ResponseStream::push;
+  Push push(ds::http::SharedBytes bytes) override {
     std::lock_guard lock(mutex_);
     if (ended_) return Push::ended;
-    if (size_ + bytes.size() > room_) return Push::full;
-    size_ += bytes.size();
-    messages_.emplace_back(bytes);
+    if (size_ + bytes->size() > room_) return Push::full;
+    size_ += bytes->size();
+    messages_.emplace_back(*bytes);
+    pushed_.push_back(std::move(bytes));
     return Push::queued;
+  }
+  // What was pushed, as pushed (shared with other streams or not).
+  std::vector<ds::http::SharedBytes> pushed() const {
+    std::lock_guard lock(mutex_);
+    return pushed_;
   }
   // As the transport's: the stream ends later, on another thread (end()).
   void finish(std::string_view last) override {
@@ -78,6 +85,7 @@ class FakeStream final : public ds::http::ResponseStream {
   mutable std::mutex mutex_;
   std::size_t room_;
   std::size_t size_ = 0;
+  std::vector<ds::http::SharedBytes> pushed_;
   bool ended_ = false;
   std::vector<std::string> messages_;
   std::vector<std::function<void()>> on_end_;
@@ -151,6 +159,20 @@ TEST_F(HubTest, AStreamGetsItsShadowsWritesAsSseMessages) {
   engine.remove({"t1", "main"});
   ASSERT_EQ(stream->messages().size(), 2u);
   EXPECT_NE(stream->messages()[1].find("\nevent: deleted\n"), std::string::npos);
+}
+
+// A write is rendered once for every stream that wants it the same way: they queue one buffer.
+TEST_F(HubTest, StreamsWantingAWriteAlikeShareOneMessage) {
+  auto a = open(every());
+  auto b = open(one("t1"));
+  auto c = open(every(R"({"include":["new"]})"));
+  report("t1", R"({"a":1})");
+  ASSERT_EQ(a->pushed().size(), 1u);
+  ASSERT_EQ(b->pushed().size(), 1u);
+  ASSERT_EQ(c->pushed().size(), 1u);
+  EXPECT_EQ(a->pushed()[0], b->pushed()[0]);  // the same bytes, not a copy
+  EXPECT_NE(a->pushed()[0], c->pushed()[0]);  // another kind of stream: its own rendering
+  EXPECT_NE(*a->pushed()[0], *c->pushed()[0]);
 }
 
 TEST_F(HubTest, SelectionAndScopeDecideWhatAStreamOfEveryShadowGets) {
