@@ -1,12 +1,7 @@
 #include "awsiot/credentials.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "deviceshadow/private_file.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <stdexcept>
 
 namespace deviceshadow::awsiot {
@@ -22,37 +17,6 @@ std::string access_key_id_problem(std::string_view id) {
     if (c < 0x20 || c == 0x7f) return "access key id holding a control character";
   }
   return "";
-}
-
-// Closes a file descriptor when it goes out of scope.
-struct OpenFile {
-  int fd;
-  ~OpenFile() { ::close(fd); }
-};
-
-std::string read_private_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot read AWS credentials file " + path + ": " + std::strerror(errno));
-  const OpenFile file{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw std::runtime_error("cannot stat AWS credentials file " + path);
-  if ((st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    throw std::runtime_error("AWS credentials file " + path + " has mode " + mode +
-                             ": it holds secret keys, so group and others must have no access (chmod 600 " + path +
-                             ")");
-  }
-  std::string text;
-  char buffer[8192];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error("cannot read AWS credentials file " + path + ": " + std::strerror(errno));
-    }
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-  return text;
 }
 
 }  // namespace
@@ -80,7 +44,7 @@ CredentialsTable CredentialsTable::parse(std::string_view text) {
   return table;
 }
 
-CredentialsTable CredentialsTable::load(const std::string& path) { return parse(read_private_file(path)); }
+CredentialsTable CredentialsTable::load(const std::string& path) { return parse(read_private_file(path, "AWS credentials file")); }
 
 const AccessKey* CredentialsTable::find(std::string_view access_key_id) const {
   auto it = keys_.find(access_key_id);

@@ -2,17 +2,14 @@
 
 #include "deviceshadow/engine.hpp"
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/private_file.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 #include <stdexcept>
 
@@ -46,27 +43,7 @@ CursorKey CursorKey::from_file(const std::string& path) {
     ::close(fd);
     if (!written || !synced) throw std::runtime_error("cannot write the cursor key file " + path);
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot read the cursor key file " + path + ": " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw std::runtime_error("cannot stat the cursor key file " + path);
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    throw std::runtime_error("the cursor key file " + path + " has mode " + mode +
-                             ": it is a secret, so group and others must have no access (chmod 600 " + path + ")");
-  }
-  std::string contents;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error("cannot read the cursor key file " + path + ": " + std::strerror(errno));
-    contents.append(buffer, static_cast<std::size_t>(n));
-  }
+  const std::string contents = read_private_file(path, "the cursor key file");
   if (contents.size() < 16) throw std::runtime_error("cannot read 16 bytes or more from the cursor key file " + path);
   CursorKey k;
   unsigned int size = 0;
