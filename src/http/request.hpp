@@ -31,13 +31,13 @@ struct HttpRequest {
   const std::string* header(std::string_view name) const;
 };
 
+// Bytes that many streams may queue at once without a copy each (a message rendered once).
+using SharedBytes = std::shared_ptr<const std::string>;
+
 // The body of a streamed response (HttpResponse::stream), pushed piece by piece from any
 // thread after the status and headers are out. The bytes waiting for the client are bounded
 // (HttpResponse::stream_buffer): a push past the bound is refused, so a producer learns that its
 // reader is too slow and decides what to do (e.g. a last message, then finish()).
-// Bytes that many streams may queue at once without a copy each (a message rendered once).
-using SharedBytes = std::shared_ptr<const std::string>;
-
 class ResponseStream {
  public:
   enum class Push {
@@ -46,8 +46,8 @@ class ResponseStream {
     ended,   // not queued: the stream has ended or is finishing
   };
   virtual ~ResponseStream() = default;
-  // Queues bytes for the client, which they reach as they are now (the stream holds them, not
-  // a copy: they must not change). Thread-safe, never blocks on the client.
+  // Queues bytes (not null) for the client, which they reach as they are now (the stream holds
+  // them, not a copy: they must not change). Thread-safe, never blocks on the client.
   virtual Push push(SharedBytes bytes) = 0;
   // The same with a copy of `bytes`.
   Push push(std::string_view bytes) { return push(std::make_shared<const std::string>(bytes)); }

@@ -16,6 +16,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 
 namespace deviceshadow::http {
@@ -180,10 +181,10 @@ class StreamState final : public ResponseStream {
     std::size_t bytes = 0;
     bool last = false;
   };
-  // For the session, on its strand: moves the queue into `out` (whose vector it reuses).
+  // For the session, on its strand: moves the queue into `out`, whose pieces must be empty (their
+  // vector becomes the queue's).
   void take(Taken& out) {
     std::lock_guard lock(mutex_);
-    out.pieces.clear();
     out.pieces.swap(queued_);
     out.bytes = writing_ = queued_bytes_;
     queued_bytes_ = 0;
@@ -295,7 +296,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Writes what the streamed response queued, then goes on while there is more (on the strand):
-  // its pieces as they are, gathered in one write (one chunk on HTTP/1.1).
+  // its pieces as they are, in one gathering write (one chunk on HTTP/1.1; asio sends up to 16
+  // buffers a system call).
   void flush_stream() {
     streamed_->take(taken_);
     if (taken_.bytes == 0 && !taken_.last) return;  // the queue was drained; a push schedules again
@@ -312,11 +314,21 @@ class Session : public std::enable_shared_from_this<Session> {
       const std::string_view end = taken_.last ? (taken_.bytes > 0 ? kLastChunk : kLastChunk.substr(2)) : kChunkEnd;
       gather_.push_back(asio::buffer(end.data(), end.size()));
     }
-    asio::async_write(stream_, gather_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    asio::async_write(stream_, std::span<const asio::const_buffer>(gather_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      self->release_stream_buffers();
       self->streamed_->written();
       if (ec || self->taken_.last) return self->end_stream();
       self->flush_stream();
     });
+  }
+
+  // The pieces written go (outside the stream's lock); the vectors are kept for the next write,
+  // unless a burst grew them (an idle stream holds next to nothing).
+  void release_stream_buffers() {
+    constexpr std::size_t kKept = 64;
+    taken_.pieces.clear();
+    if (taken_.pieces.capacity() > kKept) std::vector<SharedBytes>().swap(taken_.pieces);
+    if (gather_.capacity() > kKept + 2) std::vector<asio::const_buffer>().swap(gather_);
   }
 
  private:

@@ -91,6 +91,11 @@ inline std::int64_t ttl_seconds(std::int64_t expires_ns) {
 // A failed call as the store's error.
 Error translate(const AwsError& e);
 
+// A TransactWriteItems request of `items`.
+std::string transaction(json::array items);
+// Whether a transaction cancelled for an item with this code may go through when sent again.
+bool transient_cancellation(std::string_view code);
+
 }  // namespace dynamodb
 
 class DynamoDbStore final : public StoreBackend, public JobStore {
@@ -166,10 +171,11 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
   void batch_write_all(const std::string& request, std::string_view what);
   // One BatchWriteItem; returns its UnprocessedItems (empty when all were written).
   json::object batch_write(const std::string& request);
-  // One TransactWriteItems `request`, sent again (backing off) while it is cancelled for another
-  // reason than a failed condition (a conflict with another transaction, throttling), at most
-  // `attempts` times. Returns each item's cancellation code ("ConditionalCheckFailed", "None",
-  // ...) when a condition failed; empty when the transaction was written.
+  // One TransactWriteItems `request`, sent again (backing off) while it is cancelled for a
+  // conflict with another transaction or for throttling, at most `attempts` times. Returns each
+  // item's cancellation code ("ConditionalCheckFailed", "None", ...) when a condition failed;
+  // empty when the transaction was written. Throws Error: throttled when the attempts ran out,
+  // translate(e) for any other failure.
   std::vector<std::string> transact(const std::string& request, bool idempotent, int attempts);
   // Drops the items of partitions starting with one of `pk_prefixes` whose `expires` (ns) is
   // <= now_ns, as DynamoDB's TTL does on its own (a Scan). Returns how many.

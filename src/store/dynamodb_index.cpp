@@ -13,7 +13,6 @@
 // queries the 16 partitions (strongly consistent) and merges them by sort key.
 #include "store/dynamodb.hpp"
 
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -311,8 +310,7 @@ std::uint64_t DynamoDbStore::put_index_fields(std::span<const IndexFieldState> f
                                                      {"generation", N(static_cast<std::int64_t>(next.generation))}}}}}});
     }
     // Writes in flight check the guards: their transactions and this one may cancel each other.
-    const std::string request = to_json(json::object{{"TransactItems", std::move(items)}});
-    if (!transact(request, false, 4 * options_.max_attempts).empty()) throw IndexDeclarationChanged();
+    if (!transact(transaction(std::move(items)), false, 4 * options_.max_attempts).empty()) throw IndexDeclarationChanged();
   }
   {
     std::lock_guard lock(declared_mutex_);

@@ -4,7 +4,6 @@
 #include "store/dynamodb.hpp"
 #include "store/target_pages.hpp"
 
-
 #include <algorithm>
 #include <cstdio>
 
@@ -78,9 +77,6 @@ json::object running_jobs_update(const std::string& table, std::string_view acti
           {"UpdateExpression", std::string(action) + " ids :id"},
           {"ExpressionAttributeValues", json::object{{":id", json::object{{"SS", json::array{json::string(id)}}}}}}};
 }
-
-// A TransactWriteItems request of `items`.
-std::string transaction(json::array items) { return to_json(json::object{{"TransactItems", std::move(items)}}); }
 
 }  // namespace
 

@@ -324,8 +324,7 @@ void DynamoDbStore::write(const ShadowWrite& write) {
             if (code == "ConditionalCheckFailed") {
               throw Error::version_conflict(version_in(reason.as_object().if_contains("Item")));
             }
-            transient = transient || code == "TransactionConflict" || code == "ThrottlingError" ||
-                        code == "ProvisionedThroughputExceeded";
+            transient = transient || transient_cancellation(code);
           }
         }
         if (!transient) throw translate(e);
@@ -635,6 +634,12 @@ std::vector<std::string> DynamoDbStore::section_sks(const std::string& name) con
   return {section_prefix(Section::reported) + name, section_prefix(Section::desired) + name};
 }
 
+std::string dynamodb::transaction(json::array items) { return to_json(json::object{{"TransactItems", std::move(items)}}); }
+
+bool dynamodb::transient_cancellation(std::string_view code) {
+  return code == "TransactionConflict" || code == "ThrottlingError" || code == "ProvisionedThroughputExceeded";
+}
+
 std::vector<std::string> DynamoDbStore::transact(const std::string& request, bool idempotent, int attempts) {
   for (int attempt = 1;; ++attempt) {
     try {
@@ -653,7 +658,8 @@ std::vector<std::string> DynamoDbStore::transact(const std::string& request, boo
         }
       }
       if (condition) return codes;
-      if (attempt >= attempts) throw translate(e);
+      if (std::none_of(codes.begin(), codes.end(), transient_cancellation)) throw translate(e);
+      if (attempt >= attempts) throw Error(ErrorCode::throttled, "dynamodb: " + std::string(e.what()));
       sleep_before_retry(attempt, std::chrono::milliseconds(20), std::chrono::milliseconds(1280));
     }
   }

@@ -14,7 +14,7 @@ import uuid
 
 import boto3
 
-from harness import SHADOWD, Server, checked_session, shadow_path
+from harness import SHADOWD, Server, checked_session, eventually, shadow_path
 
 ENDPOINT = os.environ.get("DS_DYNAMODB_ENDPOINT", "")
 if not ENDPOINT and os.environ.get("DS_REQUIRE_DYNAMODB"):
@@ -242,10 +242,24 @@ class FaultyProxy(http.server.ThreadingHTTPServer):
         self.upstream = upstream.replace("http://", "")
         self.rng = random.Random(seed)
         self.delay = delay
-        self.rates = rates or WRITE_FAULTS
+        self.rates = WRITE_FAULTS if rates is None else rates
         self.faults = {}
         self.lock = threading.Lock()
+        self.conflict_once = False  # every transaction first cancelled as if by a conflict (conflicts())
+        self.transactions = set()
         super().__init__(("127.0.0.1", 0), FaultyHandler)
+
+    def conflicts(self, body):
+        """With conflict_once: the kind of transaction this is the first sending of, to cancel."""
+        with self.lock:
+            if not self.conflict_once or body in self.transactions:
+                return None
+            self.transactions.add(body)
+            text = body.decode()
+            kind = ("write" if '"DH#' in text else "job" if '"JR#"' in text else
+                    "declaration" if '"IX#G' in text else "entries" if '"IX#' in text else "other")
+            self.faults[kind] = self.faults.get(kind, 0) + 1
+            return kind
 
     def pick(self, target):
         with self.lock:
@@ -277,19 +291,20 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("X-Amz-Target", "").endswith("TransactWriteItems") and self.server.conflicts(body):
+            items = len(json.loads(body)["TransactItems"])
+            return self.answer(400, {
+                "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+                "message": "Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict]",
+                "CancellationReasons": [{"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}] * items})
         fault = self.server.pick(self.headers.get("X-Amz-Target", ""))
         if fault == "drop-before":
             self.close_connection = True
             return
-        if fault in ("throttle", "500"):
-            payload = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "slow down"}
-                                 if fault == "throttle" else {"__type": "InternalServerError", "message": "boom"}).encode()
-            self.send_response(400 if fault == "throttle" else 500)
-            self.send_header("Content-Type", "application/x-amz-json-1.0")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-            return
+        if fault == "throttle":
+            return self.answer(400, {"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "slow down"})
+        if fault == "500":
+            return self.answer(500, {"__type": "InternalServerError", "message": "boom"})
         conn = http.client.HTTPConnection(self.server.upstream, timeout=30)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
         conn.request("POST", self.path, body=body, headers=headers)
@@ -313,6 +328,14 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # a late answer: the client has given up
+
+    def answer(self, status, body):
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/x-amz-json-1.0")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
@@ -349,6 +372,46 @@ class Faults(unittest.TestCase):
                 self.assertEqual(set(p[1:] for p in added), keys)
         finally:
             server.close()
+            proxy.shutdown()
+            ddb().delete_table(TableName=table)
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+class TransactionConflicts(unittest.TestCase):
+    def test_every_transaction_cancelled_by_a_conflict_goes_through_when_sent_again(self):
+        """Each transaction is first answered as DynamoDB answers one that conflicts with another
+        (TransactionCanceledException, every item TransactionConflict), then goes through when
+        sent again: an index declaration, the entries built for shadows already there, a job's
+        creation and end, and the job's shadow writes."""
+        table = new_table()
+        direct = dynamo_server(table)
+        proxy = FaultyProxy(ENDPOINT, seed=1, rates={})
+        proxy.conflict_once = True
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        server = dynamo_server(table, endpoint=f"http://127.0.0.1:{proxy.server_address[1]}")
+        try:
+            for i in range(5):
+                direct.post(shadow_path(f"conflict-{i}", "main", "reported"), {"state": {"fw": "1.0"}})
+            r = server.request("PUT", "/v1/index", json={"fields": ["reported/fw"]})
+            self.assertEqual(r.status_code, 200, r.text)
+            ready = lambda: server.get("/v1/index").json()["fields"][0]["state"] == "ready"
+            self.assertTrue(eventually(ready, 60))
+            fw = {"filter": 'eq(reported/fw,"1.0")'}
+            self.assertEqual(server.get("/v1/shadows/count", params=fw).json(), {"count": 5})
+            r = server.post("/v1/jobs", {"filter": fw["filter"], "desired": {"fw": "2.0"}})
+            self.assertEqual(r.status_code, 202, r.text)
+            job = r.json()["id"]
+            done = eventually(lambda: server.get(f"/v1/jobs/{job}").json()["status"] != "running", 120)
+            self.assertTrue(done)
+            body = server.get(f"/v1/jobs/{job}").json()
+            self.assertEqual((body["status"], body["succeeded"]), ("succeeded", 5), body)
+            for i in range(5):
+                self.assertEqual(direct.get(shadow_path(f"conflict-{i}")).json()["desired"]["state"], {"fw": "2.0"})
+            for kind in ("declaration", "entries", "job", "write"):
+                self.assertGreaterEqual(proxy.faults.get(kind, 0), 1, proxy.faults)
+        finally:
+            server.close()
+            direct.close()
             proxy.shutdown()
             ddb().delete_table(TableName=table)
 

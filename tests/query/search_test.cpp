@@ -183,7 +183,7 @@ TEST(Cursor, AKeyFileOthersCanReadIsRefused) {
   const auto path = std::filesystem::temp_directory_path() / ("cursor-key-open-" + std::to_string(::getpid()));
   std::ofstream(path) << std::string(32, 'k');
   using std::filesystem::perms;
-  for (perms extra : {perms::group_read, perms::others_read, perms::others_write}) {
+  for (perms extra : {perms::group_read, perms::group_write, perms::others_read, perms::others_write}) {
     std::filesystem::permissions(path, perms::owner_read | perms::owner_write | extra);
     try {
       q::CursorKey::from_file(path.string());
@@ -192,8 +192,10 @@ TEST(Cursor, AKeyFileOthersCanReadIsRefused) {
       EXPECT_NE(std::string(e.what()).find("chmod 600 " + path.string()), std::string::npos) << e.what();
     }
   }
-  std::filesystem::permissions(path, perms::owner_read | perms::owner_write);
-  EXPECT_NO_THROW(q::CursorKey::from_file(path.string()));
+  for (perms taken : {perms::none, perms::group_exec | perms::others_exec}) {  // execute bits give no access to it
+    std::filesystem::permissions(path, perms::owner_read | perms::owner_write | taken);
+    EXPECT_NO_THROW(q::CursorKey::from_file(path.string()));
+  }
   std::filesystem::remove(path);
 }
 
