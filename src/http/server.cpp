@@ -314,7 +314,8 @@ class Session : public std::enable_shared_from_this<Session> {
       const std::string_view end = taken_.last ? (taken_.bytes > 0 ? kLastChunk : kLastChunk.substr(2)) : kChunkEnd;
       gather_.push_back(asio::buffer(end.data(), end.size()));
     }
-    asio::async_write(stream_, std::span<const asio::const_buffer>(gather_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    const std::span<const asio::const_buffer> buffers(gather_);  // not a copy of the vector
+    asio::async_write(stream_, buffers, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       self->release_stream_buffers();
       self->streamed_->written();
       if (ec || self->taken_.last) return self->end_stream();
