@@ -27,7 +27,10 @@ bool is_valid_utf8(std::string_view s) noexcept;
 // what a client sent (e.g. in an error message) inside JSON.
 std::string to_valid_utf8(std::string_view s);
 
-// thing: 1–512 bytes of UTF-8 without control characters (U+0000–U+001F, U+007F).
+// Whether s holds only characters a thing may: valid UTF-8 without control characters
+// (U+0000–U+001F, U+007F).
+bool is_thing_text(std::string_view s) noexcept;
+// thing: 1–512 bytes of is_thing_text.
 void validate_thing(std::string_view thing);
 // shadow name: 1–64 characters from [A-Za-z0-9_.:$-].
 void validate_shadow_name(std::string_view name);

@@ -44,7 +44,9 @@ CredentialsTable CredentialsTable::parse(std::string_view text) {
   return table;
 }
 
-CredentialsTable CredentialsTable::load(const std::string& path) { return parse(read_private_file(path, "AWS credentials file")); }
+CredentialsTable CredentialsTable::load(const std::string& path) {
+  return parse(read_private_file(path, "AWS credentials file"));
+}
 
 const AccessKey* CredentialsTable::find(std::string_view access_key_id) const {
   auto it = keys_.find(access_key_id);

@@ -1,6 +1,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/validation.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace deviceshadow {
@@ -66,16 +67,20 @@ std::string to_valid_utf8(std::string_view s) {
   return out;
 }
 
+bool is_thing_text(std::string_view s) noexcept {
+  return is_valid_utf8(s) && std::none_of(s.begin(), s.end(), [](char c) {
+           const auto u = static_cast<unsigned char>(c);
+           return u < 0x20 || u == 0x7F;
+         });
+}
+
 void validate_thing(std::string_view thing) {
   if (thing.empty()) throw Error::invalid_name("thing", "must not be empty");
   if (thing.size() > kMaxThingBytes) {
     throw Error::invalid_name("thing", "longer than " + std::to_string(kMaxThingBytes) + " bytes");
   }
   if (!is_valid_utf8(thing)) throw Error::invalid_name("thing", "not valid UTF-8");
-  for (char c : thing) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) throw Error::invalid_name("thing", "contains a control character");
-  }
+  if (!is_thing_text(thing)) throw Error::invalid_name("thing", "contains a control character");
 }
 
 void validate_shadow_name(std::string_view name) {

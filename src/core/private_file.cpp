@@ -25,7 +25,8 @@ std::string read_private_file(const std::string& path, std::string_view what) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     throw std::runtime_error(named + " has mode " + mode +
-                             ": it holds a secret, so group and others must not be able to read or write it (chmod 600 " + path + ")");
+                             ": it holds a secret, so group and others must not be able to read or write it (chmod 600 " +
+                             path + ")");
   }
   std::string contents;
   char buffer[8192];

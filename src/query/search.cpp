@@ -158,27 +158,20 @@ const IndexRange* single_value_range(const IndexableComparison& c) {
 // thing's shadows.
 constexpr std::string_view kAfterEveryShadowName = "\x7f";
 
-// Whether `text` holds only what a thing name may: valid UTF-8 without control characters. An
-// end built from other text could sort apart from the things in a store's keys (DynamoDB's join
-// thing and name with \x01, and must be valid UTF-8).
-bool thing_text(std::string_view text) {
-  return is_valid_utf8(text) && std::none_of(text.begin(), text.end(), [](char c) {
-           return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-         });
-}
-
 // Where the entries of value `v` in thing range `t` within `bounds` end (IndexRange::end), or
-// none: then a read stops by what it finds.
+// none: then a read stops by what it finds. An end is built only from text a thing may hold
+// (is_thing_text): other text could sort apart from the things in a store's keys (DynamoDB's join
+// thing and name with \x01, and must be valid UTF-8).
 std::optional<IndexHit> end_of(const IndexValue& v, const ThingRange& t, const std::optional<ThingBounds>& bounds) {
   std::optional<IndexHit> end;
-  if (thing_text(t.text)) {
+  if (is_thing_text(t.text)) {
     if (!t.prefix) {
       end = IndexHit{v, t.text, std::string(kAfterEveryShadowName)};
     } else if (std::optional<std::string> above = after_every(t.text)) {
       end = IndexHit{v, std::move(*above), ""};
     }
   }
-  if (bounds && bounds->high && thing_text(*bounds->high)) {
+  if (bounds && bounds->high && is_thing_text(*bounds->high)) {
     IndexHit high{v, *bounds->high, bounds->high_open ? "" : std::string(kAfterEveryShadowName)};
     if (!end || std::tie(high.thing, high.name) < std::tie(end->thing, end->name)) end = std::move(high);
   }

@@ -310,7 +310,9 @@ std::uint64_t DynamoDbStore::put_index_fields(std::span<const IndexFieldState> f
                                                      {"generation", N(static_cast<std::int64_t>(next.generation))}}}}}});
     }
     // Writes in flight check the guards: their transactions and this one may cancel each other.
-    if (!transact(transaction(std::move(items)), false, 4 * options_.max_attempts).empty()) throw IndexDeclarationChanged();
+    if (!transact(transaction(std::move(items)), false, 4 * options_.max_attempts).empty()) {
+      throw IndexDeclarationChanged();
+    }
   }
   {
     std::lock_guard lock(declared_mutex_);

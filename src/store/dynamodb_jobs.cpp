@@ -93,7 +93,8 @@ void DynamoDbStore::create_job(const JobRecord& job, std::size_t max_active) {
   json::object running = running_jobs_update(options_.table, "ADD", job.id);
   running["ConditionExpression"] = "attribute_not_exists(ids) OR size(ids) < :max";
   running["ExpressionAttributeValues"].as_object()[":max"] = N(static_cast<std::int64_t>(max_active));
-  const std::string request = transaction({json::object{{"Put", std::move(put)}}, json::object{{"Update", std::move(running)}}});
+  const std::string request =
+      transaction({json::object{{"Put", std::move(put)}}, json::object{{"Update", std::move(running)}}});
   for (bool repaired = false;; repaired = true) {
     const std::vector<std::string> failed = transact(request, true, options_.max_attempts);
     if (failed.empty()) return;

@@ -258,7 +258,8 @@ json::value call_translated(JsonClient& client, std::string_view operation, cons
   }
 }
 
-// Sleeps before retry `attempt` of a batch's unprocessed part: from `base` up to base << max_shift.
+// Sleeps before retry `attempt` (a batch's unprocessed part, a cancelled transaction): from `base`
+// up to base << max_shift.
 void back_off(std::chrono::milliseconds base, int attempt, int max_shift) {
   sleep_before_retry(attempt, base, base * (1 << max_shift));
 }
@@ -660,7 +661,7 @@ std::vector<std::string> DynamoDbStore::transact(const std::string& request, boo
       if (condition) return codes;
       if (std::none_of(codes.begin(), codes.end(), transient_cancellation)) throw translate(e);
       if (attempt >= attempts) throw Error(ErrorCode::throttled, "dynamodb: " + std::string(e.what()));
-      sleep_before_retry(attempt, std::chrono::milliseconds(20), std::chrono::milliseconds(1280));
+      back_off(std::chrono::milliseconds(20), attempt, 6);
     }
   }
 }
