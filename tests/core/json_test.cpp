@@ -1,5 +1,6 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
+#include "support/sanitized.hpp"
 
 #include <gtest/gtest.h>
 
@@ -77,7 +78,7 @@ TEST(Json, ShortDecimalsAreWrittenExactlyAsToChars) {
   };
   std::mt19937_64 rng(7);
   static constexpr double kPow10[] = {1, 10, 100, 1e3, 1e4, 1e5, 1e6};
-  for (int i = 0; i < 1'000'000; ++i) {
+  for (int i = 0; i < scaled_for_sanitizers(1'000'000); ++i) {
     std::int64_t m = static_cast<std::int64_t>(rng() % 2'000'000'000'000'000ULL) >> (rng() % 60);
     double d = static_cast<double>(m) / kPow10[rng() % 7];
     if (rng() % 2) d = -d;
@@ -92,7 +93,7 @@ TEST(Json, ShortDecimalsAreWrittenExactlyAsToChars) {
 // read exactly as std::from_chars (correct rounding) reads it, and so must the longer ones.
 TEST(Json, ShortDecimalsAreReadExactlyAsFromChars) {
   std::mt19937_64 rng(11);
-  for (int i = 0; i < 1'000'000; ++i) {
+  for (int i = 0; i < scaled_for_sanitizers(1'000'000); ++i) {
     const int digits = 1 + static_cast<int>(rng() % 17);
     std::string text = rng() % 4 ? "" : "-";
     std::string all;

@@ -861,32 +861,37 @@ TEST_P(DispatcherTest, AWindowIsBoundedInBytes) {
 // A target whose run() waits on its network until abandoned (an SQS or SNS call).
 class BlockingTarget final : public notify::Target {
  public:
-  explicit BlockingTarget(std::atomic<bool>& abandoned) : abandoned_(abandoned) {}
+  explicit BlockingTarget(std::atomic<int>& abandons) : abandons_(abandons) {}
   void start(std::uint64_t, const notify::Delivery&) override {}
   void run(std::chrono::milliseconds, const Done&) override {
     std::unique_lock lock(mutex_);
-    cv_.wait_for(lock, std::chrono::seconds(20), [&] { return abandoned_.load(); });  // wake() does not end it
+    cv_.wait_for(lock, std::chrono::seconds(20), [&] { return abandoned_; });  // wake() does not end it
   }
   void wake() override {}
   void abandon() override {
-    abandoned_ = true;
+    {
+      std::lock_guard lock(mutex_);
+      abandoned_ = true;
+    }
+    ++abandons_;
     cv_.notify_all();
   }
 
  private:
-  std::atomic<bool>& abandoned_;
+  std::atomic<int>& abandons_;  // counted over every instance
   std::mutex mutex_;
   std::condition_variable cv_;
+  bool abandoned_ = false;  // this instance's own: a replacement's must not keep it waiting
 };
 
 // Replacing or removing a registration whose target waits on its network neither waits for it
 // nor holds up the other registrations.
 TEST_P(DispatcherTest, StoppingATargetNeverWaitsOnItsNetwork) {
   dispatcher.reset();
-  std::atomic<bool> abandoned{false};
+  std::atomic<int> abandons{0};
   auto scripted = targets.factory();
   notify::Dispatcher d(*engine, *store, fast_options(), [&](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
-    if (r.id == "blocked") return std::make_unique<BlockingTarget>(abandoned);
+    if (r.id == "blocked") return std::make_unique<BlockingTarget>(abandons);
     return scripted(r);
   });
   d.put("blocked", hook());
@@ -894,12 +899,11 @@ TEST_P(DispatcherTest, StoppingATargetNeverWaitsOnItsNetwork) {
   report(*engine, "t", "main", 1);
   ASSERT_TRUE(eventually([&] { return targets.delivered("fine").size() == 1; }));
   d.put("blocked", hook(R"(,"match":"t#.*")"));  // replaced: its worker stops
-  EXPECT_TRUE(abandoned.load()) << "the target was told to abandon its call";
-  abandoned = false;
+  EXPECT_EQ(abandons.load(), 1) << "the target was told to abandon its call";
   report(*engine, "t", "main", 2);
   ASSERT_TRUE(eventually([&] { return targets.delivered("fine").size() == 2; })) << "others go on";
   EXPECT_TRUE(d.remove("blocked"));
-  EXPECT_TRUE(abandoned.load());
+  EXPECT_EQ(abandons.load(), 2);
 }
 
 // A target whose call in progress is aborted when abandoned and reported as a retry (as the SQS
