@@ -24,6 +24,7 @@ struct Moment {
   std::int64_t time_ns = 0;  // Kind::time
   std::string event_id;      // Kind::event
   std::uint64_t version = 0; // Kind::reported_version, Kind::desired_version
+  const char* field = "asOf"; // the request's parameter that named it, for errors
 };
 
 // One event of a shadow's history and the versions of both sections right after it.
@@ -86,9 +87,10 @@ std::string encode_image(const ShadowRecord& record);
 // invalid_request naming `field`.
 Moment parse_moment(std::string_view text, const char* field);
 
-// Every call throws invalid_request when history is off, not_found when the shadow has no
-// history or did not exist at the moment (an as-of read), a moment later than now, an event or
-// version it never had, and history_expired when the moment needs events retention removed.
+// Every call throws invalid_request when history is off or a moment is later than now (naming
+// its Moment::field; checked before anything is read), not_found when the shadow has no history
+// or did not exist at the moment (an as-of read), or never had the event or version named, and
+// history_expired when the moment needs events retention removed.
 // `leaf_times` false: the leaf times of replayed sections are not rebuilt (times_json "", so
 // they read as the section's time); a read that shows no metadata takes about half the time.
 PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& moment, bool leaf_times = true);

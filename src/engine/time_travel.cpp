@@ -770,12 +770,11 @@ EventMark mark(const Journal& j, std::size_t t) {
 }
 
 // The index of the event a moment names.
-std::size_t find_moment(const Journal& j, const Moment& m, std::int64_t now_ns) {
+std::size_t find_moment(const Journal& j, const Moment& m) {
   const std::vector<PastEvent>& ev = j.events;
   const bool complete = j.complete();
   switch (m.kind) {
     case Moment::Kind::time: {
-      if (m.time_ns > now_ns) throw Error::invalid_request("the moment asked for is in the future", "asOf");
       auto it = std::upper_bound(ev.begin(), ev.end(), m.time_ns,
                                  [](std::int64_t t, const PastEvent& e) { return t < e.timestamp_ns; });
       if (it == ev.begin()) {
@@ -817,7 +816,9 @@ json::object state_of(const SectionRecord& s, const DocumentOptions& doc) {
   return std::move(v.get_object());
 }
 
-// The leaves that differ between two states of a section, in the order of `from` then `to`.
+// The leaves that differ between two states of a section, in the order of `from` then `to`;
+// equal as the merge compares (numbers numerically, a timestamped value by its payload) is no
+// difference.
 void diff_members(const json::object* from, const json::object* to, Section s, const TimestampKeys& keys,
                   std::string& path, std::vector<Change>& out) {
   auto is_branch = [&](const json::value* v) {
@@ -836,7 +837,7 @@ void diff_members(const json::object* from, const json::object* to, Section s, c
         if (!is_branch(b) && b) out.push_back({s, ChangeOp::add, path, std::nullopt, *b});
       }
     } else if (a && b) {
-      if (*a != *b) out.push_back({s, ChangeOp::update, path, *a, *b});
+      if (!values_equal(*a, *b, keys)) out.push_back({s, ChangeOp::update, path, *a, *b});
     } else if (a) {
       out.push_back({s, ChangeOp::remove, path, *a, std::nullopt});
     } else if (b) {
@@ -907,15 +908,16 @@ std::optional<HistoryEvent> locate_version(Store& store, const ShadowKey& key, S
   return std::nullopt;
 }
 
-// The event a moment names, read alone; nothing when finding it, or telling why there is none,
-// needs the whole history (no event at or before the time, a version not found so).
-std::optional<HistoryEvent> locate(Store& store, const ShadowKey& key, const Moment& m, std::int64_t now_ns) {
+// The event a moment (not in the future) names, read alone; nothing when finding it, or telling
+// why there is none, needs the whole history (no event at or before the time, a version not
+// found so).
+std::optional<HistoryEvent> locate(Store& store, const ShadowKey& key, const Moment& m) {
   if (m.kind == Moment::Kind::reported_version || m.kind == Moment::Kind::desired_version) {
     return locate_version(store, key, m.kind == Moment::Kind::reported_version ? Section::reported : Section::desired,
                           m.version);
   }
   HistoryQuery q;
-  if (m.kind == Moment::Kind::time && m.time_ns <= now_ns) {
+  if (m.kind == Moment::Kind::time) {
     q.limit = 1;
     q.until_ns = m.time_ns;
   } else if (m.kind == Moment::Kind::event && is_event_id(m.event_id)) {
@@ -967,7 +969,10 @@ PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& momen
   if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
   validate_thing(key.thing);
   const std::int64_t now = engine.options().clock();
-  if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment, now)) {
+  if (moment.kind == Moment::Kind::time && moment.time_ns > now) {
+    throw Error::invalid_request("the moment asked for is in the future", moment.field);
+  }
+  if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment)) {
     if (std::optional<Journal> j = read_window(engine.store(), key, *target)) {
       j->leaf_times = leaf_times;
       const std::size_t t = j->events.size() - 1;
@@ -976,7 +981,7 @@ PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& momen
   }
   Journal j = read_journal(engine, key);
   j.leaf_times = leaf_times;
-  const std::size_t t = find_moment(j, moment, now);
+  const std::size_t t = find_moment(j, moment);
   return {record_at(j, t), mark(j, t), j.events.size()};
 }
 
@@ -1088,6 +1093,7 @@ std::string encode_image(const ShadowRecord& record) {
 
 Moment parse_moment(std::string_view text, const char* field) {
   Moment m;
+  m.field = field;
   if (is_event_id(text)) {
     m.kind = Moment::Kind::event;
     m.event_id = std::string(text);

@@ -395,6 +395,40 @@ TEST_P(TimeTravelTest, BoundsDiffAndErrors) {
   EXPECT_EQ(error_of([] { ds::parse_moment("yesterday", "from"); }), "invalid_request");
 }
 
+// A moment later than now is refused first, whether or not the shadow has a history, naming the
+// parameter that gave it; a diff compares values as the merge does (1 and 1.0 are one value).
+TEST_P(TimeTravelTest, FutureMomentsAreRefusedAndDiffsCompareNumbersByValue) {
+  const std::int64_t t0 = clock_.load();
+  clock_ += 1000;
+  report(key.thing, R"({"a":1})");
+  const std::string first = newest_event();
+  clock_ += 1000;
+  report(key.thing, R"({"a":2})");
+  clock_ += 1000;
+  report(key.thing, R"({"a":1.0,"b":true})");
+  std::string changes;
+  for (const ds::Change& c : ds::shadow_diff(engine(), key, event_moment(first), std::nullopt).changes) {
+    ds::append_json(changes, c);
+  }
+  EXPECT_EQ(changes, R"({"section":"reported","op":"add","path":"/b","new":true})");
+
+  const Moment future = ds::parse_moment("2099-01-01T00:00:00Z", "to");
+  auto field_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const ds::Error& e) {
+      return std::string(ds::code_name(e.code())) + " " + e.details().field;
+    }
+    return "none";
+  };
+  EXPECT_EQ(field_of([&] { ds::shadow_diff(engine(), key, time_moment(t0 + 1500), future); }), "invalid_request to");
+  EXPECT_EQ(field_of([&] { ds::shadow_as_of(engine(), {"nobody", "main"}, time_moment(clock_.load() + 1)); }),
+            "invalid_request asOf");
+  EXPECT_EQ(field_of([&] { ds::shadow_diff(engine(), {"nobody", "main"}, ds::parse_moment("2099-01-01T00:00:00Z", "from"),
+                                           std::nullopt); }),
+            "invalid_request from");
+}
+
 // Bounds of a long history read its ends only: a section the oldest events do not touch takes
 // its version from the image after them. Whether the history is complete depends on whether the
 // section existed before the oldest event kept.
