@@ -16,7 +16,7 @@ namespace deviceshadow::api {
 namespace {
 
 constexpr std::string_view kDefaultSort = "+thing,+name";
-constexpr std::size_t kMaxGroupBy = 8, kMaxMetrics = 20;
+constexpr std::size_t kMaxGroupBy = 8, kMaxMetrics = 20, kMaxFields = 32;
 
 // A search as asked, from the query string or the JSON body.
 struct SearchRequest {
@@ -216,8 +216,16 @@ HttpResponse Api::search(Context& ctx) {
   if (ctx.request.method != "GET") http::allow_only(ctx.query, {});
   SearchRequest r = ctx.request.method == "GET" ? from_query(ctx.query) : from_body(ctx.request.body, engine_options.document.limits);
   const query::Filter filter = parse_filter(r.filter);
+  if (r.fields.size() > kMaxFields) {
+    throw Error::invalid_request("fields: at most " + std::to_string(kMaxFields) + " properties", "fields");
+  }
   std::vector<query::Property> fields;
-  for (const std::string& f : r.fields) fields.push_back(query::parse_property(f));
+  for (const std::string& f : r.fields) {
+    if (std::count(r.fields.begin(), r.fields.end(), f) > 1) {
+      throw Error::invalid_request("fields: '" + f + "' is listed twice", "fields");
+    }
+    fields.push_back(query::parse_property(f));
+  }
   const query::CursorKey& key = options_.cursor_key ? *options_.cursor_key : process_key();
   const std::string binding = query::cursor_binding(r.filter, r.sort, ctx.token ? ctx.token->sha256_hex : "");
   std::optional<query::Sort> sort;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace deviceshadow::query {
@@ -12,7 +13,8 @@ namespace {
 // What one metric has seen in one group.
 struct Accumulator {
   std::uint64_t numbers = 0, times = 0;
-  double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity(), sum = 0;
+  double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity();
+  long double sum = 0;  // wider than any value: finite values never sum to infinity
   std::int64_t earliest = std::numeric_limits<std::int64_t>::max(), latest = std::numeric_limits<std::int64_t>::min();
   std::vector<double> all;  // percentiles only
 
@@ -35,6 +37,14 @@ void append_number(std::string& out, double v) {
   } else {
     append_json(out, json::value(v));
   }
+}
+
+// A sum past a double's range is written with the digits a long double holds (JSON numbers have
+// no range).
+void append_sum(std::string& out, long double v) {
+  if (std::fabs(v) <= std::numeric_limits<double>::max()) return append_number(out, static_cast<double>(v));
+  char text[64];
+  out.append(text, static_cast<std::size_t>(std::snprintf(text, sizeof text, "%.17Lg", v)));
 }
 
 void append_time(std::string& out, std::int64_t ns) { append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(ns))); }
@@ -168,7 +178,7 @@ std::string Aggregation::render() const {
           if (!a.numbers) {
             out += "null";
           } else {
-            append_number(out, m.kind == Metric::Kind::sum ? a.sum : a.sum / static_cast<double>(a.numbers));
+            append_sum(out, m.kind == Metric::Kind::sum ? a.sum : a.sum / static_cast<long double>(a.numbers));
           }
           break;
         case Metric::Kind::percentiles: {

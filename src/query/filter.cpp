@@ -5,6 +5,7 @@
 #include "deviceshadow/validation.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -89,31 +90,6 @@ Order compare(const Operand& a, const Literal& l) {
 }
 
 std::size_t utf8_length(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
-
-// `*` any run of characters, `?` exactly one (a code point), anything else itself.
-bool glob(std::string_view s, std::string_view p) {
-  std::size_t si = 0, pi = 0, star_p = std::string_view::npos, star_s = 0;
-  auto step = [&](std::size_t at) { return std::min(s.size(), at + utf8_length(static_cast<unsigned char>(s[at]))); };
-  while (si < s.size()) {
-    if (pi < p.size() && p[pi] == '?') {
-      si = step(si);
-      ++pi;
-    } else if (pi < p.size() && p[pi] == '*') {
-      star_p = ++pi;
-      star_s = si;
-    } else if (pi < p.size() && p[pi] == s[si]) {
-      ++si;
-      ++pi;
-    } else if (star_p != std::string_view::npos) {
-      pi = star_p;
-      si = star_s = step(star_s);
-    } else {
-      return false;
-    }
-  }
-  while (pi < p.size() && p[pi] == '*') ++pi;
-  return pi == p.size();
-}
 
 // Decodes a property as written; `base` is its offset in the filter, for errors.
 Property interpret(std::string_view text, std::size_t base) {
@@ -346,11 +322,86 @@ bool is_thing(const Property& p) { return p.kind == Property::Kind::thing; }
 
 }  // namespace
 
+// A `like` pattern (`*` any run of characters, `?` exactly one code point, anything else
+// itself) as an automaton run on every state at once, one bit a state: time in proportion to the
+// string's length times the pattern's in 64ths, whatever both hold (a backtracking matcher can
+// take their product). Matched byte by byte on valid UTF-8: a `?` takes a first byte, then the
+// continuation bytes after it.
+class Glob {
+ public:
+  explicit Glob(std::string_view pattern) {
+    std::size_t state = 0;  // how many of the pattern's bytes and `?`s have matched
+    std::vector<std::pair<unsigned char, std::size_t>> literals;
+    std::vector<std::size_t> questions, stars, after_question;
+    for (const char c : pattern) {
+      if (c == '*') {
+        stars.push_back(state);
+      } else if (c == '?') {
+        questions.push_back(++state);
+      } else {
+        literals.emplace_back(static_cast<unsigned char>(c), ++state);
+      }
+    }
+    accept_ = state;
+    words_ = state / 64 + 1;
+    auto set = [&](std::vector<std::uint64_t>& bits, std::size_t row, std::size_t at) {
+      bits[row * words_ + at / 64] |= std::uint64_t{1} << (at % 64);
+    };
+    loops_.assign(2 * words_, 0);  // row 0: any byte (a `*`); row 1: continuation bytes (a `?`)
+    for (std::size_t at : stars) set(loops_, 0, at);
+    for (std::size_t at : questions) set(loops_, 1, at);
+    // Row 0: a first byte the pattern does not hold (its `?`s take it); row 1: such a
+    // continuation byte; then one row for each byte it holds.
+    masks_.assign(2 * words_, 0);
+    for (std::size_t at : questions) set(masks_, 0, at);
+    row_.fill(0);
+    for (unsigned c = 0x80; c < 0xC0; ++c) row_[c] = 1;
+    for (const auto& [byte, at] : literals) {
+      if (row_[byte] < 2) {
+        row_[byte] = static_cast<std::uint16_t>(masks_.size() / words_);
+        masks_.resize(masks_.size() + words_, 0);
+        if (!continuation(byte)) std::copy_n(masks_.begin(), words_, masks_.end() - static_cast<std::ptrdiff_t>(words_));
+      }
+      set(masks_, row_[byte], at);
+    }
+  }
+
+  bool matches(std::string_view s) const {
+    std::vector<std::uint64_t> states(words_, 0);
+    states[0] = 1;
+    for (const char ch : s) {
+      const auto byte = static_cast<unsigned char>(ch);
+      const std::uint64_t* mask = &masks_[row_[byte] * words_];
+      const std::uint64_t* question = continuation(byte) ? &loops_[words_] : nullptr;
+      std::uint64_t carry = 0, any = 0;
+      for (std::size_t w = 0; w < words_; ++w) {
+        const std::uint64_t d = states[w];
+        std::uint64_t next = (((d << 1) | carry) & mask[w]) | (d & loops_[w]);
+        if (question) next |= d & question[w];
+        carry = d >> 63;
+        states[w] = next;
+        any |= next;
+      }
+      if (!any) return false;
+    }
+    return states[accept_ / 64] >> (accept_ % 64) & 1;
+  }
+
+ private:
+  static bool continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
+
+  std::size_t words_ = 1, accept_ = 0;
+  std::vector<std::uint64_t> loops_;  // the states that stay on a byte: 2 rows of words_
+  std::vector<std::uint64_t> masks_;  // the states a byte enters from the one before: rows of words_
+  std::array<std::uint16_t, 256> row_{};  // each byte's row of masks_
+};
+
 struct Filter::Node {
   enum class Op { and_, or_, not_, eq, ne, gt, ge, lt, le, in, like, exists } op = Op::and_;
   std::vector<Node> children;
   Property property;
   std::vector<Literal> values;
+  std::shared_ptr<const Glob> pattern;  // like: values' one string, compiled
 };
 
 namespace {
@@ -382,7 +433,7 @@ bool evaluate(const Filter::Node& n, const Subject& s) {
       return !resolve(s, n.property).empty();
     case Op::like:
       for (const Operand& o : resolve(s, n.property)) {
-        if (o.type == Operand::Type::string && glob(o.string, n.values.front().string)) return true;
+        if (o.type == Operand::Type::string && n.pattern->matches(o.string)) return true;
       }
       return false;
     default:
@@ -476,6 +527,7 @@ class Parser {
       space();
       if (i_ >= t_.size() || t_[i_] != '"') fail(i_, "a \"string\" pattern");
       n.values.push_back(value());
+      n.pattern = std::make_shared<const Glob>(n.values.back().string);
       expect(')');
       return n;
     }
@@ -713,7 +765,7 @@ void fields_worth_indexing(const Filter::Node& n, bool required, std::vector<std
 // `_modified`) or not (see IndexableComparison). A string holding an RFC 3339 time selects that
 // time on a property of times and the string elsewhere, as the comparison does: a leaf's string
 // is entered as a time too, for time:now, but compares with a string bytewise.
-void add_ranges(Op op, const Literal& l, bool of_times, std::vector<IndexRange>& out) {
+void add_ranges(Op op, const Literal& l, bool of_times, std::vector<IndexRange>& out, bool& exact) {
   using T = IndexValue::Type;
   auto add = [&](T type, std::optional<IndexValue> v) {
     IndexRange r{type};
@@ -734,7 +786,18 @@ void add_ranges(Op op, const Literal& l, bool of_times, std::vector<IndexRange>&
         out.push_back(std::move(r));
       }
       return;
-    case Literal::Type::number: add(T::number, index_number(l.number)); return;
+    case Literal::Type::number: {
+      IndexValue v = index_number(l.number);
+      if (v.real && v.number >= 0x1p63) {
+        // Entries hold a whole number past int64 as the double it rounds to, as other numbers
+        // do: the range takes in what rounds alike (a strict bound closed), and its candidates
+        // are tested.
+        exact = false;
+        op = op == Op::gt ? Op::ge : op == Op::lt ? Op::le : op;
+      }
+      add(T::number, v);
+      return;
+    }
     case Literal::Type::string: {
       if (of_times) {
         if (l.time) add(T::time, IndexValue::of_time(*l.time));
@@ -763,6 +826,7 @@ std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
       std::optional<IndexableComparison> m = indexable_comparison(child);
       if (!m) return std::nullopt;
       for (IndexableComparison::Part& part : m->parts) u.parts.push_back(std::move(part));
+      u.exact = u.exact && m->exact;
     }
     return u;
   }
@@ -780,7 +844,7 @@ std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
     case Op::lt:
     case Op::le:
       for (const Literal& l : n.values) {
-        add_ranges(n.op, l, p.suffix != Property::Suffix::none || p.kind == Property::Kind::modified, ranges);
+        add_ranges(n.op, l, p.suffix != Property::Suffix::none || p.kind == Property::Kind::modified, ranges, c.exact);
       }
       return c;
     case Op::like: {  // with a literal prefix: else it would select every string
@@ -795,6 +859,7 @@ std::optional<IndexableComparison> indexable_comparison(const Filter::Node& n) {
         r.high = IndexValue{IndexValue::Type::string, 0, 0, false, std::move(next)};
         r.high_open = true;
       }
+      c.exact = prefix.size() == pattern.size() || pattern.substr(prefix.size()).find_first_not_of('*') == std::string::npos;
       ranges.push_back(std::move(r));
       return c;
     }
@@ -962,14 +1027,14 @@ std::vector<IndexableComparison> Filter::indexable() const {
   std::vector<IndexableComparison> out;
   if (!root_) return out;
   if (root_->op != Op::and_) {
-    if (auto c = indexable_comparison(*root_)) out.push_back(std::move(*c)), out.back().whole = true;
+    if (auto c = indexable_comparison(*root_)) out.push_back(std::move(*c)), out.back().whole = out.back().exact;
     return out;
   }
   for (const Node& child : root_->children) {
     if (child.op == Op::and_ || child.op == Op::not_) continue;
     if (auto c = indexable_comparison(child)) out.push_back(std::move(*c));
   }
-  if (root_->children.size() == 1 && out.size() == 1) out.front().whole = true;
+  if (root_->children.size() == 1 && out.size() == 1) out.front().whole = out.front().exact;
   return out;
 }
 

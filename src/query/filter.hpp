@@ -101,16 +101,18 @@ struct ThingBounds {
 IndexValue index_number(const json::value& number);
 
 // What every match of a filter must pass that declared indexes can select: a comparison, as the
-// index ranges whose entries are exactly the values it accepts (IndexRange per type; a string
-// holding an RFC 3339 time is also a time), or an `or` of such comparisons, as the union of
-// theirs.
+// index ranges whose entries hold every value it accepts (IndexRange per type; a string holding
+// an RFC 3339 time is also a time), or an `or` of such comparisons, as the union of theirs.
 struct IndexableComparison {
   struct Part {
     const Property* property;        // the filter's own, alive while the filter is
     std::vector<IndexRange> ranges;  // empty: nothing can match
   };
   std::vector<Part> parts;  // one comparison; each member of an `or`
-  bool whole = false;       // the filter is this alone: its entries are exactly the matches
+  // The ranges hold exactly the values accepted; not so for a `like` with a wildcard before its
+  // end (its literal prefix's range), whose candidates must be tested.
+  bool exact = true;
+  bool whole = false;  // the filter is this alone and exact: its entries are exactly the matches
 };
 
 class Filter {

@@ -166,10 +166,13 @@ class Queries:
     def test_bad_parameters(self):
         for params, field in [({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"sort": "-reported/temp"}, "sort"),
                               ({"sort": "+name"}, "sort"), ({"fields": "reportd/x"}, "fields"), ({"order": "asc"}, "order"),
-                              ({"allowScan": "yes"}, "allowScan")]:
+                              ({"allowScan": "yes"}, "allowScan"), ({"fields": "reported/a,reported/a"}, "fields"),
+                              ({"fields": ",".join(f"reported/f{i}" for i in range(33))}, "fields")]:
             e = self.assertError(self.search(filter='eq(thing,"office")', **params), 400, "invalid_request")
             self.assertEqual(e["field"], field, params)
         self.assertEqual(self.found(filter='eq(thing,"office")', sort="+thing,+name"), [("office", "main")])
+        self.assertEqual(self.found(filter='eq(thing,"office")', fields=",".join(f"reported/f{i}" for i in range(32))),
+                         [("office", "main")])
         # A '+' typed into the URL unencoded arrives as a space: taken as the '+' it was.
         r = self.server.get('/v1/shadows?filter=eq(thing,"office")&sort=+thing,+name', token=self.token)
         self.assertEqual((r.status_code, keys(r.json())), (200, [("office", "main")]), r.text)

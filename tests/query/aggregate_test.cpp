@@ -48,6 +48,15 @@ TEST(Aggregate, WithoutGroupByOneGroupHoldsEverything) {
             R"({"groups":[{"key":{},"n":5,"lo":10,"hi":30,"sum":82.5,"avg":20.625}]})");
 }
 
+// Sums are kept wider than a double: finite values never sum to infinity (written as null).
+TEST(Aggregate, SumsPastADoublesRangeStayNumbers) {
+  const std::vector<Shadow> huge = {shadow("a", R"({"x":1e308})"), shadow("b", R"({"x":1e308})")};
+  const ds::TimestampKeys keys;
+  q::Aggregation a({}, {q::parse_metric("s", "sum(reported/x)"), q::parse_metric("m", "avg(reported/x)")}, 100);
+  for (const Shadow& s : huge) a.add(q::Subject(s.key, s.record, keys));
+  EXPECT_EQ(a.render(), R"({"groups":[{"key":{},"s":2e+308,"m":1e+308}]})");
+}
+
 TEST(Aggregate, PercentilesAreExactNearestRank) {
   EXPECT_EQ(aggregate({}, {{"p", "percentiles(reported/temp,25,50,100)"}}),
             R"({"groups":[{"key":{},"p":{"25":10,"50":20,"100":30}}]})");

@@ -4,9 +4,11 @@
 #include "query/filter.hpp"
 
 #include "deviceshadow/error.hpp"
+#include "support/sanitized.hpp"
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <tuple>
 
 namespace ds = deviceshadow;
@@ -148,6 +150,63 @@ TEST(Filter, LikeHasStarAndQuestionMarkOnly) {
        {R"(like(reported/fw,"[1]*"))", false},
        {R"(like(reported/fw,"1.2.0*"))", true},
        {R"(like(reported/fw,"*"))", true}});
+}
+
+// The code points of UTF-8 text.
+std::u32string code_points(std::string_view s) {
+  std::u32string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto lead = static_cast<unsigned char>(s[i]);
+    const std::size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    char32_t c = n == 1 ? lead : lead & (0x3F >> (n - 1));
+    for (std::size_t k = 1; k < n; ++k) c = c << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    out += c;
+    i += n;
+  }
+  return out;
+}
+
+// `like` as its definition reads, by dynamic programming over code points.
+bool like_reference(std::string_view text, std::string_view pattern) {
+  const std::u32string s = code_points(text), p = code_points(pattern);
+  std::vector<std::vector<bool>> m(p.size() + 1, std::vector<bool>(s.size() + 1, false));  // m[i][j]: p[..i) ~ s[..j)
+  m[0][0] = true;
+  for (std::size_t i = 1; i <= p.size(); ++i) {
+    for (std::size_t j = 0; j <= s.size(); ++j) {
+      if (p[i - 1] == U'*') {
+        m[i][j] = m[i - 1][j] || (j > 0 && m[i][j - 1]);
+      } else {
+        m[i][j] = j > 0 && m[i - 1][j - 1] && (p[i - 1] == U'?' || p[i - 1] == s[j - 1]);
+      }
+    }
+  }
+  return m[p.size()][s.size()];
+}
+
+bool like(std::string_view thing, std::string_view pattern) {
+  Fixture f;
+  f.key.thing = std::string(thing);
+  return f.matches("like(thing,\"" + std::string(pattern) + "\")");
+}
+
+TEST(Filter, LikeAgreesWithItsDefinitionOnRandomText) {
+  static constexpr std::string_view kText[] = {"a", "b", "\u00e9", "\u65e5", "\U0001F600"};
+  static constexpr std::string_view kPattern[] = {"a", "b", "\u00e9", "\u65e5", "*", "?", "?", "*"};
+  std::mt19937 rng(5);
+  for (int round = 0; round < scaled_for_sanitizers(20'000); ++round) {
+    std::string text, pattern;
+    for (std::size_t n = rng() % 12; n > 0; --n) text += kText[rng() % std::size(kText)];
+    for (std::size_t n = rng() % 8; n > 0; --n) pattern += kPattern[rng() % std::size(kPattern)];
+    ASSERT_EQ(like(text, pattern), like_reference(text, pattern)) << text << " ~ " << pattern;
+  }
+  // Long text against a long pattern that backtracking would try at every position; a pattern
+  // past 64 bytes spans several words of states.
+  const std::string as(60'000, 'a'), pattern = "*" + std::string(4'000, 'a') + "b";
+  EXPECT_FALSE(like(as, pattern));
+  EXPECT_TRUE(like(as + "b", pattern));
+  EXPECT_TRUE(like(as, "*" + std::string(100, 'a') + "*" + std::string(100, '?')));
+  EXPECT_FALSE(like(std::string(4'001, 'a'), std::string(4'000, '?')));
+  EXPECT_TRUE(like(std::string(4'000, 'a'), std::string(4'000, '?')));
 }
 
 TEST(Filter, PathsArePointersWithEscapes) {
