@@ -91,6 +91,10 @@ JobSpec parse_job_request(std::string_view body, const DocumentOptions& document
   if (spec.desired) {
     if (spec.desired->empty()) throw Error::invalid_request("desired must not be empty", "desired");
     validate_state(*spec.desired, document);  // the checks a desired write makes
+    // A state no section may hold would fail at every target (its null members aside).
+    if (const std::size_t size = to_json(*spec.desired).size(); size > document.limits.max_state_bytes) {
+      throw Error::too_large("desired state", size, document.limits.max_state_bytes);
+    }
   }
   return spec;
 }

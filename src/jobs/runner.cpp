@@ -298,10 +298,10 @@ void JobRunner::run(Running& r) {
   const TimestampKeys& keys = engine_.options().document.timestamp_keys;
   const bool shared = shadows.shares_versions();
   const std::size_t page_size = options_.page_size;
-  // A resumed job: the targets of the chunk it stopped in (at most kChunkPages pages from the
-  // page of `next`) may have been written without their
-  // outcome recorded; each is checked before it is written (already_written).
-  const std::uint64_t check_until = p.runs > 1 ? std::min(p.targets, (p.next / page_size + kChunkPages) * page_size) : 0;
+  // A resumed job: the targets of the chunk it stopped in (at most kChunkPages pages from `next`)
+  // may have been written without their outcome recorded; each is checked before it is written
+  // (already_written).
+  const std::uint64_t check_until = p.runs > 1 ? std::min(p.targets, p.next + kChunkPages * page_size) : 0;
   // Targets between two progress records: a second's worth when paced, else kChunkPages pages
   // (few records, and few waits for a chunk's slowest write).
   const std::uint64_t chunk = spec.rate ? std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::ceil(*spec.rate)), 1, page_size)
@@ -343,17 +343,16 @@ void JobRunner::run(Running& r) {
     }
   };
 
-  // One target at its turn: judged on `read` (else on a read of its own) and written
-  // conditionally on the version judged; re-read and re-judged after a conflict.
-  const query::Filter* filter = nullptr;  // the chunk's (time:now: the chunk's start)
-  auto judge_and_write = [&](const ShadowKey& key, std::optional<ShadowRecord> read, bool check,
-                             std::optional<Error>& error) {
+  // One target at its turn: judged by `filter` on `read` (else on a read of its own) and
+  // written conditionally on the version judged; re-read and re-judged after a conflict.
+  auto judge_and_write = [&](const query::Filter& filter, const ShadowKey& key, std::optional<ShadowRecord> read,
+                             bool check, std::optional<Error>& error) {
     try {
       for (int attempt = 1;; ++attempt) {
         const ShadowRecord record = read ? std::move(*read) : shadows.read(key);
         read.reset();
         if (check && already_written(shadows, key, record, spec.client_token, p.created_ns)) return Outcome::succeeded;
-        if (!record.exists() || !filter->matches(query::Subject(key, record, keys))) return Outcome::skipped;
+        if (!record.exists() || !filter.matches(query::Subject(key, record, keys))) return Outcome::skipped;
         ShadowUpdate update;
         update.key = key;
         update.desired = desired;
@@ -402,8 +401,6 @@ void JobRunner::run(Running& r) {
       i += to - from;
     }
     if (lost) break;
-    const query::Filter chunk_filter = query::Filter::parse(spec.filter, engine_.options().clock());
-    filter = &chunk_filter;
     std::vector<Outcome> outcomes(end - begin, Outcome::pending);
     std::vector<std::optional<Error>> errors(end - begin);
     std::atomic<std::uint64_t> taken{begin};
@@ -424,6 +421,8 @@ void JobRunner::run(Running& r) {
         const std::uint64_t last = std::min(end, first + block);
         if (!pacer.wait(r.stop, stopping_)) return;  // the block stays pending
         keys_read.assign(keys_of_chunk.begin() + (first - begin), keys_of_chunk.begin() + (last - begin));
+        // time:now is the moment the block is read (the filter parsed: it was at the job's start).
+        const query::Filter filter = query::Filter::parse(spec.filter, engine_.options().clock());
         std::vector<ShadowRecord> records;
         try {
           records = shadows.read(keys_read);
@@ -434,7 +433,7 @@ void JobRunner::run(Running& r) {
           const ShadowKey& key = keys_read[i - first];
           std::optional<ShadowRecord> read;
           if (!records.empty()) read = std::move(records[i - first]);
-          outcomes[i - begin] = judge_and_write(key, read, i < check_until, errors[i - begin]);
+          outcomes[i - begin] = judge_and_write(filter, key, read, i < check_until, errors[i - begin]);
           if (outcomes[i - begin] == Outcome::failed && spec.abort_after_failures &&
               ++failures >= *spec.abort_after_failures) {
             abort = true;
@@ -448,9 +447,19 @@ void JobRunner::run(Running& r) {
       for (std::size_t t = 1; t < n; ++t) helpers.emplace_back(work);
       work();
     }
-    // Count the outcomes up to the first target not done; a later one done is judged again,
-    // and found written if it was, when the job resumes.
-    for (std::uint64_t i = begin; i < end && outcomes[i - begin] != Outcome::pending; ++i, ++p.next) {
+    // Count the outcomes. `next` moves past the run of targets done from `begin`. A job that
+    // ends here (cancelled, or past its failures) counts every target done; one that stops to
+    // resume (shadowd stopping) leaves those after a target left pending to be checked, and
+    // counted, when it resumes (check_until): a target is never judged twice in one run.
+    const bool ends = r.cancelled || abort;
+    bool run = true;
+    for (std::uint64_t i = begin; i < end; ++i) {
+      run = run && outcomes[i - begin] != Outcome::pending;
+      if (run) {
+        ++p.next;
+      } else if (!ends) {
+        break;
+      }
       switch (outcomes[i - begin]) {
         case Outcome::succeeded: ++p.succeeded; break;
         case Outcome::skipped: ++p.skipped; break;

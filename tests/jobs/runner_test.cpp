@@ -5,6 +5,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "jobs/runner.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/stores.hpp"
 
 #include <atomic>
@@ -197,6 +198,9 @@ TEST_P(Fixture, RequestsAreValidatedBeforeAnythingIsWritten) {
   EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"clientToken":""})j"), "invalid_request:clientToken");
   EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":1},"other":1})j"), "invalid_request:other");
   EXPECT_EQ(code_of(R"j([1])j"), "invalid_request:");
+  // Past the section limit (200 bytes here) as compact JSON: every target would refuse it.
+  EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx","b":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}})j"),
+            "document_too_large:");
   EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","delete":"desired","dryRun":true,"ratePerSecond":0.5})j"), "accepted");
 }
 
@@ -258,6 +262,50 @@ TEST_P(Fixture, FailedTargetsAreCountedWithTheirErrorsAndCanAbortTheJob) {
   EXPECT_EQ(p.failed, 2u);
   EXPECT_LT(p.succeeded + p.failed + p.skipped, 10u);
   EXPECT_NE(p.reason.find("abortAfterFailures"), std::string::npos);
+}
+
+// A store whose read of the block holding `slow` takes a while, so that the workers of other
+// blocks run ahead of it.
+class SlowBlockStore final : public ForwardingStore {
+ public:
+  SlowBlockStore(ds::Store& inner, std::string slow) : ForwardingStore(inner), slow_(std::move(slow)) {}
+  std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
+    if (!keys.empty() && keys.front().thing == slow_) std::this_thread::sleep_for(300ms);
+    return ForwardingStore::read(keys);
+  }
+  using ForwardingStore::read;
+
+ private:
+  std::string slow_;
+};
+
+// A failure past a block still being written aborts the job: the targets done after that block
+// are counted, not judged and written again (each once, and every one written counted).
+TEST_P(Fixture, AnAbortWhileAnEarlierBlockIsWrittenCountsEveryTargetAndWritesNoneTwice) {
+  // Each write is seen: it desires what the shadow reports, acknowledged at once (a new desired
+  // version and history event each time); a05's grows its desired state past the limit.
+  std::vector<std::string> things;
+  for (int i = 0; i < 40; ++i) {
+    things.push_back("a" + std::string(i < 10 ? "0" : "") + std::to_string(i));
+    report(things.back(), i == 5 ? R"j({"on":true})j" : R"j({"on":true,"big":"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"})j");
+  }
+  desire("a05", R"j({"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"})j");
+  SlowBlockStore slow(*backend, "a00");
+  ds::Engine slow_engine{slow, engine_options()};
+  jobs::JobRunner runner(slow_engine, job_store, {.parallelism = 4});
+  const char* body = R"j({"filter":"eq(reported/on,true)","desired":{"big":"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"},"abortAfterFailures":1})j";
+  const ds::JobRecord job = runner.create(spec(body), {});
+  const jobs::JobProgress p = finished(runner, job.id);
+  EXPECT_EQ(p.status, jobs::JobStatus::failed);
+  EXPECT_EQ(p.failed, 1u);
+  std::uint64_t written = 0;
+  for (const std::string& thing : things) {
+    const std::size_t n = events_with(thing, "job:" + job.id);
+    EXPECT_LE(n, 1u) << thing;
+    written += n;
+  }
+  EXPECT_EQ(p.succeeded, written);
+  EXPECT_LT(written, 39u);
 }
 
 TEST_P(Fixture, LimitsRefuseTooManyTargetsAndTooManyRunningJobs) {
@@ -332,6 +380,43 @@ TEST_P(Fixture, AResumedJobWritesNoTargetTwiceAndForgetsNone) {
   EXPECT_EQ(p.runs, 2u);
   for (const ds::ShadowKey& k : targets) EXPECT_EQ(events_with(k.thing, token), 1u) << k.thing;
   EXPECT_EQ(engine.get({"r16", "main"}).record.desired.state_json, R"j({"go":false})j");
+}
+
+// A job stopped with `next` inside a page: the chunk it stopped in runs from `next`, and the
+// targets written after `next` up to that chunk's end are found written, not written again.
+TEST_P(Fixture, AJobResumedInsideAPageChecksTheWholeChunkItStoppedIn) {
+  std::vector<ds::ShadowKey> targets;
+  for (int i = 0; i < 60; ++i) {  // reporting what the job desires: each write is a new event
+    targets.push_back({"p" + std::to_string(10 + i), "main"});
+    report(targets.back().thing, R"j({"v":1,"go":true})j");
+  }
+  const std::string id = "0000000000000002-00000002", token = "job:" + id;
+  jobs::JobSpec s = spec(R"j({"filter":"eq(reported/v,1)","desired":{"go":true}})j");
+  s.client_token = token;
+  for (std::size_t page = 0; page * 5 < targets.size(); ++page) {
+    job_store.put_targets(id, page, std::span(targets).subspan(page * 5, 5));
+  }
+  // Targets 0-6 written and recorded; 55 and 56 written in the chunk [7, 57) but not recorded.
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 55, 56}) {
+    ds::ShadowUpdate u;
+    u.key = targets[i];
+    u.desired = ds::SectionUpdate{ds::parse_json(R"j({"go":true})j").as_object()};
+    u.client_token = token;
+    engine.update(u);
+  }
+  jobs::JobProgress p;
+  p.targets = 60;
+  p.succeeded = 7;
+  p.next = 7;
+  p.runs = 1;
+  p.created_ns = 1;
+  job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "dead-runner", INT64_MAX}, 10);
+  jobs::JobRunner runner(engine, job_store, {.page_size = 5});
+  runner.start();
+  p = finished(runner, id);
+  EXPECT_EQ(p.status, jobs::JobStatus::succeeded);
+  EXPECT_EQ(p.succeeded, 60u);
+  for (const ds::ShadowKey& k : targets) EXPECT_EQ(events_with(k.thing, token), 1u) << k.thing;
 }
 
 // On a store shared by several processes a runner takes up an active job only when its lease
