@@ -141,7 +141,10 @@ void JobRunner::supervise() {
   }
 }
 
+bool JobRunner::runs_jobs() const { return !options_.exclusive_store || !options_.runs_jobs || options_.runs_jobs(); }
+
 void JobRunner::take_up_jobs() {
+  if (!runs_jobs()) return;
   std::vector<JobRecord> active = store_.active_jobs();
   std::lock_guard lock(mutex_);
   for (auto it = running_.begin(); it != running_.end();) {  // reap the finished
@@ -254,7 +257,7 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
     }
     throw;
   }
-  if (job.active) launch(job);
+  if (job.active && runs_jobs()) launch(job);
   return job;
 }
 

@@ -26,11 +26,16 @@
 #include "live/hub.hpp"
 #include "shadowd/options.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <thread>
 
@@ -77,6 +82,37 @@ std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spe
   if (spec.kind != ds::shadowd::StoreKind::sqlite || spec.location == ":memory:") return {};
   return (std::filesystem::path(spec.location).parent_path() / "cursor.key").string();
 }
+
+// The job lock of a SQLite database: a file beside it that one process holds locked (flock) from
+// the first time it takes it until it exits. Of several shadowd on one database, its holder runs
+// the jobs; when it exits the next to ask takes it.
+class JobLock {
+ public:
+  explicit JobLock(std::string path) : path_(std::move(path)) {}
+  ~JobLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  JobLock(const JobLock&) = delete;
+  JobLock& operator=(const JobLock&) = delete;
+
+  bool held() {
+    std::lock_guard lock(mutex_);
+    if (fd_ >= 0) return true;
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return false;
+    }
+    fd_ = fd;
+    return true;
+  }
+
+ private:
+  const std::string path_;
+  std::mutex mutex_;
+  int fd_ = -1;
+};
 
 // Raises the soft open-file limit to the hard one and returns it; connections, the database
 // and outgoing requests all take descriptors.
@@ -267,6 +303,9 @@ int serve(const Settings& s) {
     o.max_active = s.max_jobs;
     o.limits.max_targets = s.max_job_targets;
     o.exclusive_store = !on_dynamodb;
+    if (store_spec.kind == ds::shadowd::StoreKind::sqlite && store_spec.location != ":memory:") {
+      o.runs_jobs = [lock = std::make_shared<JobLock>(store_spec.location + "-jobs.lock")] { return lock->held(); };
+    }
     o.lease = parse_duration(s.job_lease);
     o.on_error = [&logger](const std::string& job, const std::string& error) {
       logger.log(srv::LogLevel::error, "a job could not go on", {{"job", job}, {"error", error}});
