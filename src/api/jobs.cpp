@@ -1,7 +1,7 @@
 // Bulk jobs (docs/jobs.md): POST /v1/jobs (start, or a dry run), GET /v1/jobs[/{id}], POST
 // /v1/jobs/{id}/cancel. Starting and cancelling need a role that may write desired (delete, for a
 // job deleting desired); reading, one that may read. A token limited to some things selects
-// targets among those only.
+// targets among those only, and sees and cancels only the jobs started within them.
 #include "api/api.hpp"
 #include "api/handlers.hpp"
 
@@ -52,12 +52,22 @@ HttpResponse Api::jobs(Context& ctx) {
     const JobRecord job = runner.create(spec, scope);
     return json_response(202, jobs::render_job(job));
   }
+  // A token limited to some things sees (and cancels) only the jobs started within them.
+  auto visible = [&](const JobRecord& job) { return jobs::covers(scope, jobs::spec_of(job.spec).scope); };
   if (s.size() == 2) {
     http::allow_only(ctx.query, {"limit", "cursor"});
     authorize(ctx, Action::read, "");
     const std::size_t limit = parse_limit(ctx.query);
-    const std::string before = ctx.query.contains("cursor") ? decode_cursor(ctx.query["cursor"]) : "";
-    std::vector<JobRecord> list = runner.list(before, limit + 1);
+    std::string before = ctx.query.contains("cursor") ? decode_cursor(ctx.query["cursor"]) : "";
+    std::vector<JobRecord> list;
+    for (bool more = true; more && list.size() <= limit;) {
+      std::vector<JobRecord> page = runner.list(before, 100);
+      more = page.size() == 100;
+      if (!page.empty()) before = page.back().id;
+      for (JobRecord& job : page) {
+        if (list.size() <= limit && visible(job)) list.push_back(std::move(job));
+      }
+    }
     std::string out = "{\"jobs\":[";
     for (std::size_t i = 0; i < list.size() && i < limit; ++i) out += (i ? "," : "") + jobs::render_job(list[i], false);
     out += ']';
@@ -69,14 +79,10 @@ HttpResponse Api::jobs(Context& ctx) {
   }
   http::allow_only(ctx.query, {});
   check_job_id(s[2]);
-  if (s.size() == 4) {
-    authorize(ctx, Action::write_desired, "");
-    return json_response(200, jobs::render_job(runner.cancel(s[2])));
-  }
-  authorize(ctx, Action::read, "");
+  authorize(ctx, s.size() == 4 ? Action::write_desired : Action::read, "");
   std::optional<JobRecord> job = runner.get(s[2]);
-  if (!job) throw Error::not_found("no job " + s[2]);
-  return json_response(200, jobs::render_job(*job));
+  if (!job || !visible(*job)) throw Error::not_found("no job " + s[2]);
+  return json_response(200, jobs::render_job(s.size() == 4 ? runner.cancel(s[2]) : *job));
 }
 
 }  // namespace deviceshadow::api

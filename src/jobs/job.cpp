@@ -7,6 +7,7 @@
 #include "deviceshadow/validation.hpp"
 #include "query/filter.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace deviceshadow::jobs {
@@ -111,7 +112,20 @@ std::string render_spec(const JobSpec& spec) {
   o["clientToken"] = spec.client_token;
   if (spec.rate) o["ratePerSecond"] = *spec.rate;
   if (spec.abort_after_failures) o["abortAfterFailures"] = *spec.abort_after_failures;
+  if (!spec.scope.empty()) {
+    json::array& scope = o["scope"].emplace_array();
+    for (const ThingPattern& p : spec.scope) scope.emplace_back(p.prefix ? p.text + "*" : p.text);
+  }
   return to_json(o);
+}
+
+bool covers(std::span<const ThingPattern> token, std::span<const ThingPattern> scope) {
+  if (token.empty()) return true;
+  return !scope.empty() && std::all_of(scope.begin(), scope.end(), [&](const ThingPattern& q) {
+    return std::any_of(token.begin(), token.end(), [&](const ThingPattern& p) {
+      return p.prefix ? q.text.starts_with(p.text) : !q.prefix && q.text == p.text;
+    });
+  });
 }
 
 JobSpec spec_of(std::string_view stored) {
@@ -124,6 +138,13 @@ JobSpec spec_of(std::string_view stored) {
   spec.client_token = o.at("clientToken").as_string();
   if (const json::value* r = o.if_contains("ratePerSecond")) spec.rate = r->to_number<double>();
   if (const json::value* a = o.if_contains("abortAfterFailures")) spec.abort_after_failures = a->to_number<std::uint64_t>();
+  if (const json::value* scope = o.if_contains("scope")) {
+    for (const json::value& p : scope->as_array()) {
+      const std::string_view text = p.as_string();
+      const bool prefix = text.ends_with('*');
+      spec.scope.push_back({std::string(prefix ? text.substr(0, text.size() - 1) : text), prefix});
+    }
+  }
   return spec;
 }
 
@@ -179,7 +200,8 @@ JobProgress progress_of(std::string_view stored) {
 
 std::string render_job(const JobRecord& job, bool with_errors) {
   const JobProgress p = progress_of(job.progress);
-  const JobSpec spec = spec_of(job.spec);
+  JobSpec spec = spec_of(job.spec);
+  spec.scope.clear();  // who may see the job: not part of the request shown
   std::string out = "{\"id\":";
   append_json_string(out, job.id);
   out += ",\"status\":";

@@ -4,11 +4,13 @@
 #pragma once
 
 #include "deviceshadow/document.hpp"
+#include "deviceshadow/engine.hpp"
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/job_store.hpp"
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +33,12 @@ struct JobSpec {
   bool dry_run = false;                 // not stored
   std::optional<double> rate;           // targets per second at most; nullopt: as fast as it goes
   std::optional<std::uint64_t> abort_after_failures;  // stop once this many targets failed
+  std::vector<ThingPattern> scope;      // the things of the token that started it (empty: every thing)
 };
+
+// Whether a token limited to `token` things (empty: every thing) covers every thing a job of
+// `scope` may target: then it may see and cancel the job.
+bool covers(std::span<const ThingPattern> token, std::span<const ThingPattern> scope);
 
 // Parses and validates a request body: unknown members, types, ranges, the filter (parsed with
 // time:now at now_ns) and the desired state (validate_state, as a desired write does). Throws

@@ -215,6 +215,7 @@ DryRun JobRunner::dry_run(const JobSpec& spec, std::span<const ThingPattern> sco
 }
 
 JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
+  spec.scope.assign(scope.begin(), scope.end());
   std::lock_guard creating(create_mutex_);
   // Refused before selecting anything when this process can tell; the store counts again,
   // exactly, when the job is stored.

@@ -148,7 +148,8 @@ def sha256(text):
 class Roles(ApiTestCase):
     def test_devices_may_not_start_jobs_and_scoped_apps_target_only_their_things(self):
         with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as f:
-            f.write(f"{sha256('admin')} admin\n{sha256('device')} device\n{sha256('scoped')} app house-*\n")
+            f.write(f"{sha256('admin')} admin\n{sha256('device')} device\n{sha256('scoped')} app house-*\n"
+                    f"{sha256('barn')} app barn-*\n{sha256('one')} device house-1\n")
         server = Server("--tokens", f.name)
         try:
             for thing in ("house-1", "house-2", "barn-1"):
@@ -160,6 +161,21 @@ class Roles(ApiTestCase):
             self.assertEqual(r.json()["targets"], 2)
             self.assertEqual(finished_with(server, r.json()["id"], "admin")["succeeded"], 2)
             self.assertEqual(server.get(shadow_path("barn-1"), token="admin").json()["desired"]["version"], 0)
+            # A scoped token sees and cancels only the jobs started within its things: the
+            # house-* job is the admin's and house-*'s, not barn-*'s nor house-1's alone.
+            admin_job = server.post("/v1/jobs", {**body, "ratePerSecond": 0.5}, token="admin").json()
+            scoped_job = r.json()
+            listed = lambda token: [j["id"] for j in server.get("/v1/jobs", token=token).json()["jobs"]]
+            self.assertEqual(listed("admin"), [admin_job["id"], scoped_job["id"]])
+            self.assertEqual(listed("scoped"), [scoped_job["id"]])
+            self.assertEqual(listed("barn"), [])
+            self.assertEqual(listed("one"), [])
+            self.assertNotIn("scope", server.get(f"/v1/jobs/{scoped_job['id']}", token="scoped").json())
+            for token, job in (("barn", scoped_job), ("scoped", admin_job), ("one", scoped_job)):
+                self.assertError(server.get(f"/v1/jobs/{job['id']}", token=token), 404, "not_found")
+            self.assertError(server.post(f"/v1/jobs/{admin_job['id']}/cancel", {}, token="scoped"), 404, "not_found")
+            self.assertEqual(server.get(f"/v1/jobs/{admin_job['id']}", token="admin").json()["status"], "running")
+            self.assertEqual(server.post(f"/v1/jobs/{admin_job['id']}/cancel", {}, token="admin").json()["status"], "cancelled")
         finally:
             server.close()
             os.unlink(f.name)
