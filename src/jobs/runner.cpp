@@ -417,11 +417,31 @@ void JobRunner::run(Running& r) {
     // progress record renews the lease long before it ends. Blocks are taken in order and each
     // is finished, so the targets done stay one run from `begin`.
     const auto renew_by = std::chrono::steady_clock::now() + options_.lease / 3;
+    // A cancel in another process (shadowd sharing the store) is seen by reading the job again,
+    // by one worker about every second: the job stops within about a second, not at the chunk's
+    // end. Then it ends as cancelled, as a local cancel ends it.
+    std::atomic<std::int64_t> next_look{0};
+    auto cancelled_elsewhere = [&] {
+      const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+      std::int64_t due = next_look.load();
+      if (now < due || !next_look.compare_exchange_strong(due, now + std::chrono::nanoseconds(std::chrono::seconds(1)).count())) return false;
+      if (due == 0) return false;  // the chunk's start: the job was just read or saved
+      try {
+        const std::optional<JobRecord> stored = store_.job(rec.id);
+        if (stored && progress_of(stored->progress).status == JobStatus::cancelled) {
+          r.cancelled = true;
+          r.stop = true;
+        }
+      } catch (const std::exception&) {  // the store failing: the next save tells
+      }
+      return r.stop.load();
+    };
     auto time_left = [&] { return options_.exclusive_store || std::chrono::steady_clock::now() < renew_by; };
     auto work = [&] {
       std::vector<ShadowKey> keys_read;
       for (std::uint64_t first;
-           !r.stop && !stopping_ && !abort && time_left() && (first = taken.fetch_add(block)) < end;) {
+           !r.stop && !stopping_ && !abort && time_left() && !cancelled_elsewhere() &&
+           (first = taken.fetch_add(block)) < end;) {
         const std::uint64_t last = std::min(end, first + block);
         if (!pacer.wait(r.stop, stopping_)) return;  // the block stays pending
         keys_read.assign(keys_of_chunk.begin() + (first - begin), keys_of_chunk.begin() + (last - begin));

@@ -448,6 +448,50 @@ TEST_P(Fixture, OnAnExclusiveStoreOnlyTheRunnerHoldingTheJobLockRunsJobs) {
   }
 }
 
+// A store whose every read of several shadows at once (a job's block of targets) takes a
+// while: a job's chunk lasts seconds.
+class SlowBlocksStore final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
+    if (keys.size() > 1) std::this_thread::sleep_for(50ms);
+    return ForwardingStore::read(keys);
+  }
+  using ForwardingStore::read;
+};
+
+// A job cancelled by another shadowd stops within about a second, not at the end of the chunk
+// its runner was writing (here 200 targets, about 2.5 s).
+TEST_P(Fixture, AJobCancelledElsewhereStopsWithinASecond) {
+  std::vector<std::string> things;
+  for (int i = 0; i < 200; ++i) {
+    things.push_back("c" + std::to_string(1000 + i));
+    report(things.back(), R"j({"v":1,"go":true})j");
+  }
+  SlowBlocksStore slow(*backend);
+  ds::Engine slow_engine{slow, engine_options()};
+  jobs::JobRunner running(slow_engine, job_store, {.parallelism = 1, .page_size = 100, .exclusive_store = false, .owner = "running"});
+  jobs::JobRunner elsewhere(engine, job_store, {.exclusive_store = false, .owner = "elsewhere"});
+  const std::string id = running.create(spec(R"j({"filter":"eq(reported/v,1)","desired":{"go":true}})j"), {}).id;
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(jobs::progress_of(elsewhere.cancel(id).progress).status, jobs::JobStatus::cancelled);
+  // The cancel is recorded at once; the runner records what it wrote once it has stopped.
+  auto written = [&] {
+    std::uint64_t n = 0;
+    for (const std::string& thing : things) n += events_with(thing, "job:" + id);
+    return n;
+  };
+  jobs::JobProgress p;
+  for (int i = 0; i < 300; ++i) {  // a bound on liveness, not a timing test
+    p = jobs::progress_of(running.get(id)->progress);
+    if (p.succeeded > 0 && p.succeeded == written()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(p.status, jobs::JobStatus::cancelled);
+  EXPECT_EQ(p.succeeded, written());
+  EXPECT_LT(p.succeeded, 150u) << "stopped only at the end of its chunk";
+}
+
 // On a store shared by several processes a runner takes up an active job only when its lease
 // has expired (or is its own), and holds it with a lease of its own.
 TEST_P(Fixture, ARunnerOnASharedStoreTakesOverOnlyJobsWhoseLeaseExpired) {
