@@ -33,6 +33,15 @@ std::string page_sk(std::uint64_t page) {
   return sk;
 }
 
+// A page's targets encoded in parts of at most kTargetPartBytes each, halved until each fits.
+constexpr std::size_t kTargetPartBytes = 300 << 10;
+void encode_parts(std::span<const ShadowKey> targets, std::vector<std::string>& out) {
+  std::string list = encode_target_page(targets);
+  if (list.size() <= kTargetPartBytes || targets.size() < 2) return out.push_back(std::move(list));
+  encode_parts(targets.first(targets.size() / 2), out);
+  encode_parts(targets.subspan(targets.size() / 2), out);
+}
+
 json::object job_item(const JobRecord& job, std::uint64_t revision) {
   json::object item{{"PK", S(kJobsPk)},
                     {"SK", S(job.id)},
@@ -217,23 +226,38 @@ void DynamoDbStore::remove_job(std::string_view id) {
            true, options_.max_attempts);
 }
 
+// A page of targets past kTargetPartBytes (1,000 things of up to 512 bytes, more when escaped)
+// is stored as several items: the first (the page's own key) names how many, the others follow
+// it as "PAGE#PART". The later parts are written first.
 void DynamoDbStore::put_targets(std::string_view job, std::uint64_t page, std::span<const ShadowKey> targets) {
-  const std::string list = encode_target_page(targets);
-  check_size(list.size() + 64);
-  call("PutItem",
-       {{"TableName", options_.table},
-        {"Item", json::object{{"PK", S(targets_pk(job))}, {"SK", S(page_sk(page))}, {"targets", S(list)}}}},
-       true);
+  std::vector<std::string> parts;
+  encode_parts(targets, parts);
+  for (std::size_t i = parts.size(); i-- > 0;) {
+    check_size(parts[i].size() + 64);
+    json::object item{{"PK", S(targets_pk(job))},
+                      {"SK", S(i == 0 ? page_sk(page) : page_sk(page) + "#" + std::to_string(i))},
+                      {"targets", S(parts[i])}};
+    if (i == 0 && parts.size() > 1) item["parts"] = N(static_cast<std::int64_t>(parts.size()));
+    call("PutItem", {{"TableName", options_.table}, {"Item", std::move(item)}}, true);
+  }
 }
 
 std::vector<ShadowKey> DynamoDbStore::targets(std::string_view job, std::uint64_t page) {
-  json::value r = call("GetItem",
-                       {{"TableName", options_.table},
-                        {"Key", json::object{{"PK", S(targets_pk(job))}, {"SK", S(page_sk(page))}}},
-                        {"ConsistentRead", true}},
-                       true);
-  const json::value* item = r.as_object().if_contains("Item");
-  return item ? decode_target_page(get_s(item->as_object(), "targets")) : std::vector<ShadowKey>{};
+  std::vector<ShadowKey> out;
+  for (std::int64_t part = 0, parts = 1; part < parts; ++part) {
+    const std::string sk = part == 0 ? page_sk(page) : page_sk(page) + "#" + std::to_string(part);
+    json::value r = call("GetItem",
+                         {{"TableName", options_.table},
+                          {"Key", json::object{{"PK", S(targets_pk(job))}, {"SK", S(sk)}}},
+                          {"ConsistentRead", true}},
+                         true);
+    const json::value* item = r.as_object().if_contains("Item");
+    if (!item) break;
+    if (part == 0 && item->as_object().contains("parts")) parts = get_n(item->as_object(), "parts");
+    std::vector<ShadowKey> keys = decode_target_page(get_s(item->as_object(), "targets"));
+    out.insert(out.end(), std::make_move_iterator(keys.begin()), std::make_move_iterator(keys.end()));
+  }
+  return out;
 }
 
 void DynamoDbStore::remove_targets(std::string_view job) { delete_partition(targets_pk(job), "job targets"); }

@@ -102,6 +102,11 @@ TEST_P(Fixture, JobStoreKeepsJobsByRevisionAndTargetsByPage) {
   job_store.put_targets(job.id, 0, page);
   EXPECT_EQ(job_store.targets(job.id, 0), page);
   EXPECT_TRUE(job_store.targets(job.id, 1).empty());
+  // A page of things as long as they may be, each byte escaped: more than one DynamoDB item holds.
+  std::vector<ds::ShadowKey> long_page;
+  for (int i = 0; i < 1000; ++i) long_page.push_back({std::string(508, '"') + std::to_string(1000 + i), "main"});
+  job_store.put_targets(job.id, 2, long_page);
+  EXPECT_EQ(job_store.targets(job.id, 2), long_page);
   job_store.remove_job(job.id);
   EXPECT_FALSE(job_store.job(job.id).has_value());
   EXPECT_TRUE(job_store.targets(job.id, 0).empty());
