@@ -63,6 +63,29 @@ struct Fixture : testing::TestWithParam<StoreKind> {
     }
     return n;
   }
+  // Writes the job's desired state {"go":true} to `key` with its client token, as its runner did.
+  void write_as_job(const ds::ShadowKey& key, const std::string& token) {
+    ds::ShadowUpdate u;
+    u.key = key;
+    u.desired = ds::SectionUpdate{ds::parse_json(R"j({"go":true})j").as_object()};
+    u.client_token = token;
+    engine.update(u);
+  }
+  // Stores job `id` as a crashed runner left it, the outcome of its first `next` targets recorded,
+  // and runs it to its end in a new runner (pages of 5 targets).
+  jobs::JobProgress resume_crashed(const std::string& id, const jobs::JobSpec& s, std::uint64_t targets,
+                                   std::uint64_t next) {
+    jobs::JobProgress p;
+    p.targets = targets;
+    p.succeeded = next;
+    p.next = next;
+    p.runs = 1;
+    p.created_ns = 1;
+    job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "dead-runner", INT64_MAX}, 10);
+    jobs::JobRunner runner(engine, job_store, {.page_size = 5});
+    runner.start();
+    return finished(runner, id);
+  }
   jobs::JobProgress finished(jobs::JobRunner& runner, const std::string& id) {
     jobs::JobProgress p;
     for (int i = 0; i < 3000; ++i) {  // a bound on liveness, not a timing test
@@ -362,24 +385,9 @@ TEST_P(Fixture, AResumedJobWritesNoTargetTwiceAndForgetsNone) {
   job_store.put_targets(id, 1, std::span(targets).subspan(5, 5));
   job_store.put_targets(id, 2, std::span(targets).subspan(10));
   // Targets 0-5 written and 0-4 recorded; 6 and 8 written but not recorded (the page of `next`).
-  for (int i : {0, 1, 2, 3, 4, 5, 6, 8}) {
-    ds::ShadowUpdate u;
-    u.key = targets[i];
-    u.desired = ds::SectionUpdate{ds::parse_json(R"j({"go":true})j").as_object()};
-    u.client_token = token;
-    engine.update(u);
-  }
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 8}) write_as_job(targets[i], token);
   desire("r16", R"j({"go":false})j");  // someone changed it since: writing it again would show
-  jobs::JobProgress p;
-  p.targets = 12;
-  p.succeeded = 5;
-  p.next = 5;
-  p.runs = 1;
-  p.created_ns = 1;
-  job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "dead-runner", INT64_MAX}, 10);
-  jobs::JobRunner runner(engine, job_store, {.page_size = 5});
-  runner.start();
-  p = finished(runner, id);
+  const jobs::JobProgress p = resume_crashed(id, s, 12, 5);
   EXPECT_EQ(p.status, jobs::JobStatus::succeeded);
   EXPECT_EQ(p.succeeded, 12u);
   EXPECT_EQ(p.runs, 2u);
@@ -402,23 +410,8 @@ TEST_P(Fixture, AJobResumedInsideAPageChecksTheWholeChunkItStoppedIn) {
     job_store.put_targets(id, page, std::span(targets).subspan(page * 5, 5));
   }
   // Targets 0-6 written and recorded; 55 and 56 written in the chunk [7, 57) but not recorded.
-  for (int i : {0, 1, 2, 3, 4, 5, 6, 55, 56}) {
-    ds::ShadowUpdate u;
-    u.key = targets[i];
-    u.desired = ds::SectionUpdate{ds::parse_json(R"j({"go":true})j").as_object()};
-    u.client_token = token;
-    engine.update(u);
-  }
-  jobs::JobProgress p;
-  p.targets = 60;
-  p.succeeded = 7;
-  p.next = 7;
-  p.runs = 1;
-  p.created_ns = 1;
-  job_store.create_job({id, jobs::render_spec(s), jobs::render_progress(p), true, 1, "dead-runner", INT64_MAX}, 10);
-  jobs::JobRunner runner(engine, job_store, {.page_size = 5});
-  runner.start();
-  p = finished(runner, id);
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 55, 56}) write_as_job(targets[i], token);
+  const jobs::JobProgress p = resume_crashed(id, s, 60, 7);
   EXPECT_EQ(p.status, jobs::JobStatus::succeeded);
   EXPECT_EQ(p.succeeded, 60u);
   for (const ds::ShadowKey& k : targets) EXPECT_EQ(events_with(k.thing, token), 1u) << k.thing;
