@@ -965,13 +965,17 @@ struct PastRecord {
   std::size_t events_read = 0;
 };
 
+// invalid_request when a moment is a time later than now, naming the parameter that gave it.
+void refuse_future(const Engine& engine, const Moment& moment) {
+  if (moment.kind == Moment::Kind::time && moment.time_ns > engine.options().clock()) {
+    throw Error::invalid_request("the moment asked for is in the future", moment.field);
+  }
+}
+
 PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& moment, bool leaf_times) {
   if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
   validate_thing(key.thing);
-  const std::int64_t now = engine.options().clock();
-  if (moment.kind == Moment::Kind::time && moment.time_ns > now) {
-    throw Error::invalid_request("the moment asked for is in the future", moment.field);
-  }
+  refuse_future(engine, moment);
   if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment)) {
     if (std::optional<Journal> j = read_window(engine.store(), key, *target)) {
       j->leaf_times = leaf_times;
@@ -1122,6 +1126,8 @@ HistoryBounds history_bounds(Engine& engine, const ShadowKey& key) {
 }
 
 ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from, const std::optional<Moment>& to) {
+  refuse_future(engine, from);
+  if (to) refuse_future(engine, *to);
   Moment now;
   now.time_ns = engine.options().clock();
   const PastRecord before = past_record(engine, key, from, false), after = past_record(engine, key, to ? *to : now, false);
