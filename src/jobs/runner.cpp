@@ -223,9 +223,12 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
   const std::int64_t now = engine_.options().clock();
   const std::string id = new_job_id(now);
   if (spec.client_token.empty()) spec.client_token = "job:" + id;
+  // A job this process does not run is left for the runner that does, untaken: its first run
+  // then checks nothing as already written.
+  const bool runs_here = runs_jobs();
   JobProgress p;
   p.created_ns = now;
-  p.runs = 1;
+  p.runs = runs_here ? 1 : 0;
   try {
     std::vector<ShadowKey> page;
     std::uint64_t pages = 0;
@@ -245,8 +248,8 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
     p.status = JobStatus::succeeded;
     p.finished_ns = now;
   }
-  JobRecord job{id, render_spec(spec), render_progress(p), !p.finished(), 1, options_.owner,
-                now + std::chrono::nanoseconds(options_.lease).count()};
+  JobRecord job{id, render_spec(spec), render_progress(p), !p.finished(), 1, runs_here ? options_.owner : std::string(),
+                runs_here ? now + std::chrono::nanoseconds(options_.lease).count() : 0};
   std::lock_guard lock(mutex_);
   try {
     store_.create_job(job, options_.max_active);
@@ -258,7 +261,7 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
     }
     throw;
   }
-  if (job.active && runs_jobs()) launch(job);
+  if (job.active && runs_here) launch(job);
   return job;
 }
 
@@ -419,12 +422,17 @@ void JobRunner::run(Running& r) {
     const auto renew_by = std::chrono::steady_clock::now() + options_.lease / 3;
     // A cancel in another process (shadowd sharing the store) is seen by reading the job again,
     // by one worker about every second: the job stops within about a second, not at the chunk's
-    // end. Then it ends as cancelled, as a local cancel ends it.
-    std::atomic<std::int64_t> next_look{0};
+    // end. Then it ends as cancelled, as a local cancel ends it. A store no other process opens
+    // (memory, or an exclusive one without a job lock) is not read.
+    using Ticks = std::chrono::steady_clock::duration;
+    const bool shared = !options_.exclusive_store || options_.runs_jobs;
+    std::atomic<Ticks::rep> next_look{0};
     auto cancelled_elsewhere = [&] {
-      const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-      std::int64_t due = next_look.load();
-      if (now < due || !next_look.compare_exchange_strong(due, now + std::chrono::nanoseconds(std::chrono::seconds(1)).count())) return false;
+      if (!shared) return false;
+      const Ticks::rep now = std::chrono::steady_clock::now().time_since_epoch().count();
+      Ticks::rep due = next_look.load();
+      const Ticks::rep then = now + std::chrono::duration_cast<Ticks>(std::chrono::seconds(1)).count();
+      if (now < due || !next_look.compare_exchange_strong(due, then)) return false;
       if (due == 0) return false;  // the chunk's start: the job was just read or saved
       try {
         const std::optional<JobRecord> stored = store_.job(rec.id);

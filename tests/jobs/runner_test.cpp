@@ -229,6 +229,13 @@ TEST_P(Fixture, RequestsAreValidatedBeforeAnythingIsWritten) {
   // Past the section limit (200 bytes here) as compact JSON: every target would refuse it.
   EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","desired":{"a":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx","b":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}})j"),
             "document_too_large:");
+  // Null members delete: they are not held, and not counted.
+  const std::string nulls = R"j({"filter":"exists(reported/a)","desired":{"a":1)j" + [] {
+    std::string members;
+    for (int i = 0; i < 40; ++i) members += ",\"n" + std::to_string(i) + "\":null";
+    return members;
+  }() + "}}";
+  EXPECT_EQ(code_of(nulls.c_str()), "accepted");
   EXPECT_EQ(code_of(R"j({"filter":"exists(reported/a)","delete":"desired","dryRun":true,"ratePerSecond":0.5})j"), "accepted");
 }
 
@@ -442,6 +449,7 @@ TEST_P(Fixture, OnAnExclusiveStoreOnlyTheRunnerHoldingTheJobLockRunsJobs) {
     }
     EXPECT_EQ(p.status, jobs::JobStatus::succeeded);
     EXPECT_EQ(p.succeeded, 10u);
+    EXPECT_EQ(p.runs, 1u) << "a job handed to the lock holder is its first run, not a resumption";
     for (int i = 0; i < 10; ++i) EXPECT_EQ(events_with("x" + std::to_string(i), "job:" + id), 1u);
   }
 }
@@ -518,6 +526,27 @@ TEST_P(Fixture, ARunnerOnASharedStoreTakesOverOnlyJobsWhoseLeaseExpired) {
   EXPECT_EQ(other.owner, "other-runner");
   EXPECT_EQ(other.revision, 1u);
   EXPECT_EQ(events_with("l00000002", "job:" + held), 0u);
+}
+
+// A job keeps the patterns of the token that started it as they were: an exact pattern ending in
+// `*` stays exact. A token limited to `*` covers every job, also one started without limits.
+TEST(JobScope, RoundTripsAndCovers) {
+  const ds::ThingPattern star_exact{"a*", false}, prefix{"b", true}, every{"", true}, house{"house-", true};
+  jobs::JobSpec s;
+  s.filter = "true";
+  s.client_token = "t";
+  s.scope = {star_exact, prefix};
+  EXPECT_EQ(jobs::spec_of(jobs::render_spec(s)).scope, s.scope);
+
+  const std::vector<ds::ThingPattern> unscoped;
+  EXPECT_TRUE(jobs::covers({&every, 1}, unscoped));
+  EXPECT_FALSE(jobs::covers({&house, 1}, unscoped));
+  EXPECT_TRUE(jobs::covers(unscoped, s.scope));
+  EXPECT_TRUE(jobs::covers({&every, 1}, s.scope));
+  EXPECT_TRUE(jobs::covers(s.scope, s.scope));
+  EXPECT_FALSE(jobs::covers({&prefix, 1}, s.scope));  // "b*" does not cover the exact "a*"
+  const ds::ThingPattern a_prefix{"a", true};
+  EXPECT_FALSE(jobs::covers({&star_exact, 1}, {&a_prefix, 1}));  // nor an exact "a*" every "a…"
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Fixture, testing::ValuesIn(all_store_kinds()), store_kind_name);
