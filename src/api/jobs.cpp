@@ -14,6 +14,10 @@
 namespace deviceshadow::api {
 namespace {
 
+// A page of jobs for a token limited to some things is gathered from reads of kJobsPerRead
+// jobs, examining kMaxJobsExamined at most per request.
+constexpr std::size_t kJobsPerRead = 100, kMaxJobsExamined = 1000;
+
 // Job ids as the runner makes them: 16 hex digits, '-', 8 hex digits.
 void check_job_id(const std::string& id) {
   const bool valid = id.size() == 25 && id[16] == '-' && std::all_of(id.begin(), id.end(), [](char c) {
@@ -60,20 +64,34 @@ HttpResponse Api::jobs(Context& ctx) {
     const std::size_t limit = parse_limit(ctx.query);
     std::string before = ctx.query.contains("cursor") ? decode_cursor(ctx.query["cursor"]) : "";
     std::vector<JobRecord> list;
-    for (bool more = true; more && list.size() <= limit;) {
-      std::vector<JobRecord> page = runner.list(before, 100);
-      more = page.size() == 100;
-      if (!page.empty()) before = page.back().id;
-      for (JobRecord& job : page) {
-        if (list.size() <= limit && visible(job)) list.push_back(std::move(job));
+    std::optional<std::string> resume;  // where the next page starts, when there may be one
+    if (scope.empty()) {
+      list = runner.list(before, limit + 1);
+    } else {  // examines a bounded number of jobs: a page may hold fewer than `limit`, with a cursor
+      for (std::size_t examined = 0; list.size() <= limit; examined += kJobsPerRead) {
+        if (examined == kMaxJobsExamined) {
+          resume = before;
+          break;
+        }
+        std::vector<JobRecord> page = runner.list(before, kJobsPerRead);
+        for (JobRecord& job : page) {
+          if (list.size() > limit) break;
+          before = job.id;
+          if (visible(job)) list.push_back(std::move(job));
+        }
+        if (page.size() < kJobsPerRead) break;
       }
     }
-    std::string out = "{\"jobs\":[";
-    for (std::size_t i = 0; i < list.size() && i < limit; ++i) out += (i ? "," : "") + jobs::render_job(list[i], false);
-    out += ']';
     if (list.size() > limit) {
+      list.resize(limit);
+      resume = list.back().id;
+    }
+    std::string out = "{\"jobs\":[";
+    for (std::size_t i = 0; i < list.size(); ++i) out += (i ? "," : "") + jobs::render_job(list[i], false);
+    out += ']';
+    if (resume) {
       out += ",\"cursor\":";
-      append_json_string(out, encode_cursor(list[limit - 1].id));
+      append_json_string(out, encode_cursor(*resume));
     }
     return json_response(200, out + "}");
   }

@@ -91,9 +91,12 @@ JobSpec parse_job_request(std::string_view body, const DocumentOptions& document
   if (!spec.desired && !has_delete) throw Error::invalid_request("desired (a state) or delete: \"desired\" is required", "desired");
   if (spec.desired) {
     if (spec.desired->empty()) throw Error::invalid_request("desired must not be empty", "desired");
-    validate_state(*spec.desired, document);  // the checks a desired write makes
-    // A state no section may hold would fail at every target (its null members aside).
-    if (const std::size_t size = to_json(*spec.desired).size(); size > document.limits.max_state_bytes) {
+    // A state no section may hold would fail at every target: measured as an empty section holds
+    // it once merged (its null members delete, and are not held).
+    validate_state(*spec.desired, document);  // as a desired write checks
+    json::object held;
+    merge_section(held, *spec.desired, spec.mode, Section::desired, document.timestamp_keys);
+    if (const std::size_t size = to_json(held).size(); size > document.limits.max_state_bytes) {
       throw Error::too_large("desired state", size, document.limits.max_state_bytes);
     }
   }
@@ -114,14 +117,16 @@ std::string render_spec(const JobSpec& spec) {
   if (spec.abort_after_failures) o["abortAfterFailures"] = *spec.abort_after_failures;
   if (!spec.scope.empty()) {
     json::array& scope = o["scope"].emplace_array();
-    for (const ThingPattern& p : spec.scope) scope.emplace_back(p.prefix ? p.text + "*" : p.text);
+    for (const ThingPattern& p : spec.scope) scope.emplace_back(json::object{{"text", p.text}, {"prefix", p.prefix}});
   }
   return to_json(o);
 }
 
 bool covers(std::span<const ThingPattern> token, std::span<const ThingPattern> scope) {
   if (token.empty()) return true;
-  return !scope.empty() && std::all_of(scope.begin(), scope.end(), [&](const ThingPattern& q) {
+  static const ThingPattern every_thing{"", true};
+  if (scope.empty()) scope = {&every_thing, 1};
+  return std::all_of(scope.begin(), scope.end(), [&](const ThingPattern& q) {
     return std::any_of(token.begin(), token.end(), [&](const ThingPattern& p) {
       return p.prefix ? q.text.starts_with(p.text) : !q.prefix && q.text == p.text;
     });
@@ -140,9 +145,8 @@ JobSpec spec_of(std::string_view stored) {
   if (const json::value* a = o.if_contains("abortAfterFailures")) spec.abort_after_failures = a->to_number<std::uint64_t>();
   if (const json::value* scope = o.if_contains("scope")) {
     for (const json::value& p : scope->as_array()) {
-      const std::string_view text = p.as_string();
-      const bool prefix = text.ends_with('*');
-      spec.scope.push_back({std::string(prefix ? text.substr(0, text.size() - 1) : text), prefix});
+      const json::object& pattern = p.as_object();
+      spec.scope.push_back({std::string(pattern.at("text").as_string()), pattern.at("prefix").as_bool()});
     }
   }
   return spec;

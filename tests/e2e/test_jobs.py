@@ -149,7 +149,7 @@ class Roles(ApiTestCase):
     def test_devices_may_not_start_jobs_and_scoped_apps_target_only_their_things(self):
         with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as f:
             f.write(f"{sha256('admin')} admin\n{sha256('device')} device\n{sha256('scoped')} app house-*\n"
-                    f"{sha256('barn')} app barn-*\n{sha256('one')} device house-1\n")
+                    f"{sha256('barn')} app barn-*\n{sha256('one')} device house-1\n{sha256('star')} app *\n")
         server = Server("--tokens", f.name)
         try:
             for thing in ("house-1", "house-2", "barn-1"):
@@ -167,6 +167,7 @@ class Roles(ApiTestCase):
             scoped_job = r.json()
             listed = lambda token: [j["id"] for j in server.get("/v1/jobs", token=token).json()["jobs"]]
             self.assertEqual(listed("admin"), [admin_job["id"], scoped_job["id"]])
+            self.assertEqual(listed("star"), [admin_job["id"], scoped_job["id"]])
             self.assertEqual(listed("scoped"), [scoped_job["id"]])
             self.assertEqual(listed("barn"), [])
             self.assertEqual(listed("one"), [])
@@ -176,6 +177,30 @@ class Roles(ApiTestCase):
             self.assertError(server.post(f"/v1/jobs/{admin_job['id']}/cancel", {}, token="scoped"), 404, "not_found")
             self.assertEqual(server.get(f"/v1/jobs/{admin_job['id']}", token="admin").json()["status"], "running")
             self.assertEqual(server.post(f"/v1/jobs/{admin_job['id']}/cancel", {}, token="admin").json()["status"], "cancelled")
+        finally:
+            server.close()
+            os.unlink(f.name)
+
+    def test_a_scoped_listing_examines_a_bounded_number_of_jobs(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as f:
+            f.write(f"{sha256('admin')} admin\n{sha256('scoped')} app house-*\n")
+        server = Server("--tokens", f.name)
+        try:
+            server.post(shadow_path("house-1", "main", "reported"), {"state": {"a": 1}}, token="admin")
+            mine = server.post("/v1/jobs", {"filter": "eq(reported/a,1)", "desired": {"b": 2}}, token="scoped").json()
+            nothing = {"filter": "eq(reported/a,2)", "desired": {"b": 2}}  # finishes at once
+            for _ in range(1000):
+                self.assertEqual(server.post("/v1/jobs", nothing, token="admin").status_code, 202)
+            page = server.get("/v1/jobs", token="scoped").json()
+            self.assertEqual(page["jobs"], [])  # the 1,000 newest are the admin's
+            page = server.get("/v1/jobs", params={"cursor": page["cursor"]}, token="scoped").json()
+            self.assertEqual([j["id"] for j in page["jobs"]], [mine["id"]])
+            self.assertNotIn("cursor", page)
+            page = server.get("/v1/jobs", params={"limit": 1000}, token="admin").json()
+            self.assertEqual(len(page["jobs"]), 1000)
+            page = server.get("/v1/jobs", params={"cursor": page["cursor"]}, token="admin").json()
+            self.assertEqual([j["id"] for j in page["jobs"]], [mine["id"]])
+            self.assertNotIn("cursor", page)
         finally:
             server.close()
             os.unlink(f.name)
