@@ -39,8 +39,8 @@ void append_number(std::string& out, double v) {
   }
 }
 
-// A sum past a double's range is written with the digits a long double holds (JSON numbers have
-// no range).
+// A sum past a double's range is written to 17 significant digits, as precise as a double's
+// (JSON numbers have no range).
 void append_sum(std::string& out, long double v) {
   if (std::fabs(v) <= std::numeric_limits<double>::max()) return append_number(out, static_cast<double>(v));
   char text[64];

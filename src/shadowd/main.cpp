@@ -31,8 +31,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -88,7 +90,9 @@ std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spe
 // the jobs; when it exits the next to ask takes it.
 class JobLock {
  public:
-  explicit JobLock(std::string path) : path_(std::move(path)) {}
+  // `database` may be a link or relative: the lock is beside the file it names.
+  JobLock(const std::string& database, srv::Logger& logger)
+      : path_(std::filesystem::weakly_canonical(database).string() + "-jobs.lock"), logger_(logger) {}
   ~JobLock() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -99,7 +103,12 @@ class JobLock {
     std::lock_guard lock(mutex_);
     if (fd_ >= 0) return true;
     const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return false;
+    if (fd < 0) {
+      if (!warned_) logger_.log(srv::LogLevel::error, "the job lock cannot be opened: no job runs here",
+                                {{"path", path_}, {"error", std::strerror(errno)}});
+      warned_ = true;
+      return false;
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd);
       return false;
@@ -110,8 +119,10 @@ class JobLock {
 
  private:
   const std::string path_;
+  srv::Logger& logger_;
   std::mutex mutex_;
   int fd_ = -1;
+  bool warned_ = false;
 };
 
 // Raises the soft open-file limit to the hard one and returns it; connections, the database
@@ -304,7 +315,7 @@ int serve(const Settings& s) {
     o.limits.max_targets = s.max_job_targets;
     o.exclusive_store = !on_dynamodb;
     if (store_spec.kind == ds::shadowd::StoreKind::sqlite && store_spec.location != ":memory:") {
-      o.runs_jobs = [lock = std::make_shared<JobLock>(store_spec.location + "-jobs.lock")] { return lock->held(); };
+      o.runs_jobs = [lock = std::make_shared<JobLock>(store_spec.location, logger)] { return lock->held(); };
     }
     o.lease = parse_duration(s.job_lease);
     o.on_error = [&logger](const std::string& job, const std::string& error) {

@@ -199,6 +199,14 @@ TEST(Filter, LikeAgreesWithItsDefinitionOnRandomText) {
     for (std::size_t n = rng() % 8; n > 0; --n) pattern += kPattern[rng() % std::size(kPattern)];
     ASSERT_EQ(like(text, pattern), like_reference(text, pattern)) << text << " ~ " << pattern;
   }
+  // The same past a pattern's first 64 bytes: `?` and multibyte characters across a word's end.
+  for (int round = 0; round < scaled_for_sanitizers(5'000); ++round) {
+    const std::size_t lead = 52 + rng() % 12;
+    std::string text(lead + rng() % 3 - 1, 'a'), pattern(lead, 'a');
+    for (std::size_t n = rng() % 12; n > 0; --n) text += kText[rng() % std::size(kText)];
+    for (std::size_t n = rng() % 8; n > 0; --n) pattern += kPattern[rng() % std::size(kPattern)];
+    ASSERT_EQ(like(text, pattern), like_reference(text, pattern)) << text << " ~ " << pattern;
+  }
   // Long text against a long pattern that backtracking would try at every position; a pattern
   // past 64 bytes spans several words of states.
   const std::string as(60'000, 'a'), pattern = "*" + std::string(4'000, 'a') + "b";
