@@ -141,10 +141,7 @@ void JobRunner::supervise() {
   }
 }
 
-bool JobRunner::runs_jobs() const { return !options_.exclusive_store || !options_.runs_jobs || options_.runs_jobs(); }
-
 void JobRunner::take_up_jobs() {
-  if (!runs_jobs()) return;
   std::vector<JobRecord> active = store_.active_jobs();
   std::lock_guard lock(mutex_);
   for (auto it = running_.begin(); it != running_.end();) {  // reap the finished
@@ -223,12 +220,9 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
   const std::int64_t now = engine_.options().clock();
   const std::string id = new_job_id(now);
   if (spec.client_token.empty()) spec.client_token = "job:" + id;
-  // A job this process does not run is left for the runner that does, untaken: its first run
-  // then checks nothing as already written.
-  const bool runs_here = runs_jobs();
   JobProgress p;
   p.created_ns = now;
-  p.runs = runs_here ? 1 : 0;
+  p.runs = 1;
   try {
     std::vector<ShadowKey> page;
     std::uint64_t pages = 0;
@@ -248,8 +242,8 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
     p.status = JobStatus::succeeded;
     p.finished_ns = now;
   }
-  JobRecord job{id, render_spec(spec), render_progress(p), !p.finished(), 1, runs_here ? options_.owner : std::string(),
-                runs_here ? now + std::chrono::nanoseconds(options_.lease).count() : 0};
+  JobRecord job{id, render_spec(spec), render_progress(p), !p.finished(), 1, options_.owner,
+                now + std::chrono::nanoseconds(options_.lease).count()};
   std::lock_guard lock(mutex_);
   try {
     store_.create_job(job, options_.max_active);
@@ -261,7 +255,7 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
     }
     throw;
   }
-  if (job.active && runs_here) launch(job);
+  if (job.active) launch(job);
   return job;
 }
 
@@ -422,13 +416,11 @@ void JobRunner::run(Running& r) {
     const auto renew_by = std::chrono::steady_clock::now() + options_.lease / 3;
     // A cancel in another process (shadowd sharing the store) is seen by reading the job again,
     // by one worker about every second: the job stops within about a second, not at the chunk's
-    // end. Then it ends as cancelled, as a local cancel ends it. A store no other process opens
-    // (memory, or an exclusive one without a job lock) is not read.
+    // end. Then it ends as cancelled, as a local cancel ends it. An exclusive store is not read.
     using Ticks = std::chrono::steady_clock::duration;
-    const bool shared = !options_.exclusive_store || options_.runs_jobs;
     std::atomic<Ticks::rep> next_look{0};
     auto cancelled_elsewhere = [&] {
-      if (!shared) return false;
+      if (options_.exclusive_store) return false;
       const Ticks::rep now = std::chrono::steady_clock::now().time_since_epoch().count();
       Ticks::rep due = next_look.load();
       const Ticks::rep then = now + std::chrono::duration_cast<Ticks>(std::chrono::seconds(1)).count();

@@ -40,12 +40,8 @@ struct JobOptions {
   std::chrono::milliseconds lease{30000};
   std::chrono::milliseconds poll{1000};    // how often the runner looks for jobs to take up
   // One process uses the store (memory, SQLite): active jobs are taken up at start without
-  // waiting for the previous runner's lease to end.
+  // waiting for the previous runner's lease to end, and no other process cancels them.
   bool exclusive_store = true;
-  // Several processes on one exclusive store (one SQLite file): whether this process is the one
-  // that runs its jobs (it holds the file's job lock). One that is not takes no job up, leaving
-  // those it creates to the one that is, and asks again at each poll. Unset: it is.
-  std::function<bool()> runs_jobs;
   std::string owner;  // this runner's name in leases; random when empty
   // Called when a job fails to run for a reason not its targets' (the store failing); must not throw.
   std::function<void(const std::string& job, const std::string& error)> on_error;
@@ -84,7 +80,6 @@ class JobRunner {
  private:
   struct Running;
   void supervise();
-  bool runs_jobs() const;  // JobOptions::runs_jobs
   void take_up_jobs();
   void launch(JobRecord job);
   void run(Running& running);

@@ -85,44 +85,33 @@ std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spe
   return (std::filesystem::path(spec.location).parent_path() / "cursor.key").string();
 }
 
-// The job lock of a SQLite database: a file beside it that one process holds locked (flock) from
-// the first time it takes it until it exits. Of several shadowd on one database, its holder runs
-// the jobs; when it exits the next to ask takes it.
-class JobLock {
+// One shadowd per SQLite database: while a shadowd has the database open it holds the file
+// DATABASE-lock beside it (beside the file a link names) locked (flock), and the kernel releases
+// it when that process ends, however it ends. A second shadowd on the file is refused at start:
+// the index, notifications, live streams and jobs each assume one process writes the database.
+class DatabaseLock {
  public:
-  // `database` may be a link or relative: the lock is beside the file it names.
-  JobLock(const std::string& database, srv::Logger& logger)
-      : path_(std::filesystem::weakly_canonical(database).string() + "-jobs.lock"), logger_(logger) {}
-  ~JobLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  JobLock(const JobLock&) = delete;
-  JobLock& operator=(const JobLock&) = delete;
-
-  bool held() {
-    std::lock_guard lock(mutex_);
-    if (fd_ >= 0) return true;
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      if (!warned_) logger_.log(srv::LogLevel::error, "the job lock cannot be opened: no job runs here",
-                                {{"path", path_}, {"error", std::strerror(errno)}});
-      warned_ = true;
-      return false;
+  explicit DatabaseLock(const std::string& database) {
+    const std::filesystem::path file = std::filesystem::weakly_canonical(database);
+    std::filesystem::create_directories(file.parent_path());  // as the store does
+    const std::string lock = file.string() + "-lock";
+    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw std::runtime_error("cannot open " + lock + ": " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      ::close(fd_);
+      if (error != EWOULDBLOCK) throw std::runtime_error("cannot lock " + lock + ": " + std::strerror(error));
+      throw std::runtime_error("another shadowd has " + database + " open (it holds " + lock +
+                               "): one shadowd serves a SQLite database; stop that one first, or run several "
+                               "on one DynamoDB table");
     }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd);
-      return false;
-    }
-    fd_ = fd;
-    return true;
   }
+  ~DatabaseLock() { ::close(fd_); }
+  DatabaseLock(const DatabaseLock&) = delete;
+  DatabaseLock& operator=(const DatabaseLock&) = delete;
 
  private:
-  const std::string path_;
-  srv::Logger& logger_;
-  std::mutex mutex_;
-  int fd_ = -1;
-  bool warned_ = false;
+  int fd_;
 };
 
 // Raises the soft open-file limit to the hard one and returns it; connections, the database
@@ -219,6 +208,10 @@ int serve(const Settings& s) {
   }
   ds::validate_shadow_name(s.aws_classic_shadow);
 
+  std::optional<DatabaseLock> database_lock;  // released after the store closes
+  if (store_spec.kind == ds::shadowd::StoreKind::sqlite && store_spec.location != ":memory:") {
+    database_lock.emplace(store_spec.location);
+  }
   std::unique_ptr<ds::StoreBackend> backend = open_store(s, store_spec);
   // From here SIGINT/SIGTERM wait for the server's run() (until now they end the process).
   srv::block_shutdown_signals();
@@ -314,9 +307,6 @@ int serve(const Settings& s) {
     o.max_active = s.max_jobs;
     o.limits.max_targets = s.max_job_targets;
     o.exclusive_store = !on_dynamodb;
-    if (store_spec.kind == ds::shadowd::StoreKind::sqlite && store_spec.location != ":memory:") {
-      o.runs_jobs = [lock = std::make_shared<JobLock>(store_spec.location, logger)] { return lock->held(); };
-    }
     o.lease = parse_duration(s.job_lease);
     o.on_error = [&logger](const std::string& job, const std::string& error) {
       logger.log(srv::LogLevel::error, "a job could not go on", {{"job", job}, {"error", error}});

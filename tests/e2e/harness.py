@@ -74,6 +74,8 @@ class Server:
         while time.time() < deadline:
             line = self.proc.stderr.readline()
             if not line:
+                self.proc.wait(timeout=30)
+                self.proc.stderr.close()
                 raise RuntimeError("shadowd exited: " + "".join(self.log))
             self.log.append(line)
             m = re.search(r"listening address=127\.0\.0\.1:(\d+)", line)

@@ -278,36 +278,6 @@ class Resume(ApiTestCase):
             server.close()
 
 
-class TwoOnOneSqliteFile(ApiTestCase):
-    """Several shadowd on one SQLite file: the one holding the database's job lock runs every job,
-    whichever was asked to start it; when it exits, another takes the lock and the jobs up."""
-
-    def test_only_one_shadowd_runs_the_jobs_and_another_takes_them_up_when_it_exits(self):
-        first = Server()
-        second = None
-        try:
-            second = Server(data_dir=first.data_dir)
-            things = [f"two-{i:04}" for i in range(600)]
-            # Reporting what the job desires: each write is acknowledged at once, a new event.
-            populate(first, things, {"v": 1, "go": 1})
-            job = first.post("/v1/jobs", {"filter": "eq(reported/v,1)", "desired": {"go": 1}, "ratePerSecond": 300}).json()
-            other = second.post("/v1/jobs", {"filter": 'like(thing,"two-000*")', "desired": {"go": 1}}).json()
-            for server, started in ((first, job), (second, other)):
-                body = finished(server, started["id"], 120)
-                self.assertEqual(body["status"], "succeeded", body)
-            twice = [t for t in things if len(events_with(first, t, job["clientToken"])) != 1]
-            self.assertEqual(twice, [], "targets not written exactly once")
-            self.assertEqual(len(events_with(first, "two-0001", other["clientToken"])), 1)
-            first.stop()
-            # The second takes the lock at its next look for jobs (every second).
-            last = second.post("/v1/jobs", {"filter": 'like(thing,"two-001*")', "desired": {"go": 1}}).json()
-            self.assertEqual(finished(second, last["id"], 60)["status"], "succeeded")
-        finally:
-            if second:
-                second.stop()
-            first.close()  # and the directory both used
-
-
 def acknowledge_until(server, stop, allow_scan=False):
     """Reports go=1 for every shadow with go pending in desired, until `stop` (the server may be
     down meanwhile, and comes back on another port). `allow_scan`: the search may scan (DynamoDB)."""

@@ -1,5 +1,7 @@
 """Persistence across restarts, and kill -9 under write load: no acknowledged write lost."""
 import functools
+import os
+import signal
 import threading
 import unittest
 
@@ -54,6 +56,25 @@ class Persistence(unittest.TestCase):
             self.assertEqual(lost, [], f"{len(lost)} of {len(acknowledged)} acknowledged writes lost")
         finally:
             server.close()
+
+    def test_a_second_shadowd_on_the_database_is_refused_until_the_first_exits(self):
+        first = Server()
+        try:
+            first.post(shadow_path("lock-1", "main", "reported"), {"state": {"a": 1}})
+            with self.assertRaisesRegex(RuntimeError, "another shadowd has .*shadows.db open"):
+                Server(data_dir=first.data_dir)
+            link = os.path.join(first.data_dir, "link.db")  # the same file by another name
+            os.symlink(os.path.join(first.data_dir, "shadows.db"), link)
+            with self.assertRaisesRegex(RuntimeError, "one shadowd serves a SQLite database"):
+                Server("--store", f"sqlite:{link}", data_dir=first.data_dir)
+            first.stop(signal.SIGKILL)  # the lock goes with the process, however it ends
+            second = Server(data_dir=first.data_dir)
+            try:
+                self.assertEqual(second.get(shadow_path("lock-1")).json()["reported"]["state"], {"a": 1})
+            finally:
+                second.stop()
+        finally:
+            first.close()
 
 
 if __name__ == "__main__":

@@ -424,36 +424,6 @@ TEST_P(Fixture, AJobResumedInsideAPageChecksTheWholeChunkItStoppedIn) {
   for (const ds::ShadowKey& k : targets) EXPECT_EQ(events_with(k.thing, token), 1u) << k.thing;
 }
 
-// Several runners on one exclusive store (shadowd on one SQLite file): only the one that runs
-// jobs (holds the job lock) takes any up, also those another created; the others never claim one.
-TEST_P(Fixture, OnAnExclusiveStoreOnlyTheRunnerHoldingTheJobLockRunsJobs) {
-  for (int i = 0; i < 10; ++i) report("x" + std::to_string(i), R"j({"v":1})j");
-  jobs::JobRunner holder(engine, job_store, {.poll = 10ms, .owner = "holder"});
-  jobs::JobRunner other(engine, job_store, {.poll = 10ms, .runs_jobs = [] { return false; }, .owner = "other"});
-  holder.start();
-  other.start();
-  int round = 0;
-  for (jobs::JobRunner* creator : {&other, &holder}) {
-    const std::string body = R"j({"filter":"eq(reported/v,1)","desired":{"go":)j" + std::to_string(++round) +
-                             R"j(},"ratePerSecond":50})j";
-    const std::string id = creator->create(spec(body.c_str()), {}).id;
-    jobs::JobProgress p;
-    for (int i = 0; i < 3000 && !p.finished(); ++i) {  // a bound on liveness, not a timing test
-      const std::optional<ds::JobRecord> job = job_store.job(id);
-      ASSERT_TRUE(job);
-      if (jobs::progress_of(job->progress).runs > 1 || job->revision > 1) {
-        EXPECT_EQ(job->owner, "holder") << "claimed by a runner without the lock";
-      }
-      p = jobs::progress_of(job->progress);
-      std::this_thread::sleep_for(10ms);
-    }
-    EXPECT_EQ(p.status, jobs::JobStatus::succeeded);
-    EXPECT_EQ(p.succeeded, 10u);
-    EXPECT_EQ(p.runs, 1u) << "a job handed to the lock holder is its first run, not a resumption";
-    for (int i = 0; i < 10; ++i) EXPECT_EQ(events_with("x" + std::to_string(i), "job:" + id), 1u);
-  }
-}
-
 // A store whose every read of several shadows at once (a job's block of targets) takes a
 // while: a job's chunk lasts seconds.
 class SlowBlocksStore final : public ForwardingStore {
