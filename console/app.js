@@ -662,8 +662,9 @@ function jobsPage(params) {
   const recent = h('div', {});
   const listJobs = (quiet) => fill(recent, async () => {
     const { jobs, cursor } = await api('GET', `/v1/jobs?${query({ limit: PAGE_SIZE })}`);
-    if (!jobs.length) return h('p', { role: 'status' }, 'No jobs yet.');
-    return [jobsTable(jobs), cursor ? h('p', { class: 'hint' }, `Only the newest ${PAGE_SIZE} are listed.`) : []];
+    // A token limited to some things gets the jobs of its things among the 1,000 most recent.
+    if (!jobs.length) return h('p', { role: 'status' }, cursor ? 'None of your jobs is among the 1,000 most recent.' : 'No jobs yet.');
+    return [jobsTable(jobs), cursor ? h('p', { class: 'hint' }, `Only the newest ${jobs.length} are listed.`) : []];
   }, 'Reading the jobs failed', quiet);
 
   const area = h('textarea', { id: 'job-desired', rows: 6, spellcheck: 'false', placeholder: '{"fw": "1.3.0"}',

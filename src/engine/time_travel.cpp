@@ -25,6 +25,11 @@
 namespace deviceshadow {
 namespace {
 
+// invalid_request on a server that keeps no history.
+void require_history(const EngineOptions& options) {
+  if (!options.keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
+}
+
 // One history event as replay needs it.
 struct PastEvent {
   struct Part {
@@ -389,7 +394,7 @@ bool Journal::creates(std::size_t i, Section s) const { return deviceshadow::cre
 
 // not_found when the shadow has no history, unless `may_be_empty`.
 Journal read_journal(Engine& engine, const ShadowKey& key, bool may_be_empty = false) {
-  if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
+  require_history(engine.options());
   validate_thing(key.thing);
   Journal j;
   j.shared = engine.store().shares_versions();
@@ -973,7 +978,7 @@ void refuse_future(const Engine& engine, const Moment& moment) {
 }
 
 PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& moment, bool leaf_times) {
-  if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
+  require_history(engine.options());
   validate_thing(key.thing);
   refuse_future(engine, moment);
   if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment)) {
@@ -1010,7 +1015,7 @@ bool at_or_below(std::string_view change, std::string_view path) {
 // nearest image after them): nothing when those cannot tell a version (a write landed between
 // the reads, history lags the record, no image near the oldest event).
 std::optional<HistoryBounds> bounds_from_ends(Engine& engine, const ShadowKey& key) {
-  if (!engine.options().keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
+  require_history(engine.options());
   validate_thing(key.thing);
   Store& store = engine.store();
   const bool shared = store.shares_versions();
@@ -1126,6 +1131,7 @@ HistoryBounds history_bounds(Engine& engine, const ShadowKey& key) {
 }
 
 ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from, const std::optional<Moment>& to) {
+  require_history(engine.options());
   refuse_future(engine, from);
   if (to) refuse_future(engine, *to);
   Moment now;
@@ -1153,7 +1159,7 @@ ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from,
 // stored indices first); anything else there is history_expired.
 Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& request) {
   const EngineOptions& options = engine.options();
-  if (!options.keeps_history()) throw Error::invalid_request("history is off on this server: no past states are kept");
+  require_history(options);
   validate_thing(key.thing);
   const std::vector<std::string> tokens = series_path_tokens(request.path, options.document.limits.max_depth);
   if (request.limit < 1 || request.limit > kMaxPageLimit) {

@@ -145,6 +145,11 @@ JobSpec spec_of(std::string_view stored) {
   if (const json::value* a = o.if_contains("abortAfterFailures")) spec.abort_after_failures = a->to_number<std::uint64_t>();
   if (const json::value* scope = o.if_contains("scope")) {
     for (const json::value& p : scope->as_array()) {
+      if (const json::string* text = p.if_string()) {  // stored as "text*" by an earlier build
+        const bool prefix = text->ends_with('*');
+        spec.scope.push_back({std::string(text->data(), text->size() - prefix), prefix});
+        continue;
+      }
       const json::object& pattern = p.as_object();
       spec.scope.push_back({std::string(pattern.at("text").as_string()), pattern.at("prefix").as_bool()});
     }

@@ -33,11 +33,12 @@ struct JobSpec {
   bool dry_run = false;                 // not stored
   std::optional<double> rate;           // targets per second at most; nullopt: as fast as it goes
   std::optional<std::uint64_t> abort_after_failures;  // stop once this many targets failed
-  std::vector<ThingPattern> scope;      // the things of the token that started it (empty: every thing)
+  std::vector<ThingPattern> scope;      // the patterns of the token that started it (empty: as "*")
 };
 
 // Whether a token limited to `token` things (empty: every thing) covers every thing a job of
-// `scope` may target: then it may see and cancel the job.
+// `scope` may target: then it may see and cancel the job. An empty scope counts as "*": only an
+// unlimited token, or one with the pattern "*", covers it.
 bool covers(std::span<const ThingPattern> token, std::span<const ThingPattern> scope);
 
 // Parses and validates a request body: unknown members, types, ranges, the filter (parsed with

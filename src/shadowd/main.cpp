@@ -86,16 +86,16 @@ std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spe
 }
 
 // One shadowd per SQLite database: while a shadowd has the database open it holds the file
-// DATABASE-lock beside it (beside the file a link names) locked (flock), and the kernel releases
-// it when that process ends, however it ends. A second shadowd on the file is refused at start:
+// DATABASE-lock beside it (beside the file a symbolic link names) locked (flock), and the kernel
+// releases it when that process ends, however it ends. A second shadowd on the file is refused at start:
 // the index, notifications, live streams and jobs each assume one process writes the database.
 class DatabaseLock {
  public:
   explicit DatabaseLock(const std::string& database) {
     const std::filesystem::path file = std::filesystem::weakly_canonical(database);
-    std::filesystem::create_directories(file.parent_path());  // as the store does
+    std::filesystem::create_directories(file.parent_path());  // the store would create them next
     const std::string lock = file.string() + "-lock";
-    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    fd_ = ::open(lock.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) throw std::runtime_error("cannot open " + lock + ": " + std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;

@@ -252,10 +252,7 @@ std::vector<ShadowKey> DynamoDbStore::targets(std::string_view job, std::uint64_
                           {"ConsistentRead", true}},
                          true);
     const json::value* item = r.as_object().if_contains("Item");
-    if (!item) {
-      if (part == 0) break;  // no such page
-      throw Error(ErrorCode::internal, "dynamodb: part " + sk + " of a page of job " + std::string(job) + " is missing");
-    }
+    if (!item) return {};  // the page, or a part of it, is gone: the runner ends the job as lost
     if (part == 0 && item->as_object().contains("parts")) parts = get_n(item->as_object(), "parts");
     std::vector<ShadowKey> keys = decode_target_page(get_s(item->as_object(), "targets"));
     out.insert(out.end(), std::make_move_iterator(keys.begin()), std::make_move_iterator(keys.end()));

@@ -186,20 +186,21 @@ class Roles(ApiTestCase):
             f.write(f"{sha256('admin')} admin\n{sha256('scoped')} app house-*\n")
         server = Server("--tokens", f.name)
         try:
-            server.post(shadow_path("house-1", "main", "reported"), {"state": {"a": 1}}, token="admin")
-            mine = server.post("/v1/jobs", {"filter": "eq(reported/a,1)", "desired": {"b": 2}}, token="scoped").json()
             nothing = {"filter": "eq(reported/a,2)", "desired": {"b": 2}}  # finishes at once
+            mine = [server.post("/v1/jobs", nothing, token="scoped").json()["id"] for _ in range(3)][::-1]
             for _ in range(1000):
                 self.assertEqual(server.post("/v1/jobs", nothing, token="admin").status_code, 202)
             page = server.get("/v1/jobs", token="scoped").json()
             self.assertEqual(page["jobs"], [])  # the 1,000 newest are the admin's
-            page = server.get("/v1/jobs", params={"cursor": page["cursor"]}, token="scoped").json()
-            self.assertEqual([j["id"] for j in page["jobs"]], [mine["id"]])
+            page = server.get("/v1/jobs", params={"cursor": page["cursor"], "limit": 2}, token="scoped").json()
+            self.assertEqual([j["id"] for j in page["jobs"]], mine[:2])
+            page = server.get("/v1/jobs", params={"cursor": page["cursor"], "limit": 2}, token="scoped").json()
+            self.assertEqual([j["id"] for j in page["jobs"]], mine[2:])
             self.assertNotIn("cursor", page)
             page = server.get("/v1/jobs", params={"limit": 1000}, token="admin").json()
             self.assertEqual(len(page["jobs"]), 1000)
             page = server.get("/v1/jobs", params={"cursor": page["cursor"]}, token="admin").json()
-            self.assertEqual([j["id"] for j in page["jobs"]], [mine["id"]])
+            self.assertEqual([j["id"] for j in page["jobs"]], mine)
             self.assertNotIn("cursor", page)
         finally:
             server.close()

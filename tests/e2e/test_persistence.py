@@ -67,6 +67,8 @@ class Persistence(unittest.TestCase):
             os.symlink(os.path.join(first.data_dir, "shadows.db"), link)
             with self.assertRaisesRegex(RuntimeError, "one shadowd serves a SQLite database"):
                 Server("--store", f"sqlite:{link}", data_dir=first.data_dir)
+            self.assertTrue(first.alive())
+            self.assertEqual(first.get(shadow_path("lock-1")).json()["reported"]["state"], {"a": 1})
             first.stop(signal.SIGKILL)  # the lock goes with the process, however it ends
             second = Server(data_dir=first.data_dir)
             try:

@@ -621,6 +621,12 @@ TEST_P(TimeTravelTest, HistoryOffRefusesAsOfReads) {
   ds::SeriesRequest q;
   q.path = "/a";
   EXPECT_EQ(error_of([&] { ds::shadow_series(engine(), key, q); }), "invalid_request");
+  try {  // says why before judging the moments
+    ds::shadow_diff(engine(), key, ds::parse_moment("2099-01-01T00:00:00Z", "from"), std::nullopt);
+    ADD_FAILURE() << "a diff without history";
+  } catch (const ds::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("history is off"), std::string::npos) << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, TimeTravelTest, ::testing::ValuesIn(all_store_kinds()), store_kind_name);

@@ -507,6 +507,11 @@ TEST(JobScope, RoundTripsAndCovers) {
   s.client_token = "t";
   s.scope = {star_exact, prefix};
   EXPECT_EQ(jobs::spec_of(jobs::render_spec(s)).scope, s.scope);
+  s.scope.clear();  // as an earlier build stored it: "text*" strings
+  std::string earlier = jobs::render_spec(s);
+  earlier.insert(earlier.size() - 1, R"j(,"scope":["b*","c"])j");
+  EXPECT_EQ(jobs::spec_of(earlier).scope, (std::vector<ds::ThingPattern>{prefix, {"c", false}}));
+  s.scope = {star_exact, prefix};
 
   const std::vector<ds::ThingPattern> unscoped;
   EXPECT_TRUE(jobs::covers({&every, 1}, unscoped));
