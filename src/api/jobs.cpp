@@ -65,7 +65,8 @@ HttpResponse Api::jobs(Context& ctx) {
     std::string before = ctx.query.contains("cursor") ? decode_cursor(ctx.query["cursor"]) : "";
     std::vector<JobRecord> list;
     std::optional<std::string> resume;  // where the next page starts, when there may be one
-    const bool sees_every_job = std::any_of(scope.begin(), scope.end(), [](const ThingPattern& p) { return p.prefix && p.text.empty(); });
+    const bool sees_every_job =
+        std::any_of(scope.begin(), scope.end(), [](const ThingPattern& p) { return p.prefix && p.text.empty(); });
     if (scope.empty() || sees_every_job) {
       list = runner.list(before, limit + 1);
     } else {  // examines a bounded number of jobs: a page may hold fewer than `limit`, with a cursor

@@ -87,8 +87,9 @@ std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spe
 
 // One shadowd per SQLite database: while a shadowd has the database open it holds the file
 // DATABASE-lock beside it (beside the file a symbolic link names) locked (flock), and the kernel
-// releases it when that process ends, however it ends. A second shadowd on the file is refused at start:
-// the index, notifications, live streams and jobs each assume one process writes the database.
+// releases it when that process ends, however it ends. A second shadowd on the file is refused
+// at start: what a shadowd keeps in memory (index declarations, live streams, cached records,
+// the jobs it runs) assumes that it alone writes the database.
 class DatabaseLock {
  public:
   explicit DatabaseLock(const std::string& database) {

@@ -427,7 +427,8 @@ TEST_P(TimeTravelTest, FutureMomentsAreRefusedAndDiffsCompareNumbersByValue) {
   EXPECT_EQ(field_of([&] { ds::shadow_diff(engine(), {"nobody", "main"}, ds::parse_moment("2099-01-01T00:00:00Z", "from"),
                                            std::nullopt); }),
             "invalid_request from");
-  EXPECT_EQ(field_of([&] { ds::shadow_diff(engine(), {"nobody", "main"}, time_moment(t0), future); }), "invalid_request to");
+  EXPECT_EQ(field_of([&] { ds::shadow_diff(engine(), {"nobody", "main"}, time_moment(t0), future); }),
+            "invalid_request to");
 }
 
 // Bounds of a long history read its ends only: a section the oldest events do not touch takes
