@@ -93,15 +93,17 @@ std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spe
 class DatabaseLock {
  public:
   explicit DatabaseLock(const std::string& database) {
-    const std::filesystem::path file = std::filesystem::weakly_canonical(database);
-    std::filesystem::create_directories(file.parent_path());  // the store would create them next
+    std::error_code error;
+    const std::filesystem::path file = std::filesystem::weakly_canonical(database, error);
+    if (!error) std::filesystem::create_directories(file.parent_path(), error);  // the store would next
+    if (error) throw std::runtime_error("cannot create the directory of " + database + ": " + error.message());
     const std::string lock = file.string() + "-lock";
     fd_ = ::open(lock.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error("cannot open " + lock + ": " + std::strerror(errno));
+    if (fd_ < 0) throw std::runtime_error("cannot open the database's lock " + lock + ": " + std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int error = errno;
+      const int reason = errno;
       ::close(fd_);
-      if (error != EWOULDBLOCK) throw std::runtime_error("cannot lock " + lock + ": " + std::strerror(error));
+      if (reason != EWOULDBLOCK) throw std::runtime_error("cannot lock " + lock + ": " + std::strerror(reason));
       throw std::runtime_error("another shadowd has " + database + " open (it holds " + lock +
                                "): one shadowd serves a SQLite database; stop that one first, or run several "
                                "on one DynamoDB table");

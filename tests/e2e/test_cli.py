@@ -123,6 +123,13 @@ class ServerOptions(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(r.stderr, f"shadowd: {message}\n")
 
+    def test_a_database_that_cannot_be_made_is_a_clear_error(self):
+        with tempfile.NamedTemporaryFile() as f:  # a file where a directory should be
+            r = subprocess.run([SHADOWD, "--store", f"sqlite:{f.name}/shadows.db", "--listen", "127.0.0.1:0"],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"shadowd: cannot create the directory of {f.name}/shadows.db: Not a directory", r.stderr)
+
     def test_durations_beyond_a_century_are_refused_at_start(self):
         self.refused("--history-retention: 99999999999d is longer than 36500d", "--history-retention", "99999999999d")
         self.refused("--history-retention: 99999999999999999999d is longer than 36500d",
