@@ -77,11 +77,16 @@ std::unique_ptr<ds::StoreBackend> open_store(const Settings& s, const ds::shadow
   return ds::open_sqlite_store(o);
 }
 
+// Whether the store is a SQLite database in a file (not ":memory:").
+bool in_a_file(const ds::shadowd::StoreSpec& spec) {
+  return spec.kind == ds::shadowd::StoreKind::sqlite && spec.location != ":memory:";
+}
+
 // The file of the key sealing fleet-query cursors: --cursor-key-file, else cursor.key beside a
 // SQLite database (so that cursors survive a restart), else none (a random key per process).
 std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spec) {
   if (!s.cursor_key_file.empty()) return s.cursor_key_file;
-  if (spec.kind != ds::shadowd::StoreKind::sqlite || spec.location == ":memory:") return {};
+  if (!in_a_file(spec)) return {};
   return (std::filesystem::path(spec.location).parent_path() / "cursor.key").string();
 }
 
@@ -212,9 +217,7 @@ int serve(const Settings& s) {
   ds::validate_shadow_name(s.aws_classic_shadow);
 
   std::optional<DatabaseLock> database_lock;  // released after the store closes
-  if (store_spec.kind == ds::shadowd::StoreKind::sqlite && store_spec.location != ":memory:") {
-    database_lock.emplace(store_spec.location);
-  }
+  if (in_a_file(store_spec)) database_lock.emplace(store_spec.location);
   std::unique_ptr<ds::StoreBackend> backend = open_store(s, store_spec);
   // From here SIGINT/SIGTERM wait for the server's run() (until now they end the process).
   srv::block_shutdown_signals();
