@@ -10,41 +10,93 @@
 namespace deviceshadow::query {
 namespace {
 
-// What one metric has seen in one group.
+__extension__ using Int128 = __int128;  // a sum of integer samples, exact (2^64 of them fit)
+
+// What one metric has seen in one group. Numbers are kept as they were written, so min, max and
+// percentiles are values that were reported, exactly (a double holds integers only to 2^53).
 struct Accumulator {
   std::uint64_t numbers = 0, times = 0;
-  double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity();
-  long double sum = 0;  // wider than any value: finite values never sum to infinity
+  json::value min, max;  // null until a number is seen
+  Int128 integer_sum = 0;
+  long double double_sum = 0;  // wider than any value: finite values never sum to infinity
+  bool doubles = false;        // a sample was not an integer: the sum is not exact
   std::int64_t earliest = std::numeric_limits<std::int64_t>::max(), latest = std::numeric_limits<std::int64_t>::min();
-  std::vector<double> all;  // percentiles only
+  std::vector<json::value> all;  // percentiles only
 
+  void add(const json::value& v, bool keep) {
+    ++numbers;
+    if (min.is_null() || number_less(v, min)) min = v;
+    if (max.is_null() || number_less(max, v)) max = v;
+    if (v.is_int64()) {
+      integer_sum += v.get_int64();
+    } else if (v.is_uint64()) {
+      integer_sum += v.get_uint64();
+    } else {
+      double_sum += v.get_double();
+      doubles = true;
+    }
+    if (keep) all.push_back(v);
+  }
   void merge(const Accumulator& o) {
     numbers += o.numbers;
     times += o.times;
-    min = std::min(min, o.min);
-    max = std::max(max, o.max);
-    sum += o.sum;
+    if (!o.min.is_null() && (min.is_null() || number_less(o.min, min))) min = o.min;
+    if (!o.max.is_null() && (max.is_null() || number_less(max, o.max))) max = o.max;
+    integer_sum += o.integer_sum;
+    double_sum += o.double_sum;
+    doubles = doubles || o.doubles;
     earliest = std::min(earliest, o.earliest);
     latest = std::max(latest, o.latest);
     all.insert(all.end(), o.all.begin(), o.all.end());
   }
 };
 
-// A whole number as an integer, anything else in shortest round-trip form.
-void append_number(std::string& out, double v) {
-  if (std::trunc(v) == v && std::fabs(v) < 9007199254740992.0) {
-    out += std::to_string(static_cast<std::int64_t>(v));
-  } else {
-    append_json(out, json::value(v));
+// A number in one form per value, so that equal numbers (1, 1.0, 1e0) write alike: an integer
+// as it is, a whole double within 64-bit range as that integer, any other double in shortest
+// round-trip form.
+void append_number(std::string& out, const json::value& v) {
+  if (v.is_double()) {
+    const double d = v.get_double();
+    if (std::trunc(d) == d && d >= -0x1p63 && d < 0x1p63) {
+      out += std::to_string(static_cast<std::int64_t>(d));
+      return;
+    }
+    if (std::trunc(d) == d && d >= 0 && d < 0x1p64) {
+      out += std::to_string(static_cast<std::uint64_t>(d));
+      return;
+    }
   }
+  append_json(out, v);
 }
 
-// A sum past a double's range is written to 17 significant digits, as precise as a double's
-// (JSON numbers have no range).
-void append_sum(std::string& out, long double v) {
-  if (std::fabs(v) <= std::numeric_limits<double>::max()) return append_number(out, static_cast<double>(v));
+void append_integer(std::string& out, Int128 v) {
+  char digits[41];
+  char* at = std::end(digits);
+  const bool negative = v < 0;
+  do {  // digit by digit from the lowest, each taken of a non-positive remainder (no overflow)
+    const Int128 digit = v % 10;
+    *--at = static_cast<char>('0' + (digit < 0 ? -digit : digit));
+    v /= 10;
+  } while (v != 0);
+  if (negative) *--at = '-';
+  out.append(at, std::end(digits));
+}
+
+// A sum or mean that is not an integer: as a double, or, past a double's range, to 17
+// significant digits, as precise as a double's (JSON numbers have no range).
+void append_real(std::string& out, long double v) {
+  if (std::fabs(v) <= std::numeric_limits<double>::max()) return append_number(out, json::value(static_cast<double>(v)));
   char text[64];
   out.append(text, static_cast<std::size_t>(std::snprintf(text, sizeof text, "%.17Lg", v)));
+}
+
+// The sum of the numbers seen, exact when every one was an integer; their mean when `mean`,
+// exact when that is an integer too.
+void append_sum(std::string& out, const Accumulator& a, bool mean) {
+  const auto n = static_cast<Int128>(a.numbers);
+  if (!a.doubles && (!mean || a.integer_sum % n == 0)) return append_integer(out, mean ? a.integer_sum / n : a.integer_sum);
+  const long double sum = static_cast<long double>(a.integer_sum) + a.double_sum;
+  append_real(out, mean ? sum / static_cast<long double>(a.numbers) : sum);
 }
 
 void append_time(std::string& out, std::int64_t ns) { append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(ns))); }
@@ -118,6 +170,8 @@ void Aggregation::add(const Subject& subject) {
       if (i) key += ',';
       if (values[i].type == Sample::Type::time) {
         append_time(key, values[i].time);
+      } else if (values[i].type == Sample::Type::number) {
+        append_number(key, values[i].json);  // 1 and 1.0 are one group
       } else {
         append_json(key, values[i].json);  // null for an object
       }
@@ -135,12 +189,7 @@ void Aggregation::add(const Subject& subject) {
     Accumulator& a = g.metrics[i];
     for (const Sample& s : samples(subject, m.property)) {
       if (s.type == Sample::Type::number) {
-        const double v = s.json.to_number<double>();
-        ++a.numbers;
-        a.min = std::min(a.min, v);
-        a.max = std::max(a.max, v);
-        a.sum += v;
-        if (m.kind == Metric::Kind::percentiles) a.all.push_back(v);
+        a.add(s.json, m.kind == Metric::Kind::percentiles);
       } else if (s.type == Sample::Type::time) {
         ++a.times;
         a.earliest = std::min(a.earliest, s.time);
@@ -178,7 +227,7 @@ std::string Aggregation::render() const {
           if (!a.numbers) {
             out += "null";
           } else {
-            append_sum(out, m.kind == Metric::Kind::sum ? a.sum : a.sum / static_cast<long double>(a.numbers));
+            append_sum(out, a, m.kind == Metric::Kind::avg);
           }
           break;
         case Metric::Kind::percentiles: {
@@ -186,13 +235,13 @@ std::string Aggregation::render() const {
             out += "null";
             break;
           }
-          std::vector<double> sorted = a.all;
-          std::sort(sorted.begin(), sorted.end());
+          std::vector<json::value> sorted = a.all;
+          std::sort(sorted.begin(), sorted.end(), number_less);
           out += '{';
           for (std::size_t k = 0; k < m.percents.size(); ++k) {  // nearest rank: a value that was seen
             if (k) out += ',';
             std::string name;
-            append_number(name, m.percents[k]);
+            append_number(name, json::value(m.percents[k]));
             append_json_string(out, name);
             out += ':';
             const double rank = std::ceil(m.percents[k] / 100.0 * static_cast<double>(sorted.size()));

@@ -615,8 +615,10 @@ class Parser {
   static std::int64_t before(std::int64_t now, std::string_view d, std::size_t base) {
     constexpr const char* kExpected = "an ISO 8601 duration (e.g. PT15M, P1D, P1M)";
     if (d.empty() || d[0] != 'P' || d.size() < 2) fail(base, kExpected);
-    constexpr long double kSecond = 1e9L, kMax = 200.0L * 366 * 86400 * 1e9L;  // 200 years: now minus it fits in int64 ns
-    constexpr long double kMonthDays = 365.2425L / 12;  // a Gregorian month on average: P200Y is within kMax
+    constexpr long double kSecond = 1e9L;
+    constexpr long double kMonthDays = 365.2425L / 12;  // a Gregorian month on average
+    // 200 Gregorian years (73,048.5 days; P200Y exactly): now minus it fits in int64 ns.
+    constexpr long double kMax = 2400.0L * kMonthDays * 86400 * kSecond;
     long double fixed = 0;
     long long months = 0;
     bool in_time = false, any = false, fraction = false;
@@ -749,16 +751,10 @@ void fields_worth_indexing(const Filter::Node& n, bool required, std::vector<std
     for (const Filter::Node& c : n.children) fields_worth_indexing(c, required, out);
     return;
   }
-  if (n.op == Op::or_ || n.op == Op::not_) return;
-  if (n.property.kind == Property::Kind::name && n.op != Op::exists && n.op != Op::ne) {
-    if (std::find(out.begin(), out.end(), "name") == out.end()) out.push_back("name");
-    return;
-  }
-  if (!n.property.in_section() || n.property.path.empty()) return;
-  std::string text = n.property.text;
-  if (n.property.suffix == Property::Suffix::ts) text.resize(text.size() - 3);
-  if (n.property.suffix == Property::Suffix::changed) text.resize(text.size() - 8);
-  if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
+  if (n.op == Op::or_ || n.op == Op::not_ || !indexable(n.property)) return;
+  // Every shadow has a name and the pseudo fields: no index narrows their `exists` or `ne`.
+  if (!n.property.in_section() && (n.op == Op::exists || n.op == Op::ne)) return;
+  if (std::find(out.begin(), out.end(), n.property.text) == out.end()) out.push_back(n.property.text);
 }
 
 // The index ranges one literal selects under `op` on a property of times (`@ts`, `@changed`,
@@ -1044,6 +1040,24 @@ std::vector<std::string> Filter::fields_to_index() const {
   fields_worth_indexing(*root_, true, out);
   fields_worth_indexing(*root_, false, out);
   return out;
+}
+
+bool number_less(const json::value& a, const json::value& b) { return compare_numbers(a, b) == Order::less; }
+
+bool indexable(const Property& p) noexcept {
+  using K = Property::Kind;
+  switch (p.kind) {
+    case K::reported:
+    case K::desired: return !p.path.empty();
+    case K::name:
+    case K::modified:
+    case K::reported_version:
+    case K::desired_version:
+    case K::pending: return true;
+    case K::thing:
+    case K::delta: return false;
+  }
+  return false;
 }
 
 IndexValue index_number(const json::value& number) {

@@ -96,6 +96,14 @@ struct ThingBounds {
   bool above(std::string_view thing) const noexcept { return high && (high_open ? thing >= *high : thing > *high); }
 };
 
+// Whether number `a` is less than number `b`, exactly (int64, uint64 and double alike: 1 = 1.0,
+// 2^53 + 1 > 2^53).
+bool number_less(const json::value& a, const json::value& b);
+
+// Whether a declared index can hold `p` (PUT /v1/index): a reported or desired path (optionally
+// @ts or @changed), `name` or a pseudo field.
+bool indexable(const Property& p) noexcept;
+
 // A JSON number as index entries and ranges hold it: exactly when it is an int64, else as a
 // double (IndexValue's number order).
 IndexValue index_number(const json::value& number);
@@ -132,8 +140,7 @@ class Filter {
   // The range of things the comparisons every match must pass allow (gt, ge, lt, le on
   // `thing` with a string; a lower bound of "" bounds nothing); nullopt: none bounds them.
   std::optional<ThingBounds> thing_bounds() const;
-  // The section fields (without @ts or @changed) and `name` whose indexes would let the filter
-  // read less, each once: first those a match must pass (under the top-level and), then the
+  // The fields (indexable()) whose indexes would let the filter read less, each once: first those a match must pass (under the top-level and), then the
   // others, in the order the filter names them; empty when it compares none.
   std::vector<std::string> fields_to_index() const;
   // The comparisons under the filter's top-level and (or the filter itself) that an index on

@@ -57,11 +57,7 @@ bool affected(const Property& p, const ShadowRecord& before, const ShadowWrite& 
 
 Property parse_index_field(std::string_view text) {
   Property p = parse_property(text, "fields");
-  using K = Property::Kind;
-  const bool section_path = (p.kind == K::reported || p.kind == K::desired) && !p.path.empty();
-  const bool pseudo = p.kind == K::name || p.kind == K::modified || p.kind == K::reported_version ||
-                      p.kind == K::desired_version || p.kind == K::pending;
-  if (!section_path && !pseudo) {
+  if (!indexable(p)) {
     throw Error::invalid_request("fields: '" + std::string(text) +
                                      "' cannot be indexed: declare reported/<path> or desired/<path> (optionally @ts "
                                      "or @changed), name, _modified, _reportedVersion, _desiredVersion or _pending",

@@ -286,16 +286,22 @@ bool fewer_things(Store& store, const Choice& c, const Things& things, const Sha
   return n < entries;
 }
 
+// How many more to read at once: a chunk, or one past the budget's rest (reaching it is over).
+std::size_t room(std::size_t examined, const QueryOptions& options) {
+  return examined >= options.budget ? 1 : std::min<std::size_t>(kChunk, options.budget - examined + 1);
+}
+
 // Reads each key's shadow and calls `match` with the live ones the filter matches; false once
 // `match` asked to stop. Counts what it examines, against the budget with budget_always.
 bool examine(Store& store, const TimestampKeys& keys, const Filter& filter, const QueryOptions& options,
              std::span<const ShadowKey> wanted, std::size_t& examined, const std::function<bool(const Subject&)>& match) {
-  for (std::size_t i = 0; i < wanted.size(); i += kChunk) {
-    const std::span<const ShadowKey> chunk = wanted.subspan(i, std::min(kChunk, wanted.size() - i));
-    if (options.budget_always && examined + chunk.size() > options.budget) over_budget(filter, options);
-    examined += chunk.size();
+  for (std::size_t i = 0; i < wanted.size();) {
+    const std::span<const ShadowKey> chunk =
+        wanted.subspan(i, std::min(options.budget_always ? room(examined, options) : kChunk, wanted.size() - i));
+    i += chunk.size();
     const std::vector<ShadowRecord> records = store.read(chunk);
     for (std::size_t j = 0; j < chunk.size(); ++j) {
+      if (++examined > options.budget && options.budget_always) over_budget(filter, options);
       if (!records[j].exists()) continue;
       Subject subject(chunk[j], records[j], keys);
       if (filter.matches(subject) && !match(subject)) return false;
@@ -388,19 +394,19 @@ std::size_t scan(Store& store, const TimestampKeys& keys, const Scan& scan, cons
   // The shadows of `thing` with names after `after_name`; false once `match` asked to stop.
   each_thing(store, things, after, [&](const std::string& thing, std::string after_name) {
     while (true) {
-      std::vector<ShadowSummary> list = store.list_shadows(thing, after_name, kChunk);
+      const std::size_t chunk = budgeted ? room(examined, options) : kChunk;
+      std::vector<ShadowSummary> list = store.list_shadows(thing, after_name, chunk);
       if (list.empty()) return true;
-      if (budgeted && examined + list.size() > options.budget) over_budget(scan.filter, options);
-      examined += list.size();
       std::vector<ShadowKey> wanted;
       for (const ShadowSummary& s : list) wanted.push_back({thing, s.name});
       std::vector<ShadowRecord> records = store.read(wanted);
       for (std::size_t i = 0; i < wanted.size(); ++i) {
+        if (++examined > options.budget && budgeted) over_budget(scan.filter, options);
         if (!records[i].exists()) continue;
         Subject subject(wanted[i], records[i], keys);
         if (scan.filter.matches(subject) && !match(subject)) return false;
       }
-      if (list.size() < kChunk) return true;
+      if (list.size() < chunk) return true;
       after_name = list.back().name;
     }
   });
@@ -462,13 +468,13 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
     std::optional<IndexHit> from;
     if (after && *next == after->value.type) from = IndexHit{after->value, after->key.thing, after->key.name};
     for (;;) {
-      const std::vector<IndexHit> hits = store.index_range(sort.field, range, from ? &*from : nullptr, kChunk);
-      if (examined + hits.size() > options.budget) over_budget(scan.filter, options);
-      examined += hits.size();
+      const std::size_t chunk = room(examined, options);
+      const std::vector<IndexHit> hits = store.index_range(sort.field, range, from ? &*from : nullptr, chunk);
       std::vector<ShadowKey> wanted;
       for (const IndexHit& h : hits) wanted.push_back({h.thing, h.name});
       const std::vector<ShadowRecord> records = store.read(wanted);
       for (std::size_t i = 0; i < hits.size(); ++i) {
+        if (++examined > options.budget) over_budget(scan.filter, options);
         if (!records[i].exists() || !in_scope(wanted[i].thing, scan.scope)) continue;
         Subject subject(wanted[i], records[i], keys);
         // A shadow holding several values is listed once, at its first in this order.
@@ -476,7 +482,7 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
         if (values.empty() || (sort.descending ? values.back() : values.front()) != hits[i].value) continue;
         if (scan.filter.matches(subject) && !match(subject, hits[i].value)) return examined;
       }
-      if (hits.size() < kChunk) break;
+      if (hits.size() < chunk) break;
       from = hits.back();
     }
   }

@@ -57,6 +57,37 @@ TEST(Aggregate, SumsPastADoublesRangeStayNumbers) {
   EXPECT_EQ(a.render(), R"({"groups":[{"key":{},"s":2e+308,"m":1e+308}]})");
 }
 
+// Integers past 2^53 (where a double has gaps) are measured and written exactly.
+TEST(Aggregate, LargeIntegersAreExact) {
+  const std::vector<Shadow> big = {shadow("a", R"({"x":9007199254740993})"), shadow("b", R"({"x":9007199254740995})"),
+                                   shadow("c", R"({"y":18446744073709551615})"), shadow("d", R"({"y":-9223372036854775808})"),
+                                   shadow("e", R"({"y":-9223372036854775808})")};
+  const ds::TimestampKeys keys;
+  q::Aggregation a({}, {q::parse_metric("lo", "min(reported/x)"), q::parse_metric("hi", "max(reported/x)"),
+                        q::parse_metric("p", "percentiles(reported/x,50,100)"), q::parse_metric("s", "sum(reported/x)"),
+                        q::parse_metric("m", "avg(reported/x)"), q::parse_metric("ylo", "min(reported/y)"),
+                        q::parse_metric("yhi", "max(reported/y)"), q::parse_metric("ys", "sum(reported/y)")},
+                   100);
+  for (const Shadow& s : big) a.add(q::Subject(s.key, s.record, keys));
+  EXPECT_EQ(a.render(), R"({"groups":[{"key":{},"lo":9007199254740993,"hi":9007199254740995,)"
+                        R"("p":{"50":9007199254740993,"100":9007199254740995},"s":18014398509481988,"m":9007199254740994,)"
+                        R"("ylo":-9223372036854775808,"yhi":18446744073709551615,"ys":-1}]})");
+}
+
+// Equal numbers are one group however they are written, and compare as numbers in metrics.
+TEST(Aggregate, EqualNumbersAreOneGroup) {
+  const std::vector<Shadow> ones = {shadow("a", R"({"v":1})"), shadow("b", R"({"v":1.0})"), shadow("c", R"({"v":1e0})"),
+                                    shadow("d", R"({"v":10e-1})"), shadow("e", R"({"v":9007199254740993})"),
+                                    shadow("f", R"({"v":9007199254740992.0})"), shadow("g", R"({"v":-0.0})")};
+  const ds::TimestampKeys keys;
+  q::Aggregation a({q::parse_property("reported/v", "groupBy")},
+                   {q::parse_metric("n", "count()"), q::parse_metric("s", "sum(reported/v)")}, 100);
+  for (const Shadow& s : ones) a.add(q::Subject(s.key, s.record, keys));
+  EXPECT_EQ(a.render(), R"({"groups":[{"key":{"reported/v":1},"n":4,"s":4},{"key":{"reported/v":0},"n":1,"s":0},)"
+                        R"({"key":{"reported/v":9007199254740992},"n":1,"s":9007199254740992},)"
+                        R"({"key":{"reported/v":9007199254740993},"n":1,"s":9007199254740993}]})");
+}
+
 TEST(Aggregate, PercentilesAreExactNearestRank) {
   EXPECT_EQ(aggregate({}, {{"p", "percentiles(reported/temp,25,50,100)"}}),
             R"({"groups":[{"key":{},"p":{"25":10,"50":20,"100":30}}]})");

@@ -242,6 +242,7 @@ TEST(Filter, DurationsOfYearsAndMonthsFollowTheCalendar) {
   EXPECT_EQ(time_of("time:now-P1W1D"), at("2026-11-19T04:20:00Z"));
   EXPECT_EQ(time_of("time:now-P0.1D"), at("2026-11-27T01:56:00Z"));
   EXPECT_EQ(time_of("time:now-P200Y"), at("1826-11-27T04:20:00Z"));
+  EXPECT_EQ(time_of("time:now-P73048DT12H"), kNow - (73048 * 24 + 12) * 3'600'000'000'000LL);
   EXPECT_EQ(time_of("time:now-P2400M"), at("1826-11-27T04:20:00Z"));
   // A day past the month's end becomes its last day.
   EXPECT_EQ(time_of("time:now-P1M", at("2028-03-31T12:00:00Z")), at("2028-02-29T12:00:00Z"));
@@ -356,6 +357,8 @@ TEST(Filter, ErrorsNameTheOffsetAndWhatWasExpected) {
       {"eq(thing,time:now-PT1.5M1S)", 24, "only its last number"},
       {"eq(thing,time:now-P1D1Y)", 22, "in order"},
       {"eq(thing,time:now-P201Y)", 19, "at most 200 years"},
+      {"eq(thing,time:now-P200Y1M)", 23, "at most 200 years"},
+      {"eq(thing,time:now-P73048DT13H)", 26, "at most 200 years"},
       {"eq(thing,time:now-PT1.H)", 22, "a digit after"},
       {"eq(thing,time:nowx)", 17, "'-'"},
       {"and(eq(thing,1) eq(name,1))", 16, "',' or ')'"},
@@ -426,10 +429,17 @@ TEST(Filter, ThingBoundsComeFromRangesEveryMatchMustPass) {
 TEST(Filter, FieldsToIndexPutWhatAMatchMustPassFirst) {
   using V = std::vector<std::string>;
   auto fields = [](std::string_view f) { return q::Filter::parse(f, kNow).fields_to_index(); };
+  // A field with @ts or @changed is a field of its own.
   EXPECT_EQ(fields(R"(and(or(eq(reported/a,1),eq(reported/b,1)),lt(reported/c@ts,time:now)))"),
-            (V{"reported/c", "reported/a", "reported/b"}));
-  EXPECT_EQ(fields(R"(or(eq(reported/a,1),not(eq(desired/b@changed,1)),eq(reported/a,2)))"), (V{"reported/a", "desired/b"}));
+            (V{"reported/c@ts", "reported/a", "reported/b"}));
+  EXPECT_EQ(fields(R"(or(eq(reported/a,1),not(eq(desired/b@changed,1)),eq(reported/a,2)))"),
+            (V{"reported/a", "desired/b@changed"}));
+  // Only what an index can be declared on: not thing or delta; the pseudo fields and name, but
+  // not for exists or ne, which every shadow passes or nearly.
   EXPECT_EQ(fields(R"(eq(thing,"x"))"), V{});
+  EXPECT_EQ(fields(R"(and(exists(delta/fw),eq(delta/a,1),gt(_modified,time:now-PT1H)))"), V{"_modified"});
+  EXPECT_EQ(fields(R"(and(ne(name,"x"),exists(_pending),eq(_reportedVersion,3),eq(name,"a")))"),
+            (V{"_reportedVersion", "name"}));
 }
 
 TEST(Filter, Projection) {

@@ -136,6 +136,34 @@ TEST_F(Fleet, PastTheBudgetTheQueryIsRefusedNamingAFieldToIndex) {
     EXPECT_EQ(e.details().field, "reported/n");
   }
   EXPECT_EQ(find(R"(like(thing,"plant-7/s1*"))", {}, std::nullopt, {.budget = 2}).size(), 2u);
+  // The field named is one an index can be declared on: @ts is a field of its own, delta none.
+  auto field_named = [&](std::string_view filter) {
+    try {
+      find(filter, {}, std::nullopt, {.budget = 3});
+    } catch (const ds::Error& e) {
+      EXPECT_EQ(e.code(), ds::ErrorCode::query_too_expensive);
+      return e.details().field;
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(field_named("lt(reported/n@ts,time:now)"), "reported/n@ts");
+  EXPECT_EQ(field_named("and(eq(delta/n,1),lt(reported/n@changed,time:now))"), "reported/n@changed");
+  EXPECT_EQ(field_named("eq(delta/n,1)"), "thing");
+}
+
+// The budget counts shadows one by one: a query that stops early (a full page) is not refused
+// for the ones it never examined.
+TEST_F(Fleet, TheBudgetCountsWhatIsExamined) {
+  for (int i = 0; i < 5; ++i) report("many", "s" + std::to_string(i), R"({"n":1})");
+  const q::Filter f = q::Filter::parse(R"(eq(thing,"many"))", 0);
+  int seen = 0;
+  const std::size_t examined = q::scan(store, keys, {f, {}, std::nullopt, false}, {.budget = 2, .budget_always = true},
+                                       [&](const q::Subject&) { return ++seen < 2; });
+  EXPECT_EQ(seen, 2);
+  EXPECT_EQ(examined, 2u);
+  EXPECT_THROW(q::scan(store, keys, {f, {}, std::nullopt, false}, {.budget = 2, .budget_always = true},
+                       [&](const q::Subject&) { return true; }),
+               ds::Error);
 }
 
 TEST_F(Fleet, OnDynamoDbReadingEveryThingNeedsConsent) {
