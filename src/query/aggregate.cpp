@@ -20,7 +20,7 @@ struct Accumulator {
   Int128 integer_sum = 0;
   long double double_sum = 0;  // wider than any value: finite values never sum to infinity
   bool doubles = false;        // a sample was not an integer: the sum is not exact
-  std::int64_t earliest = std::numeric_limits<std::int64_t>::max(), latest = std::numeric_limits<std::int64_t>::min();
+  Timestamp earliest{std::numeric_limits<std::int64_t>::max(), 0}, latest{std::numeric_limits<std::int64_t>::min(), 0};
   std::vector<json::value> all;  // percentiles only
 
   void add(const json::value& v, bool keep) {
@@ -99,7 +99,7 @@ void append_sum(std::string& out, const Accumulator& a, bool mean) {
   append_real(out, mean ? sum / static_cast<long double>(a.numbers) : sum);
 }
 
-void append_time(std::string& out, std::int64_t ns) { append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(ns))); }
+void append_time(std::string& out, Timestamp t) { append_json_string(out, format_rfc3339(t)); }
 
 [[noreturn]] void bad_metric(const std::string& label, std::string_view why) {
   throw Error::invalid_request("metrics." + label + ": " + std::string(why), "metrics." + label);

@@ -29,7 +29,7 @@ struct Literal {
   bool boolean = false;
   json::value number;
   std::string string;
-  std::optional<std::int64_t> time;  // Type::time; for a string, the instant it names if RFC 3339
+  std::optional<Timestamp> time;  // Type::time; for a string, the instant it names if RFC 3339
 };
 
 // A value of the shadow a comparison looks at.
@@ -39,7 +39,7 @@ struct Operand {
   bool boolean = false;
   json::value number;
   std::string_view string;
-  std::int64_t time = 0;
+  Timestamp time;
 };
 
 enum class Order { less, equal, greater, unequal, different_types };
@@ -78,7 +78,7 @@ Order compare(const Operand& a, const Literal& l) {
     case Operand::Type::string:
       if (l.type == T::string) return from(a.string.compare(l.string) <=> 0);
       if (l.type == T::time) {  // a string holding an RFC 3339 time compares with time:now
-        if (auto t = parse_rfc3339(a.string)) return from(t->unix_nanos() <=> *l.time);
+        if (auto t = parse_rfc3339(a.string)) return from(*t <=> *l.time);
       }
       return Order::different_types;
     case Operand::Type::time:
@@ -234,10 +234,10 @@ void add_value(const json::value& v, const TimestampKeys& keys, std::vector<Oper
   add_scalar(v, out);
 }
 
-void add_time(std::int64_t ns, std::vector<Operand>& out) {
+void add_time(Timestamp t, std::vector<Operand>& out) {
   Operand o;
   o.type = Operand::Type::time;
-  o.time = ns;
+  o.time = t;
   out.push_back(o);
 }
 
@@ -272,7 +272,7 @@ std::vector<Operand> resolve(const Subject& s, const Property& p) {
     case K::reported_version: number(r.reported.exists() ? r.reported.version : 0); return out;
     case K::desired_version: number(r.desired.exists() ? r.desired.version : 0); return out;
     case K::modified:
-      if (r.exists()) add_time(s.modified_ns(), out);
+      if (r.exists()) add_time(Timestamp::from_unix_nanos(s.modified_ns()), out);
       return out;
     case K::pending: {
       Operand o;
@@ -300,7 +300,7 @@ std::vector<Operand> resolve(const Subject& s, const Property& p) {
         auto add = [&](const json::value& v) {
           if (const json::object* o = v.if_object()) {
             if (const json::value* ts = s.timestamp_keys().find(*o)) {
-              if (auto t = parse_timestamp(*ts)) add_time(t->unix_nanos(), out);
+              if (auto t = parse_timestamp(*ts)) add_time(*t, out);
             }
           }
         };
@@ -312,7 +312,7 @@ std::vector<Operand> resolve(const Subject& s, const Property& p) {
       }
       break;
     case Property::Suffix::changed:
-      if (!nodes.empty()) add_time(s.leaf_time(section_of(p.kind), p.path), out);
+      if (!nodes.empty()) add_time(Timestamp::from_unix_nanos(s.leaf_time(section_of(p.kind), p.path)), out);
       break;
   }
   return out;
@@ -573,7 +573,7 @@ class Parser {
       const std::uint64_t column = e.details().column.value_or(1);
       fail(start + (column > 0 ? column - 1 : 0), "a valid JSON string escape");
     }
-    if (auto t = parse_rfc3339(l.string)) l.time = t->unix_nanos();
+    l.time = parse_rfc3339(l.string);
     return l;
   }
 
@@ -590,10 +590,10 @@ class Parser {
       l.type = Literal::Type::null;
     } else if (w.starts_with("time:now")) {
       l.type = Literal::Type::time;
-      l.time = now_;
+      l.time = Timestamp::from_unix_nanos(now_);
       if (w.size() > 8) {
         if (w[8] != '-') fail(start + 8, "'-' and an ISO 8601 duration (e.g. time:now-PT15M)");
-        l.time = before(now_, w.substr(9), start + 9);
+        l.time = Timestamp::from_unix_nanos(before(now_, w.substr(9), start + 9));
       }
     } else if (!w.empty() && (w[0] == '-' || (w[0] >= '0' && w[0] <= '9'))) {
       try {
@@ -771,6 +771,16 @@ void add_ranges(Op op, const Literal& l, bool of_times, std::vector<IndexRange>&
     if (high) r.high = v, r.high_open = op == Op::lt;
     out.push_back(std::move(r));
   };
+  // Entries hold times as Unix ns, those outside 1677–2262 as the span's nearest end: a time at
+  // or past an end selects the end, closed, and its candidates are tested.
+  auto add_time = [&](Timestamp t) {
+    const std::int64_t ns = t.unix_nanos();
+    if (ns == std::numeric_limits<std::int64_t>::min() || ns == std::numeric_limits<std::int64_t>::max()) {
+      exact = false;
+      op = op == Op::gt ? Op::ge : op == Op::lt ? Op::le : op;
+    }
+    add(T::time, IndexValue::of_time(ns));
+  };
   const bool strict = op == Op::gt || op == Op::lt;
   switch (l.type) {
     case Literal::Type::null:  // only equal to null; unordered
@@ -796,7 +806,7 @@ void add_ranges(Op op, const Literal& l, bool of_times, std::vector<IndexRange>&
     }
     case Literal::Type::string: {
       if (of_times) {
-        if (l.time) add(T::time, IndexValue::of_time(*l.time));
+        if (l.time) add_time(*l.time);
         return;
       }
       IndexValue v{T::string};
@@ -804,7 +814,7 @@ void add_ranges(Op op, const Literal& l, bool of_times, std::vector<IndexRange>&
       add(T::string, v);
       return;
     }
-    case Literal::Type::time: add(T::time, IndexValue::of_time(*l.time)); return;
+    case Literal::Type::time: add_time(*l.time); return;
   }
 }
 
@@ -929,7 +939,7 @@ std::int64_t Subject::modified_ns() const noexcept {
 bool append_property(std::string& out, const Subject& s, const Property& p) {
   using K = Property::Kind;
   const ShadowRecord& r = s.record();
-  auto time = [&](std::int64_t ns) { append_json_string(out, format_rfc3339(Timestamp::from_unix_nanos(ns))); };
+  auto time = [&](Timestamp t) { append_json_string(out, format_rfc3339(t)); };
   switch (p.kind) {
     case K::thing: append_json_string(out, s.key().thing); return true;
     case K::name: append_json_string(out, s.key().name); return true;
@@ -937,7 +947,7 @@ bool append_property(std::string& out, const Subject& s, const Property& p) {
     case K::desired_version: out += std::to_string(r.desired.exists() ? r.desired.version : 0); return true;
     case K::modified:
       if (!r.exists()) return false;
-      time(s.modified_ns());
+      time(Timestamp::from_unix_nanos(s.modified_ns()));
       return true;
     case K::pending: out += s.delta().empty() ? "false" : "true"; return true;
     case K::reported:
@@ -956,12 +966,12 @@ bool append_property(std::string& out, const Subject& s, const Property& p) {
   if (!node) return false;
   switch (p.suffix) {
     case Property::Suffix::none: append_json(out, *node); return true;
-    case Property::Suffix::changed: time(s.leaf_time(section_of(p.kind), p.path)); return true;
+    case Property::Suffix::changed: time(Timestamp::from_unix_nanos(s.leaf_time(section_of(p.kind), p.path))); return true;
     case Property::Suffix::ts:
       if (const json::object* o = node->if_object()) {
         if (const json::value* ts = s.timestamp_keys().find(*o)) {
           if (auto t = parse_timestamp(*ts)) {
-            time(t->unix_nanos());
+            time(*t);
             return true;
           }
         }

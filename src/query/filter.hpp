@@ -78,7 +78,7 @@ bool append_property(std::string& out, const Subject& subject, const Property& p
 struct Sample {
   enum class Type { null, boolean, number, string, time, other } type = Type::other;
   json::value json;       // null, boolean, number, string: the value
-  std::int64_t time = 0;  // Type::time: Unix ns
+  Timestamp time;         // Type::time (any instant a write may hold; indexes keep it as Unix ns)
 };
 std::vector<Sample> samples(const Subject& subject, const Property& property);
 // The samples of one value a section path holds (`samples` of such a path, without the shadow).

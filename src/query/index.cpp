@@ -82,7 +82,7 @@ std::vector<IndexValue> to_index_values(const std::vector<Sample>& samples) {
         out.push_back({T::string, 0, 0, false, std::string(text)});
         break;
       }
-      case Sample::Type::time: out.push_back(IndexValue::of_time(s.time)); break;
+      case Sample::Type::time: out.push_back(IndexValue::of_time(s.time.unix_nanos())); break;
       case Sample::Type::other: break;
     }
   }

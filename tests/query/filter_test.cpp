@@ -442,6 +442,39 @@ TEST(Filter, FieldsToIndexPutWhatAMatchMustPassFirst) {
             (V{"_reportedVersion", "name"}));
 }
 
+// A write may hold any instant of the years 0000-9999; queries compare them exactly, also past
+// the span of int64 nanoseconds (1677-2262), and show them as they are.
+TEST(Filter, TimesPastTheNanosecondSpanCompareExactly) {
+  Fixture f;
+  f.record.reported.state_json = R"({"far":{"value":1,"ts":"3000-01-01T00:00:00Z"},"farther":{"value":2,"ts":99999999999},)"
+                                 R"("early":{"value":3,"ts":"1000-01-01T00:00:00Z"}})";
+  for (const Row& row : std::vector<Row>{
+           {R"(gt(reported/far@ts,"2999-12-31T23:59:59Z"))", true},
+           {R"(gt(reported/far@ts,"3000-01-01T00:00:00Z"))", false},
+           {R"(eq(reported/far@ts,"3000-01-01T00:00:00Z"))", true},
+           {R"(eq(reported/far@ts,"9999-12-31T23:59:59.999999999Z"))", false},
+           {R"(gt(reported/farther@ts,"3000-01-01T00:00:00Z"))", true},
+           {R"(lt(reported/far@ts,"2262-04-11T23:47:16.854775807Z"))", false},
+           {R"(lt(reported/early@ts,"1500-01-01T00:00:00Z"))", true},
+           {R"(eq(reported/early@ts,"0001-01-01T00:00:00Z"))", false},
+           {"lt(reported/early@ts,time:now-P200Y)", true},
+       }) {
+    EXPECT_EQ(q::Filter::parse(row.filter, kNow).matches(q::Subject(f.key, f.record, f.keys)), row.match) << row.filter;
+  }
+  std::string out;
+  ASSERT_TRUE(q::append_property(out, q::Subject(f.key, f.record, f.keys), q::parse_property("reported/farther@ts")));
+  EXPECT_EQ(out, R"("5138-11-16T09:46:39.000000000Z")");
+  // An index range cannot hold such a time apart from the span's end: it selects the end, and
+  // its candidates are tested.
+  const q::Filter beyond = q::Filter::parse(R"(gt(reported/far@ts,"3000-01-01T00:00:00Z"))", kNow);
+  const std::vector<q::IndexableComparison> c = beyond.indexable();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_FALSE(c.front().exact);
+  EXPECT_FALSE(c.front().parts.front().ranges.front().low_open);
+  EXPECT_EQ(c.front().parts.front().ranges.front().low->integer, std::numeric_limits<std::int64_t>::max());
+  EXPECT_TRUE(q::Filter::parse(R"(gt(reported/far@ts,"2000-01-01T00:00:00Z"))", kNow).indexable().front().exact);
+}
+
 TEST(Filter, Projection) {
   Fixture f;
   q::Subject s(f.key, f.record, f.keys);
