@@ -36,6 +36,8 @@ std::string new_job_id(std::int64_t now_ns) { return job_id_time(now_ns) + "-" +
 
 // A selection that began this long ago has ended: the examine budget bounds it to minutes.
 constexpr std::chrono::hours kSelectionBound{1};
+// How long a cancel waits for the local runner to stop (the writes it has begun to finish).
+constexpr std::chrono::seconds kCancelWait{10};
 
 enum class Outcome { pending, succeeded, failed, skipped };
 
@@ -66,8 +68,9 @@ class Pacer {
  public:
   explicit Pacer(std::optional<double> rate)
       : interval_(rate ? std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / *rate)) : std::chrono::nanoseconds(0)) {}
-  // Waits for the next slot; false (without waiting it out) once `stop` is set.
-  bool wait(const std::atomic<bool>& stop, const std::atomic<bool>& stopping) {
+  // Waits for the next slot; false (without waiting it out) once `stopped()` holds.
+  template <class Stopped>
+  bool wait(const Stopped& stopped) {
     if (interval_.count() == 0) return true;
     std::chrono::steady_clock::time_point slot;
     {
@@ -76,7 +79,7 @@ class Pacer {
       next_ = slot + interval_;
     }
     while (std::chrono::steady_clock::now() < slot) {
-      if (stop || stopping) return false;
+      if (stopped()) return false;
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(slot - std::chrono::steady_clock::now(),
                                                                                 std::chrono::milliseconds(50)));
     }
@@ -180,7 +183,11 @@ void JobRunner::launch(JobRecord job) {
     } catch (const std::exception& e) {  // the store failed: a later poll takes the job up again
       if (options_.on_error) options_.on_error(r->record.id, e.what());
     }
-    r->done = true;
+    {
+      std::lock_guard lock(mutex_);
+      r->done = true;
+    }
+    finished_.notify_all();
   });
 }
 
@@ -277,17 +284,21 @@ JobRecord JobRunner::cancel(std::string_view id) {
     next.active = false;
     next.revision = job->revision + 1;
     if (!store_.update_job(next, job->revision)) continue;
-    bool local = false;
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = running_.find(id); it != running_.end() && !it->second->done) {
-        it->second->cancelled = true;
-        it->second->stop = true;
-        local = true;
-      }
+    std::unique_lock lock(mutex_);
+    const auto it = running_.find(id);
+    if (it == running_.end() || it->second->done) {
+      lock.unlock();
+      store_.remove_targets(id);  // a local runner drops them once it stops
+      return next;
     }
-    if (!local) store_.remove_targets(id);  // a local runner drops them once it stops
-    return next;
+    // This process runs it: the answer waits for the targets being written to finish and be
+    // counted in the stored job (a crash after the answer loses no count).
+    const std::shared_ptr<Running> r = it->second;
+    r->cancelled = true;
+    r->stop = true;
+    if (!finished_.wait_for(lock, kCancelWait, [&] { return r->done.load(); })) return next;
+    lock.unlock();
+    return store_.job(id).value_or(next);
   }
 }
 
@@ -443,7 +454,8 @@ void JobRunner::run(Running& r) {
            !r.stop && !stopping_ && !abort && time_left() && !cancelled_elsewhere() &&
            (first = taken.fetch_add(block)) < end;) {
         const std::uint64_t last = std::min(end, first + block);
-        if (!pacer.wait(r.stop, stopping_)) return;  // the block stays pending
+        // A target whose slot comes after the job was cancelled or aborted stays pending.
+        if (!pacer.wait([&] { return r.stop || stopping_ || abort; }) || abort) return;
         keys_read.assign(keys_of_chunk.begin() + (first - begin), keys_of_chunk.begin() + (last - begin));
         // time:now is the moment the block is read (the filter parsed: it was at the job's start).
         const query::Filter filter = query::Filter::parse(spec.filter, engine_.options().clock());

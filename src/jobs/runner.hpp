@@ -74,7 +74,8 @@ class JobRunner {
   std::optional<JobRecord> get(std::string_view id);
   std::vector<JobRecord> list(std::string_view before, std::size_t limit);
   // Ends a running job as cancelled (its targets not yet written are not written); a finished
-  // job is returned as it is. Throws not_found.
+  // job is returned as it is. A job this runner runs is returned once it has stopped, with the
+  // targets written meanwhile counted (waiting at most a few seconds). Throws not_found.
   JobRecord cancel(std::string_view id);
 
  private:
@@ -92,6 +93,7 @@ class JobRunner {
   JobOptions options_;
   std::mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable finished_;  // a running job's thread ended (Running::done)
   std::atomic<bool> stopping_{false};
   std::map<std::string, std::shared_ptr<Running>, std::less<>> running_;  // by job id
   std::mutex create_mutex_;  // one creation at a time, so that max_active holds

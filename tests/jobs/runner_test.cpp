@@ -299,6 +299,45 @@ TEST_P(Fixture, FailedTargetsAreCountedWithTheirErrorsAndCanAbortTheJob) {
   EXPECT_NE(p.reason.find("abortAfterFailures"), std::string::npos);
 }
 
+// A paced job's workers wait for their slots with targets taken: once the failures reach
+// abortAfterFailures, none of those is written.
+TEST_P(Fixture, APacedJobStopsAtItsFailureLimit) {
+  std::vector<std::string> things;
+  for (int i = 0; i < 10; ++i) {
+    things.push_back("p" + std::to_string(i));
+    report(things.back(), R"j({"on":true})j");
+    if (i % 2) desire(things.back(), R"j({"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"})j");
+  }
+  jobs::JobRunner runner(engine, job_store, {.parallelism = 4});
+  const char* body = R"j({"filter":"eq(reported/on,true)","desired":{"big":"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"},)j"
+                     R"j("ratePerSecond":5,"abortAfterFailures":2})j";
+  const std::string id = runner.create(spec(body), {}).id;
+  const jobs::JobProgress p = finished(runner, id);
+  EXPECT_EQ(p.status, jobs::JobStatus::failed);
+  EXPECT_EQ(p.failed, 2u);
+  EXPECT_EQ(p.succeeded, 2u);
+  for (std::size_t i = 4; i < things.size(); ++i) EXPECT_EQ(events_with(things[i], "job:" + id), 0u) << things[i];
+}
+
+// A cancel answers once the local runner has stopped: its counts hold every target written.
+TEST_P(Fixture, ACancelAnswersWithEveryTargetWrittenCounted) {
+  std::vector<std::string> things;
+  for (int i = 0; i < 40; ++i) {
+    things.push_back("k" + std::to_string(100 + i));
+    report(things.back(), R"j({"v":1})j");
+  }
+  jobs::JobRunner runner(engine, job_store, {.parallelism = 4});
+  const std::string id = runner.create(spec(R"j({"filter":"eq(reported/v,1)","desired":{"go":true},"ratePerSecond":20})j"), {}).id;
+  std::this_thread::sleep_for(400ms);
+  const jobs::JobProgress p = jobs::progress_of(runner.cancel(id).progress);
+  std::uint64_t written = 0;
+  for (const std::string& thing : things) written += events_with(thing, "job:" + id);
+  EXPECT_EQ(p.status, jobs::JobStatus::cancelled);
+  EXPECT_GT(written, 0u);
+  EXPECT_EQ(p.succeeded, written);
+  EXPECT_LT(written, 40u);
+}
+
 // A store whose read of the block holding `slow` takes a while, so that the workers of other
 // blocks run ahead of it.
 class SlowBlockStore final : public ForwardingStore {
