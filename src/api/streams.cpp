@@ -47,22 +47,30 @@ HttpResponse Api::events(Context& ctx) {
     authorize(ctx, Action::read, "");
     if (ctx.token) request.scope = ctx.token->patterns;  // only the things the token covers
   }
+  // A parameter given empty (`?match=`) is as if not given.
+  auto given = [&](const char* name) -> const std::string* {
+    auto it = ctx.query.find(name);
+    return it != ctx.query.end() && !it->second.empty() ? &it->second : nullptr;
+  };
   json::object selection;
   for (const char* name : {"match", "sections"}) {
-    if (auto it = ctx.query.find(name); it != ctx.query.end()) selection[name] = it->second;
+    if (const std::string* v = given(name)) selection[name] = *v;
   }
   for (const char* name : {"paths", "include"}) {
-    if (auto it = ctx.query.find(name); it != ctx.query.end()) selection[name] = comma_list(it->second);
+    if (const std::string* v = given(name)) selection[name] = comma_list(*v);
   }
   request.selection = notify::parse_selection(selection);
   // One that does not parse is 400 invalid_filter here, before the stream starts.
-  if (auto it = ctx.query.find("filter"); it != ctx.query.end()) live::set_filter(request.selection, it->second);
+  if (const std::string* filter = given("filter")) live::set_filter(request.selection, *filter);
   // A browser's reconnect sends the last id it saw with the URL it first opened: the header wins.
   if (const std::string* last = ctx.request.header("Last-Event-ID"); last && !last->empty()) {
     request.after = live::parse_resume_point(*last, "Last-Event-ID");
-  } else if (auto it = ctx.query.find("after"); it != ctx.query.end()) {
-    request.after = live::parse_resume_point(it->second, "after");
+  } else if (const std::string* after = given("after")) {
+    request.after = live::parse_resume_point(*after, "after");
   }
+  // A point past the server's clock (a client's clock ahead, an id from elsewhere) has nothing
+  // after it to replay: the stream goes live from its start, as one without a point.
+  if (request.after && request.after->ns > engine_.options().clock()) request.after.reset();
 
   live::Hub* hub = options_.streams;
   if (!hub) throw Error::invalid_request(options_.streams_off);

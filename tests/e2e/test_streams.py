@@ -211,6 +211,18 @@ class Streams(ApiTestCase):
         self.assertEqual([m["id"] for m in s.events(2)], ids)
         s.close()
 
+    def test_a_point_past_the_servers_clock_or_empty_parameters_go_live(self):
+        one = shadow_path("future-1", "main", "events")
+        for n, (path, headers) in enumerate([(one + "?after=2100-01-01T00:00:00Z", None),
+                                             (one, {"Last-Event-ID": "02795926001918876016#R4"}),
+                                             ("/v1/events?match=future-1%23main&after=2100-01-01T00:00:00Z", None),
+                                             ("/v1/events?match=&sections=&paths=&include=&filter=&after=", None)]):
+            s = SSE(self.server, path, headers=headers)
+            report(self.server, "future-1", {"n": n})
+            [m] = s.events(1)
+            s.close()
+            self.assertEqual(m["data"]["data"]["reported"]["new"], {"n": n}, path)
+
     def test_heartbeats_keep_an_idle_stream_open(self):
         s = SSE(self.server, shadow_path("quiet-1", "main", "events"))
         self.assertEqual(s.next(), {"comment": "keep-alive"})
