@@ -152,14 +152,12 @@ bool parse_flag(const std::string& text, const char* field) {
 
 // since/until: RFC 3339 or an epoch number (same magnitude rules as timestamped values).
 std::int64_t parse_time(const std::string& text, const char* field) {
-  std::optional<Timestamp> t;
-  if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-') && text.find('T') == std::string::npos) {
+  std::optional<Timestamp> t = parse_rfc3339(text);  // 'T' or 't' or ' ' between date and time
+  if (!t && !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-')) {
     try {
       t = parse_timestamp(parse_json(text));
     } catch (const Error&) {
     }
-  } else {
-    t = parse_rfc3339(text);
   }
   if (!t) throw Error::invalid_request(std::string(field) + " must be an RFC 3339 time or an epoch number", field);
   return t->unix_nanos();

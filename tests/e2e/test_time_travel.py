@@ -85,6 +85,9 @@ class TimeTravel:
                 self.assertEqual(without_times(r.json()), seen["body"])
                 r = self.get(p + "?metadata=true&asOf=" + seen["timestamp"])
                 self.assertEqual(without_times(r.json()), seen["metadata"])
+                # RFC 3339 allows a lower-case t and z.
+                r = self.get(p + "?metadata=true&asOf=" + seen["timestamp"].replace("T", "t").replace("Z", "z"))
+                self.assertEqual(without_times(r.json()), seen["metadata"])
 
     def test_an_emptied_object_is_kept_in_the_past(self):
         after = self.seen[2]["body"]
