@@ -89,7 +89,7 @@ HttpResponse Api::jobs(Context& ctx) {
       resume = list.back().id;
     }
     std::string out = "{\"jobs\":[";
-    for (std::size_t i = 0; i < list.size(); ++i) out += (i ? "," : "") + jobs::render_job(list[i], false);
+    for (std::size_t i = 0; i < list.size(); ++i) out += (i ? "," : "") + jobs::render_job(list[i]);
     out += ']';
     if (resume) {
       out += ",\"cursor\":";

@@ -207,7 +207,7 @@ JobProgress progress_of(std::string_view stored) {
   return p;
 }
 
-std::string render_job(const JobRecord& job, bool with_errors) {
+std::string render_job(const JobRecord& job) {
   const JobProgress p = progress_of(job.progress);
   JobSpec spec = spec_of(job.spec);
   spec.scope.clear();  // who may see the job: not part of the request shown
@@ -230,12 +230,9 @@ std::string render_job(const JobRecord& job, bool with_errors) {
   std::string request = render_spec(spec);
   out += ',';
   out.append(request, 1, request.size() - 2);
-  if (with_errors) {
-    out += ",\"errors\":[";
-    for (std::size_t i = 0; i < p.errors.size(); ++i) out += (i ? "," : "") + p.errors[i];
-    out += ']';
-  }
-  return out + "}";
+  out += ",\"errors\":[";
+  for (std::size_t i = 0; i < p.errors.size(); ++i) out += (i ? "," : "") + p.errors[i];
+  return out + "]}";
 }
 
 std::string render_target_error(const ShadowKey& key, const Error& error) {

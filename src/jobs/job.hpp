@@ -72,8 +72,8 @@ struct JobProgress {
 std::string render_progress(const JobProgress& progress);
 JobProgress progress_of(std::string_view stored);
 
-// The public view of a job (GET /v1/jobs/{id}); without the errors in a listing.
-std::string render_job(const JobRecord& job, bool with_errors = true);
+// The public view of a job (GET /v1/jobs/{id}, and each of a listing), with its first errors.
+std::string render_job(const JobRecord& job);
 // One failed target as JobProgress::errors keeps it.
 std::string render_target_error(const ShadowKey& key, const Error& error);
 
