@@ -38,14 +38,17 @@ std::uint64_t whole_number(const json::value& v, std::uint64_t high, const char*
   return v.to_number<std::uint64_t>();
 }
 
+// The members of a comma-separated list; an empty one (",x", "x,", "x,,y") is kept, and refused
+// as a property would be.
 std::vector<std::string> split_fields(std::string_view text) {
   std::vector<std::string> out;
-  while (!text.empty()) {
-    const std::size_t comma = text.find(',');
-    out.emplace_back(text.substr(0, comma));
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  if (text.empty()) return out;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = text.find(',', start);
+    out.emplace_back(text.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
   }
-  return out;
 }
 
 // The sort as asked, normalized: kDefaultSort, or "+FIELD" / "-FIELD" (a declared field, then

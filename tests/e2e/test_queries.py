@@ -167,6 +167,7 @@ class Queries:
         for params, field in [({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"sort": "-reported/temp"}, "sort"),
                               ({"sort": "+name"}, "sort"), ({"fields": "reportd/x"}, "fields"), ({"order": "asc"}, "order"),
                               ({"allowScan": "yes"}, "allowScan"), ({"fields": "reported/a,reported/a"}, "fields"),
+                              ({"fields": "reported/a,"}, "fields"), ({"fields": ",reported/a"}, "fields"),
                               ({"fields": ",".join(f"reported/f{i}" for i in range(33))}, "fields")]:
             e = self.assertError(self.search(filter='eq(thing,"office")', **params), 400, "invalid_request")
             self.assertEqual(e["field"], field, params)
