@@ -182,8 +182,18 @@ int main(int argc, char** argv) {
     q::scan(*store, keys, {eq, {}, std::nullopt, false}, with_index, [&](const q::Subject&) { return ++page < 100; });
   });
   std::string groups;
-  const double aggregate_ms = median_ms(3, [&] {
+  const double averages_ms = median_ms(3, [&] {  // the same without percentiles, for their cost
     q::Aggregation a({q::parse_property("reported/online")}, {q::parse_metric("n", "count()"), q::parse_metric("t", "avg(reported/temp)")}, 100);
+    q::scan(*store, keys, {eq, {}, std::nullopt, false}, with_index, [&](const q::Subject& s) {
+      a.add(s);
+      return true;
+    });
+  });
+  const double aggregate_ms = median_ms(3, [&] {
+    q::Aggregation a({q::parse_property("reported/online")},
+                     {q::parse_metric("n", "count()"), q::parse_metric("t", "avg(reported/temp)"),
+                      q::parse_metric("p", "percentiles(reported/temp,99)")},
+                     100);
     q::scan(*store, keys, {eq, {}, std::nullopt, false}, with_index, [&](const q::Subject& s) {
       a.add(s);
       return true;
@@ -193,8 +203,9 @@ int main(int argc, char** argv) {
   std::printf("\n| query (eq(reported/fw,\"1.3\"), %ld shadows) | median ms |\n|---|---|\n", shadows);
   std::printf("| count: %llu | %.1f |\n", static_cast<unsigned long long>(count), count_ms);
   std::printf("| page of %zu | %.1f |\n", page, page_ms);
-  std::printf("| aggregate over the %llu matches, by reported/online: count, avg(reported/temp) | %.0f |\n",
-              static_cast<unsigned long long>(count), aggregate_ms);
+  std::printf("| aggregate over the %llu matches, by reported/online: count and avg of reported/temp | %.0f |\n",
+              static_cast<unsigned long long>(count), averages_ms);
+  std::printf("| the same with the p99 of reported/temp | %.0f |\n", aggregate_ms);
   std::printf("%s\n", groups.c_str());
   std::filesystem::remove_all(dir);
 }

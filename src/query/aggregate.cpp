@@ -12,21 +12,29 @@ namespace {
 
 __extension__ using Int128 = __int128;  // a sum of integer samples, exact (2^64 of them fit)
 
-// What one metric has seen in one group. Numbers are kept as they were written, so min, max and
-// percentiles are values that were reported, exactly (a double holds integers only to 2^53).
+// A sample as a long double, which holds every int64, uint64 and double exactly (a double holds
+// integers only to 2^53): min, max and percentiles are values that were reported.
+long double exactly(const json::value& v) {
+  if (v.is_int64()) return static_cast<long double>(v.get_int64());
+  if (v.is_uint64()) return static_cast<long double>(v.get_uint64());
+  return static_cast<long double>(v.get_double());
+}
+
+// What one metric has seen in one group.
 struct Accumulator {
   std::uint64_t numbers = 0, times = 0;
-  json::value min, max;  // null until a number is seen
+  long double min = std::numeric_limits<long double>::infinity(), max = -std::numeric_limits<long double>::infinity();
   Int128 integer_sum = 0;
   long double double_sum = 0;  // wider than any value: finite values never sum to infinity
   bool doubles = false;        // a sample was not an integer: the sum is not exact
   Timestamp earliest{std::numeric_limits<std::int64_t>::max(), 0}, latest{std::numeric_limits<std::int64_t>::min(), 0};
-  std::vector<json::value> all;  // percentiles only
+  std::vector<long double> all;  // percentiles only
 
   void add(const json::value& v, bool keep) {
     ++numbers;
-    if (min.is_null() || number_less(v, min)) min = v;
-    if (max.is_null() || number_less(max, v)) max = v;
+    const long double x = exactly(v);
+    min = std::min(min, x);
+    max = std::max(max, x);
     if (v.is_int64()) {
       integer_sum += v.get_int64();
     } else if (v.is_uint64()) {
@@ -35,13 +43,13 @@ struct Accumulator {
       double_sum += v.get_double();
       doubles = true;
     }
-    if (keep) all.push_back(v);
+    if (keep) all.push_back(x);
   }
   void merge(const Accumulator& o) {
     numbers += o.numbers;
     times += o.times;
-    if (!o.min.is_null() && (min.is_null() || number_less(o.min, min))) min = o.min;
-    if (!o.max.is_null() && (max.is_null() || number_less(max, o.max))) max = o.max;
+    min = std::min(min, o.min);
+    max = std::max(max, o.max);
     integer_sum += o.integer_sum;
     double_sum += o.double_sum;
     doubles = doubles || o.doubles;
@@ -51,22 +59,17 @@ struct Accumulator {
   }
 };
 
-// A number in one form per value, so that equal numbers (1, 1.0, 1e0) write alike: an integer
-// as it is, a whole double within 64-bit range as that integer, any other double in shortest
-// round-trip form.
-void append_number(std::string& out, const json::value& v) {
-  if (v.is_double()) {
-    const double d = v.get_double();
-    if (std::trunc(d) == d && d >= -0x1p63 && d < 0x1p63) {
-      out += std::to_string(static_cast<std::int64_t>(d));
-      return;
-    }
-    if (std::trunc(d) == d && d >= 0 && d < 0x1p64) {
-      out += std::to_string(static_cast<std::uint64_t>(d));
-      return;
-    }
+// A number (as exactly() holds it) in one form per value, so that equal numbers (1, 1.0, 1e0)
+// write alike: a whole number within 64-bit range as that integer, anything else as the double
+// it came from, in shortest round-trip form.
+void append_number(std::string& out, long double v) {
+  if (std::trunc(v) == v && v >= -0x1p63L && v < 0x1p63L) {
+    out += std::to_string(static_cast<std::int64_t>(v));
+  } else if (std::trunc(v) == v && v >= 0 && v < 0x1p64L) {
+    out += std::to_string(static_cast<std::uint64_t>(v));
+  } else {
+    append_json(out, json::value(static_cast<double>(v)));
   }
-  append_json(out, v);
 }
 
 void append_integer(std::string& out, Int128 v) {
@@ -85,7 +88,7 @@ void append_integer(std::string& out, Int128 v) {
 // A sum or mean that is not an integer: as a double, or, past a double's range, to 17
 // significant digits, as precise as a double's (JSON numbers have no range).
 void append_real(std::string& out, long double v) {
-  if (std::fabs(v) <= std::numeric_limits<double>::max()) return append_number(out, json::value(static_cast<double>(v)));
+  if (std::fabs(v) <= std::numeric_limits<double>::max()) return append_number(out, static_cast<long double>(static_cast<double>(v)));
   char text[64];
   out.append(text, static_cast<std::size_t>(std::snprintf(text, sizeof text, "%.17Lg", v)));
 }
@@ -171,7 +174,7 @@ void Aggregation::add(const Subject& subject) {
       if (values[i].type == Sample::Type::time) {
         append_time(key, values[i].time);
       } else if (values[i].type == Sample::Type::number) {
-        append_number(key, values[i].json);  // 1 and 1.0 are one group
+        append_number(key, exactly(values[i].json));  // 1 and 1.0 are one group
       } else {
         append_json(key, values[i].json);  // null for an object
       }
@@ -235,13 +238,13 @@ std::string Aggregation::render() const {
             out += "null";
             break;
           }
-          std::vector<json::value> sorted = a.all;
-          std::sort(sorted.begin(), sorted.end(), number_less);
+          std::vector<long double> sorted = a.all;
+          std::sort(sorted.begin(), sorted.end());
           out += '{';
           for (std::size_t k = 0; k < m.percents.size(); ++k) {  // nearest rank: a value that was seen
             if (k) out += ',';
             std::string name;
-            append_number(name, json::value(m.percents[k]));
+            append_number(name, static_cast<long double>(m.percents[k]));
             append_json_string(out, name);
             out += ':';
             const double rank = std::ceil(m.percents[k] / 100.0 * static_cast<double>(sorted.size()));

@@ -1052,8 +1052,6 @@ std::vector<std::string> Filter::fields_to_index() const {
   return out;
 }
 
-bool number_less(const json::value& a, const json::value& b) { return compare_numbers(a, b) == Order::less; }
-
 bool indexable(const Property& p) noexcept {
   using K = Property::Kind;
   switch (p.kind) {

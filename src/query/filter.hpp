@@ -96,10 +96,6 @@ struct ThingBounds {
   bool above(std::string_view thing) const noexcept { return high && (high_open ? thing >= *high : thing > *high); }
 };
 
-// Whether number `a` is less than number `b`, exactly (int64, uint64 and double alike: 1 = 1.0,
-// 2^53 + 1 > 2^53).
-bool number_less(const json::value& a, const json::value& b);
-
 // Whether a declared index can hold `p` (PUT /v1/index): a reported or desired path (optionally
 // @ts or @changed), `name` or a pseudo field.
 bool indexable(const Property& p) noexcept;
