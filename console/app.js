@@ -75,7 +75,7 @@ function h(tag, props, ...children) {
 }
 
 function show(...children) {
-  view.replaceChildren(...children);
+  view.replaceChildren(...children.filter((c) => c !== undefined && c !== null && c !== false));
   view.focus({ preventScroll: true });
 }
 
@@ -104,6 +104,7 @@ async function fill(box, load, doing, quiet = false) {
 function when(iso) {
   if (!iso) return '—';
   const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) return String(iso); // past what a JavaScript date holds
   return `${t.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC')} (${ago(t)})`;
 }
 
@@ -152,7 +153,9 @@ function signInPage(error) {
       await api('GET', '/v1/things?limit=1');
       if (location.hash === returnTo) route(); else location.hash = returnTo;
     } catch (err) {
-      if (err.name !== 'AbortError') message.replaceChildren(errorBox(err, 'Sign-in failed'));
+      if (err.name === 'AbortError') return;
+      sessionStorage.removeItem(TOKEN_KEY); // refused (a device's token may not list things): not kept
+      message.replaceChildren(errorBox(err, 'Sign-in failed'));
     }
   } },
   h('label', { for: 'token' }, 'Token'), input, h('button', { type: 'submit' }, 'Sign in'), message);
@@ -189,7 +192,8 @@ function fleetPage(params) {
   const results = h('div', { class: 'results' });
   const form = h('form', { role: 'search', onsubmit: (e) => {
     e.preventDefault();
-    location.hash = `#/fleet?${query({ filter: input.value.trim() })}`;
+    const next = `#/fleet?${query({ filter: input.value.trim() })}`;
+    if (location.hash === next) route(); else location.hash = next; // the same search again: its first page anew
   } }, h('label', { for: 'filter' }, 'Filter'), input, h('button', { type: 'submit' }, 'Search'));
   show(h('h1', {}, 'Fleet'), form,
     h('p', { id: 'filter-help', class: 'hint' }, 'A filter such as ', h('code', {}, 'lt(reported/temp@ts,time:now-PT15M)'),
@@ -258,7 +262,8 @@ function measuredAt(value) {
   if (typeof ts !== 'number') return null;
   const abs = Math.abs(ts);
   const ms = Number.isInteger(ts) ? (abs < 1e11 ? ts * 1000 : abs < 1e14 ? ts : abs < 1e17 ? ts / 1e3 : ts / 1e6) : ts * 1000;
-  return new Date(ms);
+  const t = new Date(ms);
+  return Number.isNaN(t.getTime()) ? null : t; // past what a JavaScript date holds: not shown
 }
 
 function sectionMeta(section) {
@@ -277,17 +282,6 @@ function shadowSections(shadow, seen) {
   ];
 }
 
-// The write that turns desired state `from` into `to` under merge rules: what `to` holds, and
-// null for each member `from` has and `to` lacks (null removes).
-function patch(from, to) {
-  const out = {};
-  for (const key of Object.keys(from)) if (!(key in to)) out[key] = null;
-  for (const [key, value] of Object.entries(to)) {
-    out[key] = isObject(value) && isObject(from[key]) ? patch(from[key], value) : value;
-  }
-  return out;
-}
-
 function shadowPage(thing, name) {
   lastShadow = { thing, name };
   const path = shadowPath(thing, name);
@@ -295,6 +289,7 @@ function shadowPage(thing, name) {
   const body = h('div', { class: 'sections' });
   const editorBox = h('div', { class: 'editor' });
   const editButton = h('button', { type: 'button' }, 'Edit desired');
+  const notice = h('div', {}); // what the last save left unsaved
   let shadow = null;
   let seen = null;
 
@@ -335,9 +330,14 @@ function shadowPage(thing, name) {
       }
       message.replaceChildren(loading('Saving…'));
       try {
-        await api('POST', `${path}/desired`, { state: patch(base, state), version: pinned });
+        // The text is the whole desired state (client_is_master): what it leaves out is removed,
+        // array elements and members of timestamped values too.
+        const answer = await api('POST', `${path}/desired`, { state, version: pinned, mode: 'client_is_master' });
         editorBox.replaceChildren();
         editButton.hidden = false;
+        const stale = answer?.stale || [];
+        notice.replaceChildren(stale.length ? h('div', { class: 'error', role: 'alert' },
+          h('p', {}, `Not saved: ${stale.join(', ')}. A timestamped value is kept when the stored one is as new or newer (its ts); the rest was saved.`)) : '');
         refresh();
       } catch (e) {
         if (e.name === 'AbortError') return;
@@ -361,7 +361,7 @@ function shadowPage(thing, name) {
 
   show(h('h1', {}, `${thing} / ${name}`),
     h('p', { class: 'links' }, h('a', { href: `#/history/${enc(thing)}/${enc(name)}` }, 'History of this shadow')),
-    live, body, editButton, editorBox);
+    live, body, editButton, notice, editorBox);
   load();
   follow(`${path}/events?include=diff`, refresh, (text) => { live.textContent = `Live updates: ${text}`; });
 }
@@ -380,6 +380,10 @@ async function follow(path, onEvent, status) {
       const res = await fetch(path, { headers, signal, cache: 'no-store' });
       if (!res.ok) {
         const error = await errorOf(res);
+        if (res.status === 401) {
+          try { signInNeeded(error); } catch { /* the sign-in screen is shown */ }
+          return undefined;
+        }
         if (res.status !== 503 && res.status !== 429) return status(`unavailable: ${error.message}`);
         throw error;
       }
@@ -455,6 +459,7 @@ function historyPage(thing, name) {
 
   const showAsOf = () => fill(asOfBox, async () => {
     const text = asOf.value.trim();
+    if (!text) return h('p', { class: 'error', role: 'alert' }, 'Give a time (RFC 3339, e.g. 2026-11-27T10:00:00Z) or an event id.');
     const at = /^\d{4}-\d\d-\d\d[Tt ]/.test(text) ? { asOf: text } : { asOfEvent: text };
     const then = await api('GET', `${path}?${query({ ...at, metadata: 'true' })}`);
     return [h('h2', {}, `State as of ${when(then.asOf)}`), h('p', { class: 'meta' }, `After event ${then.event}`),
@@ -505,6 +510,12 @@ function statusCells(status = {}) {
     status.failed ?? '—', status.deadLetters ?? '—'].map((v) => h('td', { class: 'num' }, v));
 }
 
+// Where a registration delivers: its type and address (a webhook's URL, a queue, a topic).
+function targetText(t = {}) {
+  const where = t.url || t.queueUrl || t.topicArn || [t.broker, t.topic].filter(Boolean).join(' ');
+  return where ? `${t.type} ${where}` : t.type;
+}
+
 function registrationsPage() {
   const box = h('div', {});
   show(h('h1', {}, 'Registrations'), box);
@@ -516,7 +527,7 @@ function registrationsPage() {
       h('thead', {}, h('tr', {}, ['Id', 'Target', 'Enabled', 'Pending', 'Lag', 'Delivered', 'Failed', 'Dead letters', 'Last error']
         .map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, full.map((r) => h('tr', {}, h('td', {}, h('a', { href: `#/registrations/${enc(r.id)}` }, r.id)),
-        h('td', {}, r.target.type), h('td', {}, r.enabled === false ? 'no' : 'yes'), statusCells(r.status),
+        h('td', {}, targetText(r.target)), h('td', {}, r.enabled === false ? 'no' : 'yes'), statusCells(r.status),
         h('td', {}, r.status?.lastError || '—')))));
   }, 'Reading the registrations failed');
 }
@@ -542,7 +553,7 @@ function registrationPage(id) {
   const reload = () => {
     fill(statusBox, async () => {
       const r = await api('GET', path);
-      return h('table', {}, h('caption', {}, `Status of ${r.id} (${r.target.type})`),
+      return h('table', {}, h('caption', {}, `Status of ${r.id} (${targetText(r.target)})`),
         h('thead', {}, h('tr', {}, ['Pending', 'Lag', 'Delivered', 'Failed', 'Dead letters'].map((c) => h('th', { scope: 'col' }, c)))),
         h('tbody', {}, h('tr', {}, statusCells(r.status))));
     }, 'Reading the registration failed');
@@ -692,8 +703,9 @@ function jobsPage(params) {
       message.replaceChildren(errorBox(e, 'The job desired state is not valid JSON'));
       return;
     }
-    const ratePerSecond = rate.value.trim() ? Number(rate.value) : undefined;
-    if (Number.isNaN(ratePerSecond)) {
+    const rateText = rate.value.trim();
+    const ratePerSecond = rateText ? Number(rateText) : undefined;
+    if (rateText && !/^\d+(\.\d+)?$/.test(rateText)) {
       message.replaceChildren(errorBox(new Error(`${json(rate.value)} is not a number`), 'Targets per second'));
       return;
     }
@@ -774,7 +786,13 @@ function route() {
   }
   for (const [pattern, render] of routes) {
     const m = hash.match(pattern);
-    if (m) return render(...m.slice(1));
+    if (!m) continue;
+    try {
+      return render(...m.slice(1));
+    } catch (e) {
+      if (!(e instanceof URIError)) throw e;
+      break; // a malformed %-escape in the address: no such screen
+    }
   }
   return show(h('h1', {}, 'Not found'), h('p', {}, 'This console has no such screen. '), h('a', { href: '#/fleet' }, 'Fleet'));
 }
