@@ -300,13 +300,16 @@ TEST_P(Fixture, FailedTargetsAreCountedWithTheirErrorsAndCanAbortTheJob) {
 }
 
 // A paced job's workers wait for their slots with targets taken: once the failures reach
-// abortAfterFailures, none of those is written.
+// abortAfterFailures, none of those is written. The first two targets fail; four workers take
+// the first four targets at once and wait for their slots, which they may call for out of order:
+// at most one target (one slot come before the second failure's) is written, where writing those
+// taken would have written at least two.
 TEST_P(Fixture, APacedJobStopsAtItsFailureLimit) {
   std::vector<std::string> things;
   for (int i = 0; i < 10; ++i) {
     things.push_back("p" + std::to_string(i));
     report(things.back(), R"j({"on":true})j");
-    if (i % 2) desire(things.back(), R"j({"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"})j");
+    if (i < 2) desire(things.back(), R"j({"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"})j");
   }
   jobs::JobRunner runner(engine, job_store, {.parallelism = 4});
   const char* body = R"j({"filter":"eq(reported/on,true)","desired":{"big":"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"},)j"
@@ -315,8 +318,10 @@ TEST_P(Fixture, APacedJobStopsAtItsFailureLimit) {
   const jobs::JobProgress p = finished(runner, id);
   EXPECT_EQ(p.status, jobs::JobStatus::failed);
   EXPECT_EQ(p.failed, 2u);
-  EXPECT_EQ(p.succeeded, 2u);
-  for (std::size_t i = 4; i < things.size(); ++i) EXPECT_EQ(events_with(things[i], "job:" + id), 0u) << things[i];
+  EXPECT_LE(p.succeeded, 1u);
+  std::uint64_t written = 0;
+  for (const std::string& thing : things) written += events_with(thing, "job:" + id);
+  EXPECT_EQ(written, p.succeeded);
 }
 
 // A cancel answers once the local runner has stopped: its counts hold every target written.
