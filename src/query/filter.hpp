@@ -136,8 +136,9 @@ class Filter {
   // The range of things the comparisons every match must pass allow (gt, ge, lt, le on
   // `thing` with a string; a lower bound of "" bounds nothing); nullopt: none bounds them.
   std::optional<ThingBounds> thing_bounds() const;
-  // The fields (indexable()) whose indexes would let the filter read less, each once: first those a match must pass (under the top-level and), then the
-  // others, in the order the filter names them; empty when it compares none.
+  // The fields (indexable()) whose indexes would let the filter read less, each once: first
+  // those a match must pass (under the top-level and), then the others, in the order the filter
+  // names them; empty when it compares none.
   std::vector<std::string> fields_to_index() const;
   // The comparisons under the filter's top-level and (or the filter itself) that an index on
   // their property could select: eq, in, gt, ge, lt, le, and like with a literal prefix, on
