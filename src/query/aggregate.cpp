@@ -137,18 +137,28 @@ Metric parse_metric(std::string label, std::string_view text) {
     if (!args.empty()) bad_metric(m.label, "count() takes no property");
     return m;
   }
-  if (m.kind == Metric::Kind::percentiles) {  // the property, then the percents
+  if (m.kind == Metric::Kind::percentiles) {  // the property, then the percents: the numbers at its end
+    constexpr const char* kPercents = "percentiles(prop,p1,…) takes 1 to 20 different percents in (0, 100]";
     while (true) {
       const std::size_t comma = args.rfind(',');
       if (comma == std::string_view::npos) break;
-      const std::string percent(args.substr(comma + 1));
+      std::string_view token = args.substr(comma + 1);
+      token.remove_prefix(std::min(token.find_first_not_of(' '), token.size()));
+      // A token that starts as a number is a percent (a key of the property cannot start so).
+      if (token.empty() || std::string_view("0123456789.+-").find(token.front()) == std::string_view::npos) break;
+      const std::string percent(token);
       char* end = nullptr;
       const double p = std::strtod(percent.c_str(), &end);
-      if (percent.empty() || *end != '\0' || !(p > 0 && p <= 100)) break;
+      const bool decimal = percent.find_first_not_of("0123456789.eE+-") == std::string::npos && *end == '\0';
+      if (!decimal || !(p > 0 && p <= 100)) bad_metric(m.label, std::string(kPercents) + ", not " + percent);
+      if (std::find(m.percents.begin(), m.percents.end(), p) != m.percents.end()) {
+        bad_metric(m.label, std::string(kPercents) + ": " + percent + " is given twice");
+      }
       m.percents.insert(m.percents.begin(), p);
+      m.percent_names.insert(m.percent_names.begin(), percent);
       args = args.substr(0, comma);
     }
-    if (m.percents.empty() || m.percents.size() > 20) bad_metric(m.label, "percentiles(prop,p1,…) takes 1 to 20 percents in (0, 100]");
+    if (m.percents.empty() || m.percents.size() > 20) bad_metric(m.label, kPercents);
   }
   m.property = parse_property(args, "metrics." + m.label);
   return m;
@@ -243,9 +253,7 @@ std::string Aggregation::render() const {
           out += '{';
           for (std::size_t k = 0; k < m.percents.size(); ++k) {  // nearest rank: a value that was seen
             if (k) out += ',';
-            std::string name;
-            append_number(name, static_cast<long double>(m.percents[k]));
-            append_json_string(out, name);
+            append_json_string(out, m.percent_names[k]);
             out += ':';
             const double rank = std::ceil(m.percents[k] / 100.0 * static_cast<double>(sorted.size()));
             append_number(out, sorted[std::clamp<std::size_t>(static_cast<std::size_t>(rank), 1, sorted.size()) - 1]);

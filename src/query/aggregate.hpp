@@ -15,7 +15,8 @@ struct Metric {
   enum class Kind { count, min, max, sum, avg, percentiles } kind = Kind::count;
   std::string label;
   Property property;              // all but count
-  std::vector<double> percents;   // percentiles: each in (0, 100]
+  std::vector<double> percents;   // percentiles: each in (0, 100], each once
+  std::vector<std::string> percent_names;  // each as the request wrote it: its key in the answer
 };
 
 // "count()", "min(prop)", "max(prop)", "sum(prop)", "avg(prop)" or

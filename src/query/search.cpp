@@ -48,10 +48,6 @@ std::optional<ThingRange> intersect(const ThingRange& a, const ThingRange& b) {
 
 constexpr std::size_t kHitPage = 1000;  // index entries read per store call
 
-bool in_scope(const std::string& thing, std::span<const ThingPattern> scope) {
-  return scope.empty() || std::any_of(scope.begin(), scope.end(), [&](const ThingPattern& p) { return p.matches(thing); });
-}
-
 // A range holding one value: its entries come in (thing, name) order.
 bool single_value(const IndexRange& r) {
   return r.low && r.high && !r.low_open && !r.high_open && *r.low == *r.high;
@@ -459,6 +455,10 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
       })) {
     types.push_back(T::absent);
   }
+  // Entries of things the query cannot match (outside the token's patterns or the filter's
+  // things) are passed over unread and uncounted: the budget, and so whether the query is
+  // refused, depends on the shadows the query may match alone.
+  const Things things{plan(scan.filter.thing_ranges(), scan.scope), scan.filter.thing_bounds()};
   // Types come in this order: those before the cursor's are done.
   auto next = after ? std::find(types.begin(), types.end(), after->value.type) : types.begin();
   std::size_t examined = 0;
@@ -468,21 +468,30 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
     std::optional<IndexHit> from;
     if (after && *next == after->value.type) from = IndexHit{after->value, after->key.thing, after->key.name};
     for (;;) {
-      const std::size_t chunk = room(examined, options);
-      const std::vector<IndexHit> hits = store.index_range(sort.field, range, from ? &*from : nullptr, chunk);
-      std::vector<ShadowKey> wanted;
-      for (const IndexHit& h : hits) wanted.push_back({h.thing, h.name});
-      const std::vector<ShadowRecord> records = store.read(wanted);
-      for (std::size_t i = 0; i < hits.size(); ++i) {
-        if (++examined > options.budget) over_budget(scan.filter, options);
-        if (!records[i].exists() || !in_scope(wanted[i].thing, scan.scope)) continue;
-        Subject subject(wanted[i], records[i], keys);
-        // A shadow holding several values is listed once, at its first in this order.
-        const std::vector<IndexValue> values = index_values(subject, property);
-        if (values.empty() || (sort.descending ? values.back() : values.front()) != hits[i].value) continue;
-        if (scan.filter.matches(subject) && !match(subject, hits[i].value)) return examined;
+      const std::vector<IndexHit> hits = store.index_range(sort.field, range, from ? &*from : nullptr, kHitPage);
+      std::vector<const IndexHit*> inside;
+      for (const IndexHit& h : hits) {
+        if (things.contain(h.thing)) inside.push_back(&h);
       }
-      if (hits.size() < chunk) break;
+      // Read a chunk at a time, at most one past the budget.
+      for (std::size_t i = 0; i < inside.size();) {
+        const std::size_t n = std::min(room(examined, options), inside.size() - i);
+        std::vector<ShadowKey> wanted;
+        for (std::size_t j = i; j < i + n; ++j) wanted.push_back({inside[j]->thing, inside[j]->name});
+        const std::vector<ShadowRecord> records = store.read(wanted);
+        for (std::size_t j = 0; j < n; ++j) {
+          if (++examined > options.budget) over_budget(scan.filter, options);
+          if (!records[j].exists()) continue;
+          const IndexHit& hit = *inside[i + j];
+          Subject subject(wanted[j], records[j], keys);
+          // A shadow holding several values is listed once, at its first in this order.
+          const std::vector<IndexValue> values = index_values(subject, property);
+          if (values.empty() || (sort.descending ? values.back() : values.front()) != hit.value) continue;
+          if (scan.filter.matches(subject) && !match(subject, hit.value)) return examined;
+        }
+        i += n;
+      }
+      if (hits.size() < kHitPage) break;
       from = hits.back();
     }
   }

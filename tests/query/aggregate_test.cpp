@@ -92,6 +92,8 @@ TEST(Aggregate, PercentilesAreExactNearestRank) {
   EXPECT_EQ(aggregate({}, {{"p", "percentiles(reported/temp,25,50,100)"}}),
             R"({"groups":[{"key":{},"p":{"25":10,"50":20,"100":30}}]})");
   EXPECT_EQ(aggregate({}, {{"p", "percentiles(reported/tags,50,99.9)"}}), R"({"groups":[{"key":{},"p":{"50":1,"99.9":2}}]})");
+  // Each percent is keyed as the request wrote it.
+  EXPECT_EQ(aggregate({}, {{"p", "percentiles(reported/tags, 50.0,0.0001)"}}), R"({"groups":[{"key":{},"p":{"50.0":1,"0.0001":1}}]})");
 }
 
 TEST(Aggregate, TimesGiveTheEarliestAndLatest) {
@@ -112,7 +114,8 @@ TEST(Aggregate, PastMaxGroupsTheRestIsOther) {
 
 TEST(Aggregate, MetricsThatDoNotParseNameTheirLabel) {
   for (const char* bad : {"count", "count(reported/x)", "median(reported/x)", "min()", "min(reportd/x)", "percentiles(reported/x)",
-                          "percentiles(reported/x,0)", "percentiles(reported/x,101)"}) {
+                          "percentiles(reported/x,0)", "percentiles(reported/x,101)", "percentiles(reported/x,101,50)",
+                          "percentiles(reported/x,-1,50)", "percentiles(reported/x,0x10,50)", "percentiles(reported/x,50,50.0)"}) {
     try {
       q::parse_metric("m", bad);
       ADD_FAILURE() << bad;

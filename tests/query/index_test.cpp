@@ -703,6 +703,37 @@ TEST_P(Planner, SortsByADeclaredField) {
   EXPECT_EQ(examined(R"(not(eq(reported/temp,1)))"), entries);  // not matches a missing value
 }
 
+// A sorted search reads and counts only the shadows of things it may match: a token limited to
+// some things cannot learn from a refusal how many others sort before its own, and a filter
+// naming things is not refused for the rest of the fleet.
+TEST_P(Planner, ASortedSearchCountsOnlyTheThingsItMayMatch) {
+  keeper->declare({"reported/temp"});
+  keeper->wait_until_built();
+  auto sorted = [&](std::string_view filter, std::span<const ds::ThingPattern> scope, std::size_t budget) {
+    std::vector<std::string> out;
+    counter.read_keys = 0;
+    q::sorted_scan(counter, keys, {q::Filter::parse(filter, 0), scope, std::nullopt, false}, {"reported/temp", false},
+                   std::nullopt, {.budget = budget}, [&](const q::Subject& s, const ds::IndexValue&) {
+                     out.push_back(s.key().thing + "|" + s.key().name);
+                     return true;
+                   });
+    return out;
+  };
+  const std::vector<ds::ThingPattern> scope{{"plant-1/", true}};
+  const std::vector<std::string> everything = sorted("gt(reported/temp,-1)", {}, 200000);
+  std::vector<std::string> own;
+  std::copy_if(everything.begin(), everything.end(), std::back_inserter(own),
+               [](const std::string& k) { return k.starts_with("plant-1/"); });
+  ASSERT_EQ(own.size(), 100u);
+  EXPECT_EQ(sorted("gt(reported/temp,-1)", scope, 100), own);  // 200 entries of other things sort among them
+  EXPECT_EQ(counter.read_keys, 100u);
+  EXPECT_THROW(sorted("gt(reported/temp,-1)", scope, 99), ds::Error);  // its own are over a budget of 99
+  EXPECT_EQ(sorted(R"(eq(thing,"plant-2/s5"))", {}, 1), std::vector<std::string>{"plant-2/s5|main"});
+  EXPECT_EQ(counter.read_keys, 1u);
+  EXPECT_TRUE(sorted(R"(eq(thing,"plant-2/s5"))", scope, 1).empty());
+  EXPECT_EQ(counter.read_keys, 0u);
+}
+
 TEST_P(Planner, ABudgetRefusesAnUndeclaredFieldAndNamesIt) {
   try {
     find("eq(reported/temp,7)", true, std::nullopt, 50);
