@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -45,6 +48,22 @@ inline std::string escape_controls(std::string_view s, bool keep_newlines = fals
     }
   }
   return out;
+}
+
+// A whole number written in decimal digits only (no sign, spaces or leading zero: a command-line
+// parser may read "010" as octal) in [min, max]; throws std::invalid_argument saying which.
+inline std::uint64_t parse_whole_number(std::string_view text, std::uint64_t min, std::uint64_t max) {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  const std::string range = "(" + std::to_string(min) + "-" + std::to_string(max) + ")";
+  if (text.empty() || text.front() == '-' || text.front() == '+' || (text.size() > 1 && text.front() == '0') ||
+      (ec != std::errc() && ec != std::errc::result_out_of_range) || end != text.data() + text.size()) {
+    throw std::invalid_argument("'" + std::string(text) + "' is not a whole number " + range);
+  }
+  if (ec == std::errc::result_out_of_range || n < min || n > max) {
+    throw std::invalid_argument(std::string(text) + " is out of range " + range);
+  }
+  return n;
 }
 
 }  // namespace deviceshadow

@@ -64,6 +64,75 @@ Reply call(const Client& client, const char* method, const std::string& path, co
   return reply;
 }
 
+// Nesting shadowctl reads and shows: deeper than any state shadowd takes (--max-depth is at most
+// 1000), with the request or answer around it.
+constexpr std::size_t kMaxDepth = 1100;
+
+// A path segment of the API: percent-encoded, and "." and ".." (names like any other) encoded
+// whole, so that no URL handling takes them for the current or the parent segment.
+std::string segment(std::string_view name) {
+  if (name == "." || name == "..") return name == "." ? "%2E" : "%2E%2E";
+  return ds::percent_encode(name);
+}
+
+// CLI11 checks an option's text before it converts it, so a value that passes converts.
+CLI::Validator whole(std::uint64_t min, std::uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        try {
+          ds::parse_whole_number(text, min, max);
+          return {};
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      std::to_string(min) + "-" + std::to_string(max));
+}
+
+// A decimal number (digits, one '.' at most) in [min, max].
+CLI::Validator decimal(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos &&
+                            std::count(text.begin(), text.end(), '.') <= 1 && text != ".";
+        const double value = digits ? std::strtod(text.c_str(), nullptr) : 0;
+        if (!digits || !(value >= min && value <= max)) {
+          std::ostringstream range;
+          range << min << " to " << max;
+          return "'" + text + "' is not a decimal number from " + range.str();
+        }
+        return {};
+      },
+      "");
+}
+
+CLI::Validator not_empty() {
+  return CLI::Validator([](std::string& text) { return text.empty() ? std::string("must not be empty") : std::string(); }, "");
+}
+
+// --server: http(s)://HOST[:PORT][/PATH] without a query or fragment; a trailing '/' is dropped.
+CLI::Validator server_url() {
+  return CLI::Validator(
+      [](std::string& url) -> std::string {
+        if (!(url.starts_with("http://") || url.starts_with("https://")) || url.find_first_of("?# ") != std::string::npos) {
+          return "expected http://HOST[:PORT] or https://HOST[:PORT], not '" + url + "'";
+        }
+        while (url.ends_with("/") && url.size() > 8) url.pop_back();
+        return {};
+      },
+      "URL");
+}
+
+// A bearer token goes into a header: visible ASCII only.
+CLI::Validator header_safe() {
+  return CLI::Validator(
+      [](std::string& token) -> std::string {
+        const bool visible = std::all_of(token.begin(), token.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+        return visible ? std::string() : std::string("a token is visible ASCII (no spaces or control characters)");
+      },
+      "");
+}
+
 // Indented JSON for people.
 void pretty(std::string& out, const json::value& v, int indent) {
   auto pad = [&](int n) { out.append(static_cast<std::size_t>(n) * 2, ' '); };
@@ -110,10 +179,13 @@ std::string field(const json::object& o, const char* key) {
 // The reply's JSON (an empty success body is {}); a failure, HTTP 4xx/5xx or a body that is
 // not JSON, is thrown with the server's error code and message.
 json::value parse_reply(const Reply& reply) {
+  if (reply.status >= 300 && reply.status < 400) {
+    throw std::runtime_error("HTTP " + std::to_string(reply.status) + ": a redirect, not an answer of shadowd's API (check --server)");
+  }
   if (reply.body.empty() && reply.status < 400) return json::object();
   json::value body;
   try {
-    body = ds::parse_json(reply.body);
+    body = ds::parse_json(reply.body, kMaxDepth);
   } catch (const ds::Error&) {
     throw std::runtime_error("HTTP " + std::to_string(reply.status) + " with a body that is not JSON: " + reply.body);
   }
@@ -235,7 +307,7 @@ void print_job(const json::object& j, bool brief) {
 json::object follow_job(const Client& client, const std::string& id) {
   const bool terminal = isatty(STDERR_FILENO);
   while (true) {
-    json::object j = parse_reply(call(client, "GET", "/v1/jobs/" + ds::percent_encode(id))).as_object();
+    json::object j = parse_reply(call(client, "GET", "/v1/jobs/" + segment(id))).as_object();
     const auto count = [&](const char* k) { return j.at(k).to_number<std::uint64_t>(); };
     const std::uint64_t targets = count("targets"), done = count("succeeded") + count("failed") + count("skipped");
     if (terminal) {
@@ -376,10 +448,8 @@ int main(int argc, char** argv) {
   app.formatter(formatter);  // subcommands added below share it
   Client client;
   bool as_json = false;
-  if (const char* s = std::getenv("SHADOWCTL_SERVER")) client.server = s;
-  if (const char* t = std::getenv("SHADOWCTL_TOKEN")) client.token = t;
-  app.add_option("--server", client.server, "server URL (or SHADOWCTL_SERVER)")->capture_default_str();
-  app.add_option("--token", client.token, "bearer token (or SHADOWCTL_TOKEN)");
+  app.add_option("--server", client.server, "server URL")->envname("SHADOWCTL_SERVER")->transform(server_url())->capture_default_str();
+  app.add_option("--token", client.token, "bearer token")->envname("SHADOWCTL_TOKEN")->check(header_safe());
   app.add_flag("--json", as_json, "print the server's JSON instead of readable text");
   app.require_subcommand(1);
 
@@ -393,43 +463,45 @@ int main(int argc, char** argv) {
   bool no_ack = false;
 
   auto shadow_args = [&](CLI::App* c) {
-    c->add_option("thing", thing, "thing name")->required();
-    c->add_option("name", name, "shadow name")->capture_default_str();
+    c->add_option("thing", thing, "thing name")->required()->check(not_empty());
+    c->add_option("name", name, "shadow name")->check(not_empty())->capture_default_str();
   };
   CLI::App* get = app.add_subcommand("get", "show a shadow");
   shadow_args(get);
-  get->add_option("--as-of", as_of, "as it was right after this RFC 3339 time or event id");
+  get->add_option("--as-of", as_of, "as it was right after this RFC 3339 time or event id")->check(not_empty());
   CLI::App* write_cmds[2];
   for (int i = 0; i < 2; ++i) {
     CLI::App* c = write_cmds[i] = app.add_subcommand(i == 0 ? "report" : "desire",
                                                      i == 0 ? "merge a reported state" : "merge a desired state");
-    c->add_option("thing", thing, "thing name")->required();
+    c->add_option("thing", thing, "thing name")->required()->check(not_empty());
     formatter->show_as(
         c->add_option("state", name_and_state,
                       "shadow name (default main), then the state: a JSON object, @FILE or - for stdin")
             ->required()
             ->expected(1, 2),
         "[name] state");
-    c->add_option("--version", version, "accept only if the section is at this version");
-    c->add_option("--client-token", client_token, "client token stored with the write");
-    c->add_option("--tz", tz, "IANA time zone of the device");
-    c->add_option("--mode", mode, "server_is_master (default) or client_is_master");
+    c->add_option("--version", version, "accept only if the section is at this version")
+        ->check(whole(0, UINT64_MAX));
+    c->add_option("--client-token", client_token, "client token stored with the write")->check(not_empty());
+    c->add_option("--tz", tz, "IANA time zone of the device")->check(not_empty());
+    c->add_option("--mode", mode, "server_is_master (default) or client_is_master")
+        ->check(CLI::IsMember({"server_is_master", "client_is_master"}));
     c->add_flag("--no-acknowledge", no_ack, "do not acknowledge desired values");
   }
   CLI::App* del = app.add_subcommand("delete", "delete a shadow or one section");
   shadow_args(del);
-  del->add_option("--section", section, "reported or desired (default: both)");
-  del->add_option("--version", version, "with --section: delete only at this version");
+  del->add_option("--section", section, "reported or desired (default: both)")->check(CLI::IsMember({"reported", "desired"}));
+  del->add_option("--version", version, "with --section: delete only at this version")->check(whole(0, UINT64_MAX));
   CLI::App* list = app.add_subcommand("list", "list the shadows of a thing");
-  list->add_option("thing", thing, "thing name")->required();
+  list->add_option("thing", thing, "thing name")->required()->check(not_empty());
   CLI::App* things = app.add_subcommand("things", "list things");
   things->add_option("--prefix", prefix, "only things starting with this");
   CLI::App* history = app.add_subcommand("history", "show a shadow's change history");
   shadow_args(history);
   CLI::Option* bounds_flag = history->add_flag("--bounds", bounds, "show the oldest and newest events kept instead");
-  bounds_flag->excludes(history->add_option("--order", order, "desc (default) or asc"));
+  bounds_flag->excludes(history->add_option("--order", order, "desc (default) or asc")->check(CLI::IsMember({"desc", "asc"})));
   CLI::App* diff = app.add_subcommand("diff", "show what changed in a shadow between two moments");
-  diff->add_option("thing", thing, "thing name")->required();
+  diff->add_option("thing", thing, "thing name")->required()->check(not_empty());
   formatter->show_as(diff->add_option("args", diff_args,
                                       "shadow name (default main), then FROM and TO (default now): RFC 3339 times "
                                       "or event ids")
@@ -437,17 +509,17 @@ int main(int argc, char** argv) {
                          ->expected(1, 3),
                      "[name] from [to]");
   CLI::App* series = app.add_subcommand("series", "show every change of one path of a shadow, oldest first");
-  series->add_option("thing", thing, "thing name")->required();
+  series->add_option("thing", thing, "thing name")->required()->check(not_empty());
   formatter->show_as(series->add_option("args", series_args, "shadow name (default main), then the path: a JSON "
                                                               "Pointer such as /temp")
                          ->required()
                          ->expected(1, 2),
                      "[name] path");
-  series->add_option("--section", section, "reported (default) or desired");
+  series->add_option("--section", section, "reported (default) or desired")->check(CLI::IsMember({"reported", "desired"}));
   std::string filter, fields;
   bool count_only = false, allow_scan = false;
   CLI::App* find = app.add_subcommand("find", "find shadows across the fleet with a filter (docs/queries.md)");
-  find->add_option("filter", filter, "the filter, e.g. 'lt(reported/temp@ts,time:now-PT15M)'")->required();
+  find->add_option("filter", filter, "the filter, e.g. 'lt(reported/temp@ts,time:now-PT15M)'")->required()->check(not_empty());
   find->add_option("--fields", fields, "show these properties instead of whole shadows, e.g. reported/temp,_pending");
   find->add_flag("--count", count_only, "print how many shadows match");
   std::vector<std::string> group_by, metrics;
@@ -460,7 +532,8 @@ int main(int argc, char** argv) {
                         "LABEL=EXPR or EXPR (labelled by itself): count(), min|max|sum|avg(PROP), percentiles(PROP,50,95,...) "
                         "(repeatable; default count=count())")
       ->allow_extra_args(false);
-  aggregate->add_option("--max-groups", max_groups, "groups shown (1-1000, default 100); the rest are summed up as other");
+  aggregate->add_option("--max-groups", max_groups, "groups shown (default 100); the rest are summed up as other")
+      ->check(whole(1, 1000));
   for (CLI::App* c : {find, aggregate}) {
     c->add_flag("--allow-scan", allow_scan, "DynamoDB: consent to read every thing of the table");
     c->add_flag("--json", as_json, "print the server's JSON instead of readable text");
@@ -474,12 +547,12 @@ int main(int argc, char** argv) {
   for (CLI::App* c : {index_put, index_get}) c->add_flag("--json", as_json, "print the server's JSON instead of readable text");
   for (CLI::App* c : {history, series}) {
     for (auto [opt, var] : {std::pair{"--since", &since}, std::pair{"--until", &until}}) {
-      CLI::Option* o = c->add_option(opt, *var, "RFC 3339 time or epoch");
+      CLI::Option* o = c->add_option(opt, *var, "RFC 3339 time or epoch")->check(not_empty());
       if (c == history) bounds_flag->excludes(o);
     }
   }
   for (CLI::App* c : {list, things, history, series, find}) {
-    CLI::Option* l = c->add_option("--limit", limit, "page size (1-1000)");
+    CLI::Option* l = c->add_option("--limit", limit, "page size")->check(whole(1, 1000));
     CLI::Option* k = c->add_option("--cursor", cursor, "continue after a previous page");
     if (c == history) bounds_flag->excludes(l)->excludes(k);
   }
@@ -498,10 +571,10 @@ int main(int argc, char** argv) {
   CLI::App* reg_redrive = regs->add_subcommand("redrive", "deliver dead letters again: those given by event id, else all");
   CLI::App* reg_purge = regs->add_subcommand("delete-dead-letters", "discard dead letters: those given by event id, or --all");
   for (CLI::App* c : {reg_put, reg_get, reg_delete, reg_dead, reg_redrive, reg_purge}) {
-    c->add_option("id", registration, "registration id")->required();
+    c->add_option("id", registration, "registration id")->required()->check(not_empty());
   }
   reg_put->add_option("file", file, "the registration as JSON: a file, or - (the default) for stdin");
-  reg_dead->add_option("--limit", limit, "page size");
+  reg_dead->add_option("--limit", limit, "page size")->check(whole(1, 1000));
   reg_dead->add_option("--cursor", cursor, "continue after a previous page");
   reg_dead->add_flag("--all", all, "follow cursors to the last page");
   for (CLI::App* c : {reg_redrive, reg_purge}) c->add_option("event_id", event_ids, "dead letters, by event id");
@@ -518,19 +591,21 @@ int main(int argc, char** argv) {
   CLI::App* job_get = jobs->add_subcommand("get", "show a job and its progress");
   CLI::App* job_list = jobs->add_subcommand("list", "list jobs, newest first");
   CLI::App* job_cancel = jobs->add_subcommand("cancel", "cancel a running job");
-  job_start->add_option("filter", filter, "the shadows to write, e.g. 'lt(reported/fw,\"1.3.0\")'")->required();
+  job_start->add_option("filter", filter, "the shadows to write, e.g. 'lt(reported/fw,\"1.3.0\")'")->required()->check(not_empty());
   CLI::Option* desired_opt = job_start->add_option("--desired", desired_state, "the desired state as JSON, @FILE or - (stdin)");
   job_start->add_flag("--delete-desired", delete_desired, "delete each target's desired section instead")->excludes(desired_opt);
-  job_start->add_option("--mode", mode, "server_is_master (default) or client_is_master");
-  job_start->add_option("--client-token", client_token, "the writes' client token (default job:<id>)");
-  job_start->add_option("--rate", rate, "targets per second at most (0.1-100000)");
-  job_start->add_option("--abort-after", abort_after, "end the job as failed once this many targets failed");
+  job_start->add_option("--mode", mode, "server_is_master (default) or client_is_master")
+      ->check(CLI::IsMember({"server_is_master", "client_is_master"}));
+  job_start->add_option("--client-token", client_token, "the writes' client token (default job:<id>)")->check(not_empty());
+  job_start->add_option("--rate", rate, "targets per second at most (0.1-100000)")->check(decimal(0.1, 100000));
+  job_start->add_option("--abort-after", abort_after, "end the job as failed once this many targets failed")
+      ->check(whole(1, UINT64_MAX));
   job_start->add_flag("--dry-run", dry_run, "write nothing: print how many shadows would be targets, and the first 100");
-  for (CLI::App* c : {job_get, job_cancel}) c->add_option("id", job_id, "job id")->required();
+  for (CLI::App* c : {job_get, job_cancel}) c->add_option("id", job_id, "job id")->required()->check(not_empty());
   for (CLI::App* c : {job_start, job_get}) {
     c->add_flag("--wait", wait, "follow the job until it finishes (a progress bar on a terminal); exit status 1 unless it succeeded");
   }
-  job_list->add_option("--limit", limit, "page size (1-1000)");
+  job_list->add_option("--limit", limit, "page size")->check(whole(1, 1000));
   job_list->add_option("--cursor", cursor, "continue after a previous page");
 
   cli::ListenOptions listen_options;
@@ -539,7 +614,8 @@ int main(int argc, char** argv) {
   listen_cmd->add_option("--host", listen_options.host, "address to listen on")->capture_default_str();
   listen_cmd->add_option("--secret", listen_options.secret,
                          "refuse (401) events without a valid X-Shadow-Signature made with this secret, or "
-                         "signed more than 300 s from now");
+                         "signed more than 300 s from now")
+      ->check(not_empty());
   listen_cmd->add_flag("--json", as_json, "print each event as received, one compact JSON line");
 
   cli::WatchOptions watch_options;
@@ -584,8 +660,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    std::string base = "/v1/things/" + ds::percent_encode(thing);
-    std::string shadow = base + "/shadows/" + ds::percent_encode(name);
+    std::string base = "/v1/things/" + segment(thing);
+    std::string shadow = base + "/shadows/" + segment(name);
     std::string query;
     auto param = [&](const char* key, const std::string& value) {
       if (!value.empty()) query += (query.empty() ? "?" : "&") + std::string(key) + "=" + ds::percent_encode(value);
@@ -607,7 +683,7 @@ int main(int argc, char** argv) {
       if (at) name = diff_args[0];
       param("from", diff_args[at]);
       if (at + 1 < diff_args.size()) param("to", diff_args[at + 1]);
-      reply = call(client, "GET", base + "/shadows/" + ds::percent_encode(name) + "/diff" + query);
+      reply = call(client, "GET", base + "/shadows/" + segment(name) + "/diff" + query);
       print = [](const json::object& r) {
         print_mark("from", r.at("from").as_object());
         print_mark("to  ", r.at("to").as_object());
@@ -620,7 +696,7 @@ int main(int argc, char** argv) {
       param("section", section);
       param("since", since);
       param("until", until);
-      reply = call(client, "GET", base + "/shadows/" + ds::percent_encode(name) + "/history" + query);
+      reply = call(client, "GET", base + "/shadows/" + segment(name) + "/history" + query);
       print = print_series;
     } else if (*history && bounds) {
       reply = call(client, "GET", shadow + "/history/bounds");
@@ -632,9 +708,9 @@ int main(int argc, char** argv) {
       };
     } else if (*write_cmds[0] || *write_cmds[1]) {
       if (name_and_state.size() == 2) name = name_and_state[0];
-      shadow = base + "/shadows/" + ds::percent_encode(name);
+      shadow = base + "/shadows/" + segment(name);
       json::object body;
-      json::value parsed = ds::parse_json(read_state_argument(name_and_state.back()));
+      json::value parsed = ds::parse_json(read_state_argument(name_and_state.back()), kMaxDepth);
       body["state"] = parsed;
       if (version) body["version"] = *version;
       if (!client_token.empty()) body["clientToken"] = client_token;
@@ -763,7 +839,7 @@ int main(int argc, char** argv) {
         if (delete_desired) {
           request["delete"] = "desired";
         } else {
-          request["desired"] = ds::parse_json(read_state_argument(desired_state));
+          request["desired"] = ds::parse_json(read_state_argument(desired_state), kMaxDepth);
         }
         if (!mode.empty()) request["mode"] = mode;
         if (!client_token.empty()) request["clientToken"] = client_token;
@@ -784,7 +860,7 @@ int main(int argc, char** argv) {
           if (wait) job_id = field(parse_reply(reply).as_object(), "id");
         }
       } else if (*job_get) {
-        reply = call(client, "GET", "/v1/jobs/" + ds::percent_encode(job_id));
+        reply = call(client, "GET", "/v1/jobs/" + segment(job_id));
         print = print_full;
       } else if (*job_list) {
         reply = call(client, "GET", "/v1/jobs" + query);
@@ -793,7 +869,7 @@ int main(int argc, char** argv) {
           if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
         };
       } else if (*job_cancel) {
-        reply = call(client, "POST", "/v1/jobs/" + ds::percent_encode(job_id) + "/cancel");
+        reply = call(client, "POST", "/v1/jobs/" + segment(job_id) + "/cancel");
         print = print_full;
       }
       if (wait && !job_id.empty()) {
@@ -808,12 +884,12 @@ int main(int argc, char** argv) {
         return field(finished, "status") == "succeeded" ? 0 : 1;
       }
     } else if (*regs) {
-      const std::string path = "/v1/registrations" + (registration.empty() ? "" : "/" + ds::percent_encode(registration));
+      const std::string path = "/v1/registrations" + (registration.empty() ? "" : "/" + segment(registration));
       const std::string dead_letters = path + "/dead-letters";
       auto print_pretty = [](const json::object& r) { std::cout << pretty(r) << "\n"; };
       if (*reg_put) {
         const std::string text = read_file_or_stdin(file);
-        ds::parse_json(text);  // a malformed file is reported here, with its line and column
+        ds::parse_json(text, kMaxDepth);  // a malformed file is reported here, with its line and column
         reply = call(client, "PUT", path, &text);
         print = print_pretty;
       } else if (*reg_list) {
@@ -862,7 +938,7 @@ int main(int argc, char** argv) {
         } else {  // one request per event; the counts are added up
           std::uint64_t deleted = 0;
           for (const std::string& id : event_ids) {
-            const json::value r = parse_reply(call(client, "DELETE", dead_letters + "/" + ds::percent_encode(id)));
+            const json::value r = parse_reply(call(client, "DELETE", dead_letters + "/" + segment(id)));
             if (const json::value* n = r.as_object().if_contains("deleted")) deleted += n->to_number<std::uint64_t>();
           }
           json::object total;
@@ -875,9 +951,21 @@ int main(int argc, char** argv) {
     const json::value body = parse_reply(reply);
     if (as_json) {
       std::cout << (reply.body.empty() ? "{}" : reply.body) << "\n";
-    } else {
-      print(body.as_object());
+      return 0;
     }
+    // Printed whole or not at all: an answer of another shape prints nothing but the error.
+    std::ostringstream text;
+    std::streambuf* const terminal = std::cout.rdbuf(text.rdbuf());
+    try {
+      if (!body.is_object()) throw std::invalid_argument("not a JSON object");
+      print(body.as_object());
+    } catch (const std::exception& e) {
+      std::cout.rdbuf(terminal);
+      throw std::runtime_error("HTTP " + std::to_string(reply.status) + " with an answer of another shape than expected (" +
+                               e.what() + "): " + ds::escape_controls(reply.body.substr(0, 200)));
+    }
+    std::cout.rdbuf(terminal);
+    std::cout << text.str();
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "shadowctl: " << e.what() << "\n";

@@ -7,7 +7,12 @@
 #include "deviceshadow/uri.hpp"
 #include "deviceshadow/validation.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -118,17 +123,35 @@ Authenticator Authenticator::parse(std::string_view text) {
     } catch (const std::invalid_argument& e) {
       throw bad(e.what());
     }
+    // One grant a token: a second line would be dead (the first one found wins).
+    if (std::any_of(auth.tokens_.begin(), auth.tokens_.end(), [&](const Token& t) { return t.sha256_hex == token.sha256_hex; })) {
+      throw bad("this token's hash is on an earlier line too: give each token one line");
+    }
     auth.tokens_.push_back(std::move(token));
   });
   return auth;
 }
 
 Authenticator Authenticator::load(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw std::runtime_error("cannot read token file " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw std::runtime_error("token file " + path + " is not a regular file");
+  // Whoever may write it may grant themselves admin.
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw std::runtime_error("token file " + path + " has mode " + mode +
+                             ": group and others must not be able to write it (chmod 644 or 600 " + path + ")");
+  }
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read token file " + path);
   std::stringstream text;
   text << in.rdbuf();
-  return parse(text.str());
+  Authenticator auth = parse(text.str());
+  if (auth.tokens_.empty()) {
+    throw std::runtime_error("token file " + path + " holds no token: every request would be refused (see `shadowd hash-token`)");
+  }
+  return auth;
 }
 
 const Token* Authenticator::authenticate(std::string_view authorization) const {

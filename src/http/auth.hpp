@@ -61,7 +61,9 @@ Grant parse_grant(std::span<const std::string_view> fields);
 
 class Authenticator {
  public:
-  // Parses a token file; throws std::runtime_error naming the line of a malformed entry.
+  // Parses a token file; throws std::runtime_error naming the line of a malformed entry or of a
+  // token's second line, and for a file that is not regular, that group or others may write,
+  // or that holds no token.
   static Authenticator load(const std::string& path);
   static Authenticator parse(std::string_view text);
 

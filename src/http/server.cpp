@@ -33,6 +33,7 @@ namespace {
 // also bounds them (the parser needs each whole before it can go on).
 constexpr std::size_t kReadSlack = 8 << 10;
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+constexpr auto kStopGrace = std::chrono::seconds(2);  // for a body still arriving when the server stops
 // Responses this small are never shed: refusing them would save nothing.
 constexpr std::size_t kNeverShedBytes = 16 << 10;
 
@@ -287,10 +288,17 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Closes the connection if it is waiting for a request, and finishes a streamed response; a
-  // request being served finishes first.
+  // request being served finishes first, and one whose body is still arriving has at most
+  // kStopGrace more to arrive (a stalled client must not hold the stop for its read timeout).
   void close_if_idle() {
     asio::post(stream_.get_executor(), [self = shared_from_this()] {
       if (self->idle_) self->stream_.socket().close();
+      if (self->reading_body_) {  // (the stream's own timeout cannot be shortened while it reads)
+        auto grace = std::make_shared<asio::steady_timer>(self->stream_.get_executor(), kStopGrace);
+        grace->async_wait([self, grace](beast::error_code ec) {
+          if (!ec && self->reading_body_) self->stream_.socket().close();
+        });
+      }
       if (self->streamed_) self->streamed_->finish({});
     });
   }
@@ -382,11 +390,13 @@ class Session : public std::enable_shared_from_this<Session> {
     if (std::string why = ambiguous_framing(parser_->get()); !why.empty()) {
       return reject(400, "malformed HTTP request: " + why);
     }
+    reading_body_ = true;
     bhttp::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
+    reading_body_ = false;
     if (ec) return on_error(ec);
     bhttp::request<bhttp::string_body> req = parser_->release();
     const bool keep_alive = req.keep_alive();
@@ -569,6 +579,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Service* service_ = nullptr;  // of the request being read or answered: it renders the refusals
   std::list<std::weak_ptr<Session>>::iterator entry_;
   bool idle_ = true;
+  bool reading_body_ = false;  // between a request's header and the end of its body
   std::shared_ptr<StreamState> streamed_;  // of a streamed response
   StreamState::Taken taken_;               // being written (flush_stream)
   std::string chunk_header_;
@@ -673,10 +684,16 @@ HttpServer::HttpServer(HttpServerOptions options, Handler handler, ErrorResponde
 HttpServer::HttpServer(HttpServerOptions options, Router router)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(router))) {
   tcp::endpoint endpoint(asio::ip::make_address(impl_->options.host), impl_->options.port);
-  impl_->acceptor.open(endpoint.protocol());
-  impl_->acceptor.set_option(asio::socket_base::reuse_address(true));
-  impl_->acceptor.bind(endpoint);
-  impl_->acceptor.listen(asio::socket_base::max_listen_connections);
+  beast::error_code ec;
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    const std::string& host = impl_->options.host;
+    throw std::runtime_error("cannot listen on " + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                             std::to_string(impl_->options.port) + ": " + ec.message());
+  }
 }
 
 HttpServer::~HttpServer() {

@@ -99,7 +99,9 @@ class DatabaseLock {
  public:
   explicit DatabaseLock(const std::string& database) {
     std::error_code error;
-    const std::filesystem::path file = std::filesystem::weakly_canonical(database, error);
+    // Absolute first: a bare file name ("shadows.db") has no parent to create.
+    std::filesystem::path file = std::filesystem::absolute(database, error);
+    if (!error) file = std::filesystem::weakly_canonical(file, error);
     if (!error) std::filesystem::create_directories(file.parent_path(), error);  // the store would next
     if (error) throw std::runtime_error("cannot create the directory of " + database + ": " + error.message());
     const std::string lock = file.string() + "-lock";
@@ -214,7 +216,6 @@ int serve(const Settings& s) {
     logger.log(srv::LogLevel::info, "AWS signatures required on the AWS IoT API",
                {{"keys", std::to_string(verifier->credentials().size())}});
   }
-  ds::validate_shadow_name(s.aws_classic_shadow);
 
   std::optional<DatabaseLock> database_lock;  // released after the store closes
   if (in_a_file(store_spec)) database_lock.emplace(store_spec.location);
@@ -377,7 +378,7 @@ int serve(const Settings& s) {
   metrics.watch(&server.stats());
 
   logger.log(srv::LogLevel::info, "listening",
-             {{"address", http.host + ":" + std::to_string(server.port())}, {"store", s.store}});
+             {{"address", (http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host) + ":" + std::to_string(server.port())}, {"store", s.store}});
   server.run();
   {
     std::lock_guard lock(purge_mutex);

@@ -1,5 +1,8 @@
 #include "shadowd/options.hpp"
 
+#include "deviceshadow/ascii.hpp"
+#include "deviceshadow/error.hpp"
+#include "deviceshadow/validation.hpp"
 #include "notify/mqtt_session.hpp"
 
 #include <CLI/CLI.hpp>
@@ -8,28 +11,16 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <stdexcept>
 
 namespace deviceshadow::shadowd {
 
 namespace {
-
-// A decimal number of digits only (no sign, no spaces) in [min, max].
-std::uint64_t whole_number(std::string_view text, std::uint64_t min, std::uint64_t max) {
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  const std::string range = "(" + std::to_string(min) + "-" + std::to_string(max) + ")";
-  // No sign, and no leading zero: CLI11 would read "010" as octal.
-  if (text.empty() || text.front() == '-' || text.front() == '+' || (text.size() > 1 && text.front() == '0') ||
-      (ec != std::errc() && ec != std::errc::result_out_of_range) || end != text.data() + text.size()) {
-    throw std::invalid_argument("'" + std::string(text) + "' is not a whole number " + range);
-  }
-  if (ec == std::errc::result_out_of_range || n < min || n > max) {
-    throw std::invalid_argument(std::string(text) + " is out of range " + range);
-  }
-  return n;
-}
 
 // CLI11 runs a check on the text before it converts it, so a value that passes converts.
 // `description` shows in --help after the type ("UINT:1-4096"); sizes leave it out.
@@ -37,7 +28,7 @@ CLI::Validator whole(std::uint64_t min, std::uint64_t max, std::string descripti
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {
         try {
-          whole_number(text, min, max);
+          parse_whole_number(text, min, max);
           return {};
         } catch (const std::invalid_argument& e) {
           return e.what();
@@ -74,6 +65,66 @@ CLI::Validator duration_of_at_least(std::chrono::seconds min) {
       "DURATION");
 }
 
+// Not empty: an option given as "" is a mistake, not a way to leave it unset.
+CLI::Validator not_empty(std::string what) {
+  return CLI::Validator(
+      [what](std::string& text) -> std::string { return text.empty() ? what + " must not be empty" : std::string(); }, "");
+}
+
+// One of the words "true" and "false" (as the help says; CLI11 alone also takes yes, on, 1, "").
+CLI::Validator true_or_false() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text == "true" || text == "false" ? std::string() : "expected true or false, not '" + text + "'";
+      },
+      "");
+}
+
+// The path after --config on the command line; nullopt when it is not given.
+std::optional<std::string> config_path(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--config") return i + 1 < argc ? std::optional<std::string>(argv[i + 1]) : std::nullopt;
+    if (arg.starts_with("--config=")) return std::string(arg.substr(9));
+  }
+  return std::nullopt;
+}
+
+// The --config file as shadowd reads it: blank lines, comments and `key = value` lines whose
+// key is an option's name, each at most once. CLI11 skips or misreads other TOML (tables, a
+// mistyped key, a line without `=`, a byte-order mark); they are refused here, naming the line.
+void check_config_file(const std::string& path, const CLI::App& app) {
+  if (path.empty()) throw std::invalid_argument("--config: the path must not be empty");
+  std::ifstream in(path);
+  std::error_code ec;
+  if (!in || std::filesystem::is_directory(path, ec)) throw std::invalid_argument("--config: cannot read " + path);
+  std::map<std::string, int> seen;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    auto where = [&] { return "--config: " + path + " line " + std::to_string(number) + ": "; };
+    if (number == 1 && line.starts_with("\xEF\xBB\xBF")) {
+      throw std::invalid_argument(where() + "starts with a byte-order mark; save the file as UTF-8 without one");
+    }
+    const std::size_t start = line.find_first_not_of(" \t\r");
+    if (start == std::string::npos || line[start] == '#') continue;
+    if (line[start] == '[') {
+      throw std::invalid_argument(where() + "tables ([...]) are not read: write every option at the top level");
+    }
+    const std::size_t eq = line.find('=', start);
+    const std::size_t key_end = line.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", start);
+    const std::string key = line.substr(start, key_end - start);
+    if (eq == std::string::npos || key.empty() || line.find_first_not_of(" \t", key_end) != eq) {
+      throw std::invalid_argument(where() + "expected `option-name = value`");
+    }
+    const CLI::Option* option = app.get_option_no_throw("--" + key);
+    if (key == "config" || option == nullptr) throw std::invalid_argument(where() + "no option is called " + key);
+    if (const auto [it, fresh] = seen.emplace(key, number); !fresh) {
+      throw std::invalid_argument(where() + key + " is set twice (also on line " + std::to_string(it->second) + ")");
+    }
+  }
+}
+
 constexpr std::uint64_t kMaxSize = std::numeric_limits<std::int64_t>::max();
 constexpr std::uint64_t kHour = 3600 * 1000;
 constexpr std::uint64_t kMinMqttBytes = 64 * 1024;
@@ -93,7 +144,7 @@ ListenAddress parse_listen(std::string_view text) {
   }
   std::uint64_t n = 0;
   try {
-    n = whole_number(port, 0, 65535);
+    n = parse_whole_number(port, 0, 65535);
   } catch (const std::invalid_argument&) {
     throw std::invalid_argument("port " + std::string(port) + " is out of range (0-65535)");
   }
@@ -144,7 +195,8 @@ Command parse_command_line(int argc, const char* const* argv) {
   Command command;
   Options& s = command.options;
   auto env = [](const char* name) { return std::string("SHADOWD_") + name; };
-  auto size = [](std::uint64_t min) { return whole(min, kMaxSize, ""); };
+  // A byte size or count with no useful upper bound: --help shows its least value, if any.
+  auto size = [](std::uint64_t min) { return whole(min, kMaxSize, min == 0 ? "" : ">=" + std::to_string(min)); };
   app.add_option("--listen", s.listen, "HOST:PORT to listen on (port 0: any free port)")
       ->envname(env("LISTEN"))->check(checked_by(parse_listen, "HOST:PORT"))->capture_default_str();
   app.add_option("--store", s.store, "sqlite:PATH, memory or dynamodb:TABLE")
@@ -167,27 +219,48 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--min-free-bytes", s.min_free_bytes,
                  "SQLite: /readyz answers 503 while the filesystem holding the database has fewer bytes free than this")
       ->envname(env("MIN_FREE_BYTES"))->check(size(0))->capture_default_str();
-  app.add_option("--tokens", s.tokens, "token file; without one the server is open to everyone")->envname(env("TOKENS"));
+  app.add_option("--tokens", s.tokens, "token file; without one the server is open to everyone")
+      ->envname(env("TOKENS"))->check(not_empty("the token file's path"));
   app.add_option("--private-readyz", s.private_readyz,
                  "with --tokens: /readyz needs a token too (/healthz never does): true or false")
-      ->envname(env("PRIVATE_READYZ"))->default_str("false");
+      ->envname(env("PRIVATE_READYZ"))->check(true_or_false())->default_str("false");
   app.add_option("--inline-reads", s.inline_reads,
                  "answer GETs of one shadow on the network thread when the store can read at once (SQLite, "
                  "memory): true or false (false: on the worker pool, for a disk too slow to read on the network thread)")
-      ->envname(env("INLINE_READS"))->default_str("true");
+      ->envname(env("INLINE_READS"))->check(true_or_false())->default_str("true");
   app.add_option("--console", s.console, "serve the web console at /console/ (docs/console.md): true or false")
-      ->envname(env("CONSOLE"))->default_str("true");
+      ->envname(env("CONSOLE"))->check(true_or_false())->default_str("true");
   app.add_option("--aws-credentials", s.aws_credentials,
                  "AWS access keys whose signatures the AWS IoT API requires (docs/aws-iot.md); mode 600")
       ->envname(env("AWS_CREDENTIALS"));
   app.add_option("--aws-classic-shadow", s.aws_classic_shadow, "the shadow AWS IoT's classic (unnamed) shadow is")
-      ->envname(env("AWS_CLASSIC_SHADOW"))->capture_default_str();
+      ->envname(env("AWS_CLASSIC_SHADOW"))->check(checked_by(
+          [](const std::string& name) {
+            try {
+              validate_shadow_name(name);
+            } catch (const Error& e) {
+              throw std::invalid_argument(e.what());
+            }
+          },
+          "NAME"))->capture_default_str();
   app.add_option("--aws-acknowledge", s.aws_acknowledge,
                  "acknowledge desired values on writes through the AWS IoT API: true or false")
-      ->envname(env("AWS_ACKNOWLEDGE"))->default_str("false");
+      ->envname(env("AWS_ACKNOWLEDGE"))->check(true_or_false())->default_str("false");
   app.add_option("--mqtt", s.mqtt,
                  "serve the AWS IoT Device Shadow MQTT topics through this broker, mqtt://HOST[:PORT] (docs/aws-iot.md)")
-      ->envname(env("MQTT"))->check(checked_by(notify::parse_mqtt_broker, "mqtt://HOST[:PORT]"));
+      ->envname(env("MQTT"))->check(checked_by(
+          [](const std::string& url) {
+            notify::parse_mqtt_broker(url);
+            const std::string_view rest = std::string_view(url).substr(7);
+            if (rest.find('@') != std::string_view::npos) {
+              throw std::invalid_argument("a user name or password goes in --mqtt-username and SHADOWD_MQTT_PASSWORD, "
+                                          "not in the URL");
+            }
+            if (const std::size_t path = rest.find_first_of("/?#"); path != std::string_view::npos && rest.substr(path) != "/") {
+              throw std::invalid_argument("expected mqtt://HOST[:PORT], without a path: '" + url + "'");
+            }
+          },
+          "mqtt://HOST[:PORT]"));
   app.add_option("--mqtt-username", s.mqtt_username, "user name for the --mqtt broker")->envname(env("MQTT_USERNAME"));
   app.add_option("--mqtt-password", s.mqtt_password, "password for the --mqtt broker (better: SHADOWD_MQTT_PASSWORD)")
       ->envname(env("MQTT_PASSWORD"));
@@ -217,7 +290,7 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.add_option("--max-batch-items", s.max_batch_items, "operations per batch request")
       ->envname(env("MAX_BATCH_ITEMS"))->check(whole(1, 100000))->capture_default_str();
   app.add_option("--timestamp-keys", s.timestamp_keys, "members that make an object a timestamped value, in priority order")
-      ->envname(env("TIMESTAMP_KEYS"))->delimiter(',')->capture_default_str();
+      ->envname(env("TIMESTAMP_KEYS"))->delimiter(',')->check(not_empty("a timestamp key"))->capture_default_str();
   app.add_option("--history", s.history,
                  "record the history journal: true (or inline: in each write's transaction), false (or off), or "
                  "stream (DynamoDB: written from the table's stream, not in each write's transaction)")
@@ -314,7 +387,7 @@ Command parse_command_line(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))->capture_default_str();
 
   CLI::App* hash = app.add_subcommand("hash-token", "print the SHA-256 of a token, for the token file");
-  hash->add_option("token", command.token, "the secret token")->required();
+  hash->add_option("token", command.token, "the secret token")->required()->check(not_empty("the token"));
   CLI::App* dynamodb = app.add_subcommand("dynamodb", "DynamoDB administration");
   dynamodb->require_subcommand(1);
   CLI::App* create_table = dynamodb->add_subcommand(
@@ -325,7 +398,13 @@ Command parse_command_line(int argc, const char* const* argv) {
   app.require_subcommand(0, 1);
 
   try {
+    if (const std::optional<std::string> config = config_path(argc, argv)) check_config_file(*config, app);
     app.parse(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "shadowd: %s\n", e.what());
+    command.kind = Command::Kind::exit;
+    command.exit_status = 2;
+    return command;
   } catch (const CLI::CallForHelp& e) {
     command.kind = Command::Kind::exit;
     command.exit_status = app.exit(e);

@@ -5,7 +5,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import SHADOWCTL, SHADOWD, ServerTestCase
+from harness import SHADOWCTL, SHADOWD, Server, ServerTestCase
 
 
 class Cli(ServerTestCase):
@@ -111,6 +111,92 @@ class Cli(ServerTestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("cannot reach", r.stderr)
 
+    def test_options_are_checked_before_anything_is_sent(self):
+        """Numbers that would wrap, empty values and unknown sections are refused by shadowctl (status
+        105, CLI11's for a bad value), naming the option; nothing reaches the server."""
+        self.assertEqual(self.ctl("report", "cli-opt", '{"a":1}').returncode, 0)
+        for args, named in [(("desire", "cli-opt", '{"a":1}', "--version", "-1"), "--version"),
+                            (("desire", "cli-opt", '{"a":1}', "--version", "99999999999999999999"), "--version"),
+                            (("things", "--limit", "0"), "--limit"), (("things", "--limit", "-5"), "--limit"),
+                            (("jobs", "start", 'eq(thing,"cli-opt")', "--desired", '{"a":2}', "--rate", "nan"), "--rate"),
+                            (("jobs", "start", 'eq(thing,"cli-opt")', "--desired", '{"a":2}', "--rate", "0x10"), "--rate"),
+                            (("jobs", "start", 'eq(thing,"cli-opt")', "--desired", '{"a":2}', "--abort-after", "-1"),
+                             "--abort-after"),
+                            (("delete", "cli-opt", "--section", "bogus"), "--section"),
+                            (("report", "cli-opt", '{"a":1}', "--tz", ""), "--tz"), (("find", ""), "filter"),
+                            (("registrations", "get", ""), "id"), (("get", "cli-opt", "--as-of", ""), "--as-of")]:
+            r = self.ctl(*args)
+            self.assertEqual(r.returncode, 105, (args, r.stderr))
+            self.assertTrue(r.stderr.startswith(named + ":"), (args, r.stderr))
+        self.assertEqual(len(json.loads(self.ctl("--json", "history", "cli-opt").stdout)["events"]), 1)  # no write went
+        r = subprocess.run([SHADOWCTL, "--server", self.server.url, "--token", "abc\r\nX-Evil: 1", "get", "cli-opt"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 105, r.stderr)
+        self.assertIn("--token: a token is visible ASCII", r.stderr)
+
+    def test_server_urls_and_names_that_urls_could_bend(self):
+        """A trailing '/' in --server (or SHADOWCTL_SERVER) is dropped; a query or fragment is refused;
+        the names "." and ".." are shadows like any other."""
+        for server in (self.server.url + "/", self.server.url + "//"):
+            r = subprocess.run([SHADOWCTL, "--server", server, "report", "cli-url", '{"a":1}'], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        env = dict(os.environ, SHADOWCTL_SERVER=self.server.url + "/")
+        r = subprocess.run([SHADOWCTL, "get", "cli-url"], capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run([SHADOWCTL, "--server", self.server.url + "/?x=1", "get", "cli-url"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 105, r.stderr)
+        self.assertIn("--server: expected http://HOST[:PORT]", r.stderr)
+        for name in (".", ".."):
+            self.assertEqual(self.ctl("report", name, name, '{"n":1}').returncode, 0)
+            encoded = name.replace(".", "%2E")
+            r = self.server.get(f"/v1/things/{encoded}/shadows/{encoded}")
+            self.assertEqual(r.json()["reported"]["state"], {"n": 1})
+            self.assertIn(f"thing {name}  shadow {name}", self.ctl("get", name, name).stdout)
+
+    def test_states_as_deep_as_the_server_allows_are_read_and_shown(self):
+        deep = {"v": 1}
+        for _ in range(150):
+            deep = {"k": deep}
+        with Server("--max-depth", "200") as server:
+            r = subprocess.run([SHADOWCTL, "--server", server.url, "report", "cli-deep", "-"], input=json.dumps(deep),
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = subprocess.run([SHADOWCTL, "--server", server.url, "get", "cli-deep"], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.count('"k"'), 150)
+
+    def test_an_answer_of_another_shape_prints_nothing_but_the_error(self):
+        """Not shadowd (here: a web server answering every path with a JSON array) makes shadowctl
+        fail without printing half a table."""
+        import http.server
+        import threading
+
+        class Other(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"[1,2,3]"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        other = http.server.HTTPServer(("127.0.0.1", 0), Other)
+        threading.Thread(target=other.serve_forever, daemon=True).start()
+        try:
+            for args in (("get", "x"), ("things",), ("list", "x")):
+                r = subprocess.run([SHADOWCTL, "--server", f"http://127.0.0.1:{other.server_port}", *args],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stdout, "")
+                self.assertIn("with an answer of another shape than expected", r.stderr)
+        finally:
+            other.shutdown()
+
 
 class ServerOptions(unittest.TestCase):
     def shadowd(self, *args, env=None):
@@ -176,6 +262,62 @@ class ServerOptions(unittest.TestCase):
                                timeout=30)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(r.stderr, "shadowd: --listen: port 70000 is out of range (0-65535)\n")
+
+    def test_a_config_file_line_shadowd_would_not_read_is_refused(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
+            f.write('store = "memory"\nmax_body_bytes = 5\n')
+            f.flush()
+            self.refused(f"--config: {f.name} line 2: no option is called max_body_bytes", "--config", f.name)
+
+    def test_a_token_file_that_would_not_do_what_it_says_stops_shadowd(self):
+        """An empty path, a file granting nothing, or one others may write: status 2 or 1, never an
+        open server or one that refuses everyone."""
+        self.refused("--tokens: the token file's path must not be empty", "--tokens", "")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "tokens")
+            for text, mode, message in [("# none yet\n", 0o644, "holds no token"),
+                                        ("0" * 64 + " admin\n", 0o666, "has mode 0666"),
+                                        ("0" * 64 + " device x\n" + "0" * 64 + " admin\n", 0o600,
+                                         "line 2: this token's hash is on an earlier line too")]:
+                with open(path, "w") as f:
+                    f.write(text)
+                os.chmod(path, mode)
+                r = self.shadowd("--tokens", path)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn(message, r.stderr)
+            r = self.shadowd("--tokens", d)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("is not a regular file", r.stderr)
+
+    def test_a_database_named_without_a_directory_is_made_where_shadowd_runs(self):
+        with tempfile.TemporaryDirectory() as d:
+            server = subprocess.Popen([os.path.abspath(SHADOWD), "--store", "sqlite:shadows.db", "--listen", "127.0.0.1:0"],
+                                      cwd=d, stderr=subprocess.PIPE, text=True)
+            try:
+                lines = [server.stderr.readline() for _ in range(2)]
+                while "listening" not in lines[-1] and lines[-1]:
+                    lines.append(server.stderr.readline())
+                self.assertIn("listening", lines[-1], lines)
+                self.assertTrue(os.path.exists(os.path.join(d, "shadows.db")))
+            finally:
+                server.terminate()
+                self.assertEqual(server.wait(timeout=30), 0)
+
+    def test_a_stop_does_not_wait_a_read_timeout_for_a_stalled_body(self):
+        """A client that sent half a body holds SIGTERM for at most 2 s, not --read-timeout-ms."""
+        import socket
+        import time
+        server = Server("--store", "memory", "--read-timeout-ms", "60000")
+        try:
+            with socket.create_connection(("127.0.0.1", server.port)) as stalled:
+                stalled.sendall(b"POST /v1/things/a/shadows/main/reported HTTP/1.1\r\nHost: x\r\n"
+                                b"Content-Length: 100\r\n\r\n{\"state\":")
+                time.sleep(0.3)
+                started = time.monotonic()
+                self.assertEqual(server.stop(), 0)
+                self.assertLess(time.monotonic() - started, 20)  # a bound on liveness: 60 s before
+        finally:
+            server.close()
 
     def test_help_shows_defaults_as_they_are_written(self):
         r = subprocess.run([SHADOWD, "--help"], capture_output=True, text=True, timeout=30)

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
+
 namespace srv = deviceshadow::http;
 
 namespace {
@@ -55,6 +59,43 @@ TEST(Auth, RejectsMalformedLinesNamingTheLine) {
       EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
     }
   }
+}
+
+// A second line for the same token would be dead (the first wins): refused, as is a file that
+// grants nothing, one that is no regular file, and one that others may write.
+TEST(Auth, RefusesFilesThatWouldNotGrantWhatTheySay) {
+  try {
+    srv::Authenticator::parse(kHash + " device only-me\n" + kHash + " admin\n");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2: this token's hash is on an earlier line too"), std::string::npos) << e.what();
+  }
+  const std::string path = testing::TempDir() + "auth_test_tokens";
+  auto write = [&](const std::string& text, mode_t mode) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    ::chmod(path.c_str(), mode);
+  };
+  auto refusal = [&](const std::string& file) -> std::string {
+    try {
+      srv::Authenticator::load(file);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  write("# nobody yet\n", 0644);
+  EXPECT_NE(refusal(path).find("holds no token"), std::string::npos) << refusal(path);
+  write(kHash + " admin\n", 0666);
+  EXPECT_NE(refusal(path).find("has mode 0666: group and others must not be able to write it"), std::string::npos)
+      << refusal(path);
+  write(kHash + " admin\n", 0644);
+  EXPECT_EQ(refusal(path), "accepted");
+  EXPECT_NE(refusal(testing::TempDir()).find("is not a regular file"), std::string::npos);
+  EXPECT_NE(refusal("/dev/null").find("is not a regular file"), std::string::npos);
+  std::remove(path.c_str());
 }
 
 // A line that could be read more than one way is refused, never read so as to widen a token's

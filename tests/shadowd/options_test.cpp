@@ -158,6 +158,43 @@ TEST(Options, ConfigFileSetsOptionsAndIsChecked) {
   std::remove(path.c_str());
 }
 
+// The file holds what CLI11 would otherwise skip or misread: each such line is refused, named.
+TEST(Options, ConfigFileLinesThatWouldBeIgnoredAreRefused) {
+  const std::string path = testing::TempDir() + "shadowd_options_lines.toml";
+  auto refused = [&](const std::string& text, const std::string& message) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    expect_refused({"--config", path.c_str()}, "--config: " + path + " " + message);
+  };
+  refused("# shadowd\nmax_body_bytes = 5\n", "line 2: no option is called max_body_bytes");
+  refused("nosuchkey = 1\n", "line 1: no option is called nosuchkey");
+  refused("config = \"other.toml\"\n", "line 1: no option is called config");
+  refused("[server]\nlisten = \"127.0.0.1:1\"\n", "line 1: tables ([...]) are not read: write every option at the top level");
+  refused("this is not toml =\n", "line 1: expected `option-name = value`");
+  refused("listen\n", "line 1: expected `option-name = value`");
+  refused("\xEF\xBB\xBFlisten = \"127.0.0.1:1\"\n", "line 1: starts with a byte-order mark; save the file as UTF-8 without one");
+  refused("workers = 4\n\nworkers = 8\n", "line 3: workers is set twice (also on line 1)");
+  std::remove(path.c_str());
+  expect_refused({"--config", ""}, "--config: the path must not be empty");
+  expect_refused({"--config=/nonexistent/shadowd.toml"}, "--config: cannot read /nonexistent/shadowd.toml");
+}
+
+// Values that CLI11 alone would take, or that would switch a protection off unseen.
+TEST(Options, EmptyAndLooseValuesAreRefused) {
+  expect_refused({"--tokens", ""}, "--tokens: the token file's path must not be empty");
+  expect_refused({"--timestamp-keys", ""}, "--timestamp-keys: a timestamp key must not be empty");
+  expect_refused({"--console", "yes"}, "--console: expected true or false, not 'yes'");
+  expect_refused({"--inline-reads", "1"}, "--inline-reads: expected true or false, not '1'");
+  expect_refused({"--aws-classic-shadow", "a/b"}, "--aws-classic-shadow: name: may only contain A-Z a-z 0-9 _ . : $ -");
+  expect_refused({"--mqtt", "mqtt://user:pw@127.0.0.1:1883"},
+                 "--mqtt: a user name or password goes in --mqtt-username and SHADOWD_MQTT_PASSWORD, not in the URL");
+  expect_refused({"--mqtt", "mqtt://127.0.0.1:1883/shadows"}, "--mqtt: expected mqtt://HOST[:PORT], without a path: 'mqtt://127.0.0.1:1883/shadows'");
+  EXPECT_EQ(parse({"--mqtt", "mqtt://127.0.0.1:1883/"}).command.kind, sd::Command::Kind::serve);
+  expect_refused({"hash-token", ""}, "token: the token must not be empty");
+}
+
 TEST(Options, SubcommandsParse) {
   const Parsed hash = parse({"hash-token", "secret"});
   EXPECT_EQ(hash.command.kind, sd::Command::Kind::hash_token);
