@@ -21,6 +21,7 @@ std::string read_private_file(const std::string& path, std::string_view what) {
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw std::runtime_error("cannot stat " + named + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw std::runtime_error(named + " is not a regular file");
   if ((st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));

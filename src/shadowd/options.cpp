@@ -389,7 +389,6 @@ Command parse_command_line(int argc, const char* const* argv) {
   CLI::App* hash = app.add_subcommand("hash-token", "print the SHA-256 of a token, for the token file");
   hash->add_option("token", command.token, "the secret token")->required()->check(not_empty("the token"));
   CLI::App* dynamodb = app.add_subcommand("dynamodb", "DynamoDB administration");
-  dynamodb->require_subcommand(1);
   CLI::App* create_table = dynamodb->add_subcommand(
       "create-table", "create a table in the layout shadowd uses (on-demand, GSI1, TTL on ttl, stream NEW_AND_OLD_IMAGES)");
   create_table->add_option("--table", command.table, "table name")
@@ -415,6 +414,12 @@ Command parse_command_line(int argc, const char* const* argv) {
     return command;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "shadowd: %s\n", e.what());
+    command.kind = Command::Kind::exit;
+    command.exit_status = 2;
+    return command;
+  }
+  if (*dynamodb && !*create_table) {  // (checked here: CLI11's own check hides an unknown one's name)
+    std::fprintf(stderr, "shadowd: dynamodb: expected a subcommand: create-table\n");
     command.kind = Command::Kind::exit;
     command.exit_status = 2;
     return command;

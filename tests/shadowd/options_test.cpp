@@ -201,6 +201,8 @@ TEST(Options, SubcommandsParse) {
   EXPECT_EQ(hash.command.token, "secret");
   const Parsed table = parse({"dynamodb", "create-table", "--table", "shadows"});
   EXPECT_EQ(table.command.kind, sd::Command::Kind::create_table);
+  expect_refused({"dynamodb"}, "dynamodb: expected a subcommand: create-table");
+  expect_refused({"dynamodb", "drop-table"}, "The following argument was not expected: drop-table");
   expect_refused({"dynamodb", "create-table", "--table", "x"},
                  "--table: 'x' is not a DynamoDB table name (3 to 255 of a-z, A-Z, 0-9, '_', '-' and '.')");
 }
