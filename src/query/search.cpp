@@ -455,6 +455,31 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
       })) {
     types.push_back(T::absent);
   }
+  // One such comparison that is not an `or` (gt(reported/temp,30)) holds every match's value in
+  // its ranges: the walk reads those ranges alone, and a match is listed at its first value in
+  // them. (At most one range a type, so that no shadow is listed twice.)
+  const std::vector<IndexRange>* within = nullptr;
+  for (const IndexableComparison& c : required) {
+    if (c.parts.size() != 1 || c.parts.front().property->text != sort.field) continue;
+    const std::vector<IndexRange>& ranges = c.parts.front().ranges;
+    const bool one_a_type = std::all_of(ranges.begin(), ranges.end(), [&](const IndexRange& r) {
+      return std::count_if(ranges.begin(), ranges.end(), [&](const IndexRange& o) { return o.type == r.type; }) == 1;
+    });
+    if (one_a_type) {
+      within = &ranges;
+      break;
+    }
+  }
+  auto range_of = [&](T type) -> std::optional<IndexRange> {
+    if (!within) return IndexRange{type};
+    for (const IndexRange& r : *within) {
+      if (r.type == type) return r;
+    }
+    return std::nullopt;
+  };
+  auto kept = [&](const IndexValue& v) {
+    return !within || std::any_of(within->begin(), within->end(), [&](const IndexRange& r) { return r.contains(v); });
+  };
   // Entries of things the query cannot match (outside the token's patterns or the filter's
   // things) are passed over unread and uncounted: the budget, and so whether the query is
   // refused, depends on the shadows the query may match alone.
@@ -463,7 +488,9 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
   auto next = after ? std::find(types.begin(), types.end(), after->value.type) : types.begin();
   std::size_t examined = 0;
   for (; next != types.end(); ++next) {
-    IndexRange range{*next};
+    std::optional<IndexRange> bounded = range_of(*next);
+    if (!bounded) continue;  // no match holds a value of this type in the comparison's ranges
+    IndexRange& range = *bounded;
     range.descending = sort.descending && *next != T::absent;
     std::optional<IndexHit> from;
     if (after && *next == after->value.type) from = IndexHit{after->value, after->key.thing, after->key.name};
@@ -484,8 +511,10 @@ std::size_t sorted_scan(Store& store, const TimestampKeys& keys, const Scan& sca
           if (!records[j].exists()) continue;
           const IndexHit& hit = *inside[i + j];
           Subject subject(wanted[j], records[j], keys);
-          // A shadow holding several values is listed once, at its first in this order.
-          const std::vector<IndexValue> values = index_values(subject, property);
+          // A shadow holding several values is listed once, at its first in this order (within
+          // the comparison's ranges).
+          std::vector<IndexValue> values = index_values(subject, property);
+          std::erase_if(values, [&](const IndexValue& v) { return !kept(v); });
           if (values.empty() || (sort.descending ? values.back() : values.front()) != hit.value) continue;
           if (scan.filter.matches(subject) && !match(subject, hit.value)) return examined;
         }

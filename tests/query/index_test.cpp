@@ -698,9 +698,46 @@ TEST_P(Planner, SortsByADeclaredField) {
   };
   const std::size_t entries = entries_of(*store, "reported/temp").size();
   EXPECT_EQ(examined(R"(like(thing,"plant-*"))"), entries);
-  EXPECT_EQ(examined(R"(and(like(thing,"plant-*"),ge(reported/temp,-100)))"), entries - 3);
+  EXPECT_EQ(examined(R"(and(like(thing,"plant-*"),ge(reported/temp,-100)))"), entries - 4);  // nor "warm"'s
   EXPECT_EQ(examined(R"(or(eq(reported/temp,1),gt(reported/temp,40)))"), entries - 3);
   EXPECT_EQ(examined(R"(not(eq(reported/temp,1)))"), entries);  // not matches a missing value
+}
+
+// A comparison on the sort field that every match passes bounds the walk to its ranges, and a
+// shadow holding several values is listed at its first value within them.
+TEST_P(Planner, AComparisonOnTheSortFieldBoundsTheWalk) {
+  report("plant-1/s1", R"({"temp":[49,-1]})");
+  keeper->declare({"reported/temp"});
+  keeper->wait_until_built();
+  using Listed = std::vector<std::pair<std::string, std::string>>;  // thing, value
+  auto sorted = [&](std::string_view filter, bool descending, std::size_t budget, std::size_t page_size) {
+    Listed out;
+    std::optional<q::SortPosition> after;
+    counter.read_keys = 0;
+    for (bool more = true; more;) {
+      std::size_t page = 0;
+      q::sorted_scan(counter, keys, {q::Filter::parse(filter, 0), {}, std::nullopt, false}, {"reported/temp", descending},
+                     after, {.budget = budget}, [&](const q::Subject& s, const ds::IndexValue& v) {
+                       out.emplace_back(s.key().thing, v.real ? std::to_string(v.number) : std::to_string(v.integer));
+                       after = q::SortPosition{v, s.key()};
+                       return ++page < page_size;
+                     });
+      more = page == page_size;
+    }
+    return out;
+  };
+  // temp 48: s48, s98, …, s298 (6); 49: s49, …, s299 (6) and s1, whose -1 lies outside.
+  const Listed up = sorted("gt(reported/temp,47)", false, 13, SIZE_MAX);
+  ASSERT_EQ(up.size(), 13u);
+  EXPECT_EQ(counter.read_keys, 13u);  // the range's entries alone: a budget of 13 holds it
+  EXPECT_EQ(std::count_if(up.begin(), up.begin() + 6, [](const auto& l) { return l.second == "48"; }), 6);
+  EXPECT_NE(std::find(up.begin() + 6, up.end(), std::pair<std::string, std::string>{"plant-1/s1", "49"}), up.end());
+  Listed down = sorted("gt(reported/temp,47)", true, 13, SIZE_MAX);
+  std::reverse(down.begin(), down.end());
+  EXPECT_EQ(down, up);
+  EXPECT_EQ(sorted("gt(reported/temp,47)", false, 13, 4), up);  // pages of 4 resume where they stopped
+  EXPECT_EQ(sorted("and(lt(reported/temp,2),gt(reported/temp,-5))", false, 200000, SIZE_MAX).front(),
+            (std::pair<std::string, std::string>{"plant-1/s1", "-1"}));  // the first comparison bounds it
 }
 
 // A sorted search reads and counts only the shadows of things it may match: a token limited to
