@@ -54,11 +54,38 @@ int shard_of(std::string_view thing, std::string_view name) {
   return static_cast<int>(fnv1a64(name, fnv1a64("\x01", fnv1a64(thing))) % kIndexShards);
 }
 
+// The decimal digits of a whole double a >= 1, exactly (a = m × 2^e: m's digits doubled e times).
+std::string whole_digits(double a) {
+  int e = 0;
+  std::uint64_t m = static_cast<std::uint64_t>(std::ldexp(std::frexp(a, &e), 53));
+  for (e -= 53; e < 0; ++e) m >>= 1;  // whole: the bits shifted out are zeros
+  constexpr std::uint32_t kBase = 1000000000;
+  std::vector<std::uint32_t> limbs;  // base 10^9, least significant first
+  for (; m != 0; m /= kBase) limbs.push_back(static_cast<std::uint32_t>(m % kBase));
+  for (; e > 0; --e) {
+    std::uint32_t carry = 0;
+    for (std::uint32_t& limb : limbs) {
+      const std::uint64_t twice = std::uint64_t{limb} * 2 + carry;
+      limb = static_cast<std::uint32_t>(twice % kBase);
+      carry = static_cast<std::uint32_t>(twice / kBase);
+    }
+    if (carry) limbs.push_back(carry);
+  }
+  std::string digits = std::to_string(limbs.back());
+  for (auto it = limbs.rbegin() + 1; it != limbs.rend(); ++it) {
+    const std::string part = std::to_string(*it);
+    digits.append(9 - part.size(), '0').append(part);
+  }
+  return digits;
+}
+
 // A number's key part: a sign class ('1' negative, '2' zero, '3' positive), then for x = ±0.D×10^E
 // the exponent E+400 in three digits and the digits D (trailing zeros dropped); a negative
 // number's exponent and digits are complemented and end with '~', so that its key parts sort in
-// reverse. Integers are exact; other numbers use their shortest round-trip digits, which order
-// the same as the doubles they stand for (and never equal an integer they differ from).
+// reverse. Integers, and doubles holding a whole number, are exact (2^55 written 3.602879701896397e16
+// is the key of 36028797018963968); other numbers use their shortest round-trip digits, which
+// order the same as the doubles they stand for and never equal an integer (no integer rounds to
+// a double with a fraction).
 void append_number(std::string& out, const IndexValue& v) {
   bool negative = false;
   std::string digits;
@@ -73,16 +100,21 @@ void append_number(std::string& out, const IndexValue& v) {
     negative = v.number < 0;
     const double a = std::fabs(v.number);
     if (std::isinf(a)) return void(out += negative ? "1000" : "3999");
-    char buffer[64];
-    const auto end = std::to_chars(buffer, buffer + sizeof buffer, a, std::chars_format::scientific).ptr;
-    const std::string_view text(buffer, static_cast<std::size_t>(end - buffer));  // "d.ddde+XX"
-    const std::size_t e = text.find('e');
-    for (char c : text.substr(0, e)) {
-      if (c != '.') digits += c;
+    if (a >= 1 && std::trunc(a) == a) {
+      digits = whole_digits(a);
+      exponent = static_cast<int>(digits.size());
+    } else {
+      char buffer[64];
+      const auto end = std::to_chars(buffer, buffer + sizeof buffer, a, std::chars_format::scientific).ptr;
+      const std::string_view text(buffer, static_cast<std::size_t>(end - buffer));  // "d.ddde+XX"
+      const std::size_t e = text.find('e');
+      for (char c : text.substr(0, e)) {
+        if (c != '.') digits += c;
+      }
+      int power = 0;
+      std::from_chars(text.data() + e + (text[e + 1] == '+' ? 2 : 1), text.data() + text.size(), power);
+      exponent = power + 1;
     }
-    int power = 0;
-    std::from_chars(text.data() + e + (text[e + 1] == '+' ? 2 : 1), text.data() + text.size(), power);
-    exponent = power + 1;
   }
   while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
   int biased = exponent + 400;
