@@ -62,7 +62,7 @@ void append_section_view(std::string& out, const SectionRecord& s, const Timesta
   out += s.exists() ? std::string_view(s.state_json) : std::string_view("{}");
   out += ',';
   append_number(out, "version", s.version);
-  if (s.version > 0) {
+  if (s.version > 0 && s.timestamp_ns != 0) {  // (none: a combined-layout section never written)
     out += ',';
     append_time(out, "timestamp", s.timestamp_ns);
   }

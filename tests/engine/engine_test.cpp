@@ -536,6 +536,8 @@ TEST_P(CombinedLayout, ASectionNeverWrittenStaysAbsentAcrossWrites) {
   EXPECT_EQ(second.shadow.record.desired.version, 2u);
   EXPECT_FALSE(store().read({"t", "main"}).desired.exists());
   EXPECT_FALSE(engine().get({"t", "main"}).record.desired.exists());
+  // Shown with the shared version and no time (not the epoch's).
+  EXPECT_EQ(ds::to_json(parse(ds::render_shadow(engine().get({"t", "main"}))).at("desired")), R"({"state":{},"version":2})");
 }
 
 TEST_P(CombinedLayout, AcknowledgementIsOneWriteOfOneItem) {
