@@ -247,7 +247,7 @@ int listen(const ListenOptions& options) {
         server_options, [&receiver](const srv::HttpRequest& r) { return receiver.handle(r); },
         [](int status, const std::string& message) { return srv::HttpResponse{status, "text/plain", message + "\n", {}}; });
   } catch (const std::exception& e) {
-    std::cerr << "shadowctl: cannot listen on " << options.host << ":" << options.port << ": " << e.what() << "\n";
+    std::cerr << "shadowctl: " << e.what() << "\n";  // "cannot listen on HOST:PORT: why"
     return 1;
   }
   const bool v6 = options.host.find(':') != std::string::npos;

@@ -176,8 +176,8 @@ std::string field(const json::object& o, const char* key) {
   return ds::escape_controls(v->is_string() ? std::string_view(v->get_string()) : std::string_view(ds::to_json(*v)));
 }
 
-// The reply's JSON (an empty success body is {}); a failure, HTTP 4xx/5xx or a body that is
-// not JSON, is thrown with the server's error code and message.
+// The reply's JSON (an empty success body is {}); a failure (a redirect, HTTP 4xx/5xx, or a
+// body that is not JSON) is thrown, with the server's error code and message when it has them.
 json::value parse_reply(const Reply& reply) {
   if (reply.status >= 300 && reply.status < 400) {
     throw std::runtime_error("HTTP " + std::to_string(reply.status) + ": a redirect, not an answer of shadowd's API (check --server)");
