@@ -68,13 +68,6 @@ Reply call(const Client& client, const char* method, const std::string& path, co
 // 1000), with the request or answer around it.
 constexpr std::size_t kMaxDepth = 1100;
 
-// A path segment of the API: percent-encoded, and "." and ".." (names like any other) encoded
-// whole, so that no URL handling takes them for the current or the parent segment.
-std::string segment(std::string_view name) {
-  if (name == "." || name == "..") return name == "." ? "%2E" : "%2E%2E";
-  return ds::percent_encode(name);
-}
-
 // CLI11 checks an option's text before it converts it, so a value that passes converts.
 CLI::Validator whole(std::uint64_t min, std::uint64_t max) {
   return CLI::Validator(
@@ -307,7 +300,7 @@ void print_job(const json::object& j, bool brief) {
 json::object follow_job(const Client& client, const std::string& id) {
   const bool terminal = isatty(STDERR_FILENO);
   while (true) {
-    json::object j = parse_reply(call(client, "GET", "/v1/jobs/" + segment(id))).as_object();
+    json::object j = parse_reply(call(client, "GET", "/v1/jobs/" + ds::percent_encode_segment(id))).as_object();
     const auto count = [&](const char* k) { return j.at(k).to_number<std::uint64_t>(); };
     const std::uint64_t targets = count("targets"), done = count("succeeded") + count("failed") + count("skipped");
     if (terminal) {
@@ -660,8 +653,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    std::string base = "/v1/things/" + segment(thing);
-    std::string shadow = base + "/shadows/" + segment(name);
+    std::string base = "/v1/things/" + ds::percent_encode_segment(thing);
+    std::string shadow = base + "/shadows/" + ds::percent_encode_segment(name);
     std::string query;
     auto param = [&](const char* key, const std::string& value) {
       if (!value.empty()) query += (query.empty() ? "?" : "&") + std::string(key) + "=" + ds::percent_encode(value);
@@ -683,7 +676,7 @@ int main(int argc, char** argv) {
       if (at) name = diff_args[0];
       param("from", diff_args[at]);
       if (at + 1 < diff_args.size()) param("to", diff_args[at + 1]);
-      reply = call(client, "GET", base + "/shadows/" + segment(name) + "/diff" + query);
+      reply = call(client, "GET", base + "/shadows/" + ds::percent_encode_segment(name) + "/diff" + query);
       print = [](const json::object& r) {
         print_mark("from", r.at("from").as_object());
         print_mark("to  ", r.at("to").as_object());
@@ -696,7 +689,7 @@ int main(int argc, char** argv) {
       param("section", section);
       param("since", since);
       param("until", until);
-      reply = call(client, "GET", base + "/shadows/" + segment(name) + "/history" + query);
+      reply = call(client, "GET", base + "/shadows/" + ds::percent_encode_segment(name) + "/history" + query);
       print = print_series;
     } else if (*history && bounds) {
       reply = call(client, "GET", shadow + "/history/bounds");
@@ -708,7 +701,7 @@ int main(int argc, char** argv) {
       };
     } else if (*write_cmds[0] || *write_cmds[1]) {
       if (name_and_state.size() == 2) name = name_and_state[0];
-      shadow = base + "/shadows/" + segment(name);
+      shadow = base + "/shadows/" + ds::percent_encode_segment(name);
       json::object body;
       json::value parsed = ds::parse_json(read_state_argument(name_and_state.back()), kMaxDepth);
       body["state"] = parsed;
@@ -860,7 +853,7 @@ int main(int argc, char** argv) {
           if (wait) job_id = field(parse_reply(reply).as_object(), "id");
         }
       } else if (*job_get) {
-        reply = call(client, "GET", "/v1/jobs/" + segment(job_id));
+        reply = call(client, "GET", "/v1/jobs/" + ds::percent_encode_segment(job_id));
         print = print_full;
       } else if (*job_list) {
         reply = call(client, "GET", "/v1/jobs" + query);
@@ -869,7 +862,7 @@ int main(int argc, char** argv) {
           if (r.contains("cursor")) std::cout << "more: --cursor " << field(r, "cursor") << "\n";
         };
       } else if (*job_cancel) {
-        reply = call(client, "POST", "/v1/jobs/" + segment(job_id) + "/cancel");
+        reply = call(client, "POST", "/v1/jobs/" + ds::percent_encode_segment(job_id) + "/cancel");
         print = print_full;
       }
       if (wait && !job_id.empty()) {
@@ -884,7 +877,7 @@ int main(int argc, char** argv) {
         return field(finished, "status") == "succeeded" ? 0 : 1;
       }
     } else if (*regs) {
-      const std::string path = "/v1/registrations" + (registration.empty() ? "" : "/" + segment(registration));
+      const std::string path = "/v1/registrations" + (registration.empty() ? "" : "/" + ds::percent_encode_segment(registration));
       const std::string dead_letters = path + "/dead-letters";
       auto print_pretty = [](const json::object& r) { std::cout << pretty(r) << "\n"; };
       if (*reg_put) {
@@ -938,7 +931,7 @@ int main(int argc, char** argv) {
         } else {  // one request per event; the counts are added up
           std::uint64_t deleted = 0;
           for (const std::string& id : event_ids) {
-            const json::value r = parse_reply(call(client, "DELETE", dead_letters + "/" + segment(id)));
+            const json::value r = parse_reply(call(client, "DELETE", dead_letters + "/" + ds::percent_encode_segment(id)));
             if (const json::value* n = r.as_object().if_contains("deleted")) deleted += n->to_number<std::uint64_t>();
           }
           json::object total;

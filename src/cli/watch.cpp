@@ -29,8 +29,8 @@ class Watcher {
       url_ = options.server + "/v1/events";
       if (!options.match.empty()) url_ += "?match=" + percent_encode(options.match);
     } else {
-      url_ = options.server + "/v1/things/" + percent_encode(options.thing) + "/shadows/" +
-             percent_encode(options.name.empty() ? "main" : options.name) + "/events";
+      url_ = options.server + "/v1/things/" + percent_encode_segment(options.thing) + "/shadows/" +
+             percent_encode_segment(options.name.empty() ? "main" : options.name) + "/events";
     }
     if (!options.filter.empty()) {
       url_ += url_.find('?') == std::string::npos ? "?filter=" : "&filter=";

@@ -37,6 +37,11 @@ std::string percent_encode(std::string_view s, std::string_view keep) {
   return out;
 }
 
+std::string percent_encode_segment(std::string_view s) {
+  if (s == "." || s == "..") return s == "." ? "%2E" : "%2E%2E";
+  return percent_encode(s);
+}
+
 std::string percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
