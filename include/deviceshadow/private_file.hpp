@@ -1,4 +1,5 @@
-// Files holding a secret (the cursor key, AWS credentials): only their owner may read or write them.
+// Files that grant or hold a secret: only their owner may write them, and, for a secret (the cursor
+// key, AWS credentials), read them; a file of token hashes may be read by others.
 #pragma once
 
 #include <string>
@@ -6,9 +7,11 @@
 
 namespace deviceshadow {
 
-// The contents of the file at `path`, which errors call `what` ("the cursor key file"). Throws
-// std::runtime_error when it cannot be read, or when group or others may read or write it (the
-// error says to chmod 600 it).
-std::string read_private_file(const std::string& path, std::string_view what);
+enum class OthersMay { nothing, read };
+
+// The contents of the regular file at `path`, which errors call `what` ("the cursor key file").
+// Throws std::runtime_error when it cannot be read, is not a regular file, or when group or
+// others may write it or (OthersMay::nothing) read it; the error says which chmod mends it.
+std::string read_private_file(const std::string& path, std::string_view what, OthersMay others = OthersMay::nothing);
 
 }  // namespace deviceshadow

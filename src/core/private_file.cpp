@@ -11,9 +11,9 @@
 
 namespace deviceshadow {
 
-std::string read_private_file(const std::string& path, std::string_view what) {
+std::string read_private_file(const std::string& path, std::string_view what, OthersMay others) {
   const std::string named = std::string(what) + " " + path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // (a FIFO: refused below, not waited on)
   if (fd < 0) throw std::runtime_error("cannot read " + named + ": " + std::strerror(errno));
   struct Closer {
     int fd;
@@ -22,11 +22,13 @@ std::string read_private_file(const std::string& path, std::string_view what) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw std::runtime_error("cannot stat " + named + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw std::runtime_error(named + " is not a regular file");
-  if ((st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) != 0) {
+  const bool secret = others == OthersMay::nothing;
+  if ((st.st_mode & (S_IWGRP | S_IWOTH | (secret ? S_IRGRP | S_IROTH : 0))) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     throw std::runtime_error(named + " has mode " + mode +
-                             ": it holds a secret, so group and others must not be able to read or write it (chmod 600 " +
+                             (secret ? ": it holds a secret, so group and others must not be able to read or write it (chmod 600 "
+                                     : ": group and others must not be able to write it (chmod 644 or 600 ") +
                              path + ")");
   }
   std::string contents;

@@ -4,17 +4,11 @@
 
 #include "aws/sigv4.hpp"
 #include "deviceshadow/error.hpp"
+#include "deviceshadow/private_file.hpp"
 #include "deviceshadow/uri.hpp"
 #include "deviceshadow/validation.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -133,21 +127,8 @@ Authenticator Authenticator::parse(std::string_view text) {
 }
 
 Authenticator Authenticator::load(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw std::runtime_error("cannot read token file " + path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw std::runtime_error("token file " + path + " is not a regular file");
-  // Whoever may write it may grant themselves admin.
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    throw std::runtime_error("token file " + path + " has mode " + mode +
-                             ": group and others must not be able to write it (chmod 644 or 600 " + path + ")");
-  }
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read token file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  Authenticator auth = parse(text.str());
+  // Hashes, not secrets, so others may read it; whoever may write it may grant themselves admin.
+  Authenticator auth = parse(read_private_file(path, "token file", OthersMay::read));
   if (auth.tokens_.empty()) {
     throw std::runtime_error("token file " + path + " holds no token: every request would be refused (see `shadowd hash-token`)");
   }
