@@ -151,11 +151,10 @@ Metric parse_metric(std::string label, std::string_view text) {
       const double p = std::strtod(percent.c_str(), &end);
       const bool decimal = percent.find_first_not_of("0123456789.eE+-") == std::string::npos && *end == '\0';
       if (!decimal || !(p > 0 && p <= 100)) bad_metric(m.label, std::string(kPercents) + ", not " + percent);
-      if (std::find(m.percents.begin(), m.percents.end(), p) != m.percents.end()) {
+      if (std::any_of(m.percents.begin(), m.percents.end(), [&](const Metric::Percent& q) { return q.value == p; })) {
         bad_metric(m.label, std::string(kPercents) + ": " + percent + " is given twice");
       }
-      m.percents.insert(m.percents.begin(), p);
-      m.percent_names.insert(m.percent_names.begin(), percent);
+      m.percents.insert(m.percents.begin(), {p, percent});
       args = args.substr(0, comma);
     }
     if (m.percents.empty() || m.percents.size() > 20) bad_metric(m.label, kPercents);
@@ -253,9 +252,9 @@ std::string Aggregation::render() const {
           out += '{';
           for (std::size_t k = 0; k < m.percents.size(); ++k) {  // nearest rank: a value that was seen
             if (k) out += ',';
-            append_json_string(out, m.percent_names[k]);
+            append_json_string(out, m.percents[k].text);
             out += ':';
-            const double rank = std::ceil(m.percents[k] / 100.0 * static_cast<double>(sorted.size()));
+            const double rank = std::ceil(m.percents[k].value / 100.0 * static_cast<double>(sorted.size()));
             append_number(out, sorted[std::clamp<std::size_t>(static_cast<std::size_t>(rank), 1, sorted.size()) - 1]);
           }
           out += '}';

@@ -15,8 +15,11 @@ struct Metric {
   enum class Kind { count, min, max, sum, avg, percentiles } kind = Kind::count;
   std::string label;
   Property property;              // all but count
-  std::vector<double> percents;   // percentiles: each in (0, 100], each once
-  std::vector<std::string> percent_names;  // each as the request wrote it: its key in the answer
+  struct Percent {
+    double value;      // in (0, 100]
+    std::string text;  // as the request wrote it: its key in the answer
+  };
+  std::vector<Percent> percents;  // percentiles: each value once
 };
 
 // "count()", "min(prop)", "max(prop)", "sum(prop)", "avg(prop)" or
