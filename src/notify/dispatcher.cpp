@@ -1258,6 +1258,7 @@ void Dispatcher::check_registration_limit(std::string_view id) const {
 
 Registration Dispatcher::put(std::string_view id, std::string_view json) {
   Registration r = parse_registration(id, json);
+  check_new_registration(r);
   {
     std::lock_guard lock(mutex_);
     check_registration_limit(r.id);  // before its target takes descriptors

@@ -196,6 +196,18 @@ MqttBroker parse_mqtt_broker(std::string_view url) {
   return broker;
 }
 
+void check_plain_mqtt_broker(std::string_view url, std::string_view credentials) {
+  parse_mqtt_broker(url);
+  const std::string_view rest = url.substr(7);
+  const std::size_t path = rest.find_first_of("/?#");
+  if (rest.substr(0, path).find('@') != std::string_view::npos) {
+    throw std::invalid_argument("a user name or password goes in " + std::string(credentials) + ", not in the URL");
+  }
+  if (path != std::string_view::npos && rest.substr(path) != "/") {
+    throw std::invalid_argument("expected mqtt://HOST[:PORT], without a path: '" + std::string(url) + "'");
+  }
+}
+
 std::string escape_topic_name(std::string_view name) {
   std::string out;
   append_topic_name(out, name);

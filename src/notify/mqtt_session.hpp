@@ -120,6 +120,10 @@ struct MqttBroker {
   int port = 1883;
 };
 MqttBroker parse_mqtt_broker(std::string_view url);
+// For a URL a user gives now (not one stored by an earlier version, which parse_mqtt_broker
+// reads as it always did): parse_mqtt_broker's checks, and also refuses the parts it would
+// drop, a user name or password (`credentials` says where they go instead) and a path.
+void check_plain_mqtt_broker(std::string_view url, std::string_view credentials);
 
 // A name as one topic level: '/', '+', '#', '%' and NUL percent-encoded (%2F, %2B, %23, %25,
 // %00), so that a name never adds a level or a wildcard. The second form appends it to `out`.

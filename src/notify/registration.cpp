@@ -331,6 +331,16 @@ Registration parse_selection(const json::object& o) {
   return r;
 }
 
+void check_new_registration(const Registration& registration) {
+  if (const auto* mqtt = std::get_if<MqttTarget>(&registration.target)) {
+    try {
+      check_plain_mqtt_broker(mqtt->broker, "target.username and target.password");
+    } catch (const std::invalid_argument& e) {
+      throw Error::invalid_request("target.broker: " + std::string(e.what()), "target.broker");
+    }
+  }
+}
+
 Registration parse_registration(std::string_view id, std::string_view text) {
   if (!valid_registration_id(id)) {
     throw Error::invalid_request("id must be 1-64 characters from A-Z a-z 0-9 _ . -", "id");

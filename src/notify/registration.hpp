@@ -108,6 +108,10 @@ struct Registration {
 // Validates a registration document for `id` (the id of the URL; the document may repeat it).
 // Throws Error: invalid_json for malformed JSON, invalid_request naming the field otherwise.
 Registration parse_registration(std::string_view id, std::string_view json);
+// What a registration given now must also pass, beyond what parse_registration checks of one
+// stored by an earlier version (which must still load): an MQTT broker URL without credentials
+// or a path (shadowd dropped them). Throws Error::invalid_request naming the field.
+void check_new_registration(const Registration& registration);
 // A registration's selection alone ("sections", "match", "include", "paths"; no id, target or
 // other member): the filter of a live stream (docs/streams.md), validated as parse_registration does.
 Registration parse_selection(const json::object& selection);

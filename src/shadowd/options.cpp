@@ -250,15 +250,7 @@ Command parse_command_line(int argc, const char* const* argv) {
                  "serve the AWS IoT Device Shadow MQTT topics through this broker, mqtt://HOST[:PORT] (docs/aws-iot.md)")
       ->envname(env("MQTT"))->check(checked_by(
           [](const std::string& url) {
-            notify::parse_mqtt_broker(url);
-            const std::string_view rest = std::string_view(url).substr(7);
-            if (rest.find('@') != std::string_view::npos) {
-              throw std::invalid_argument("a user name or password goes in --mqtt-username and SHADOWD_MQTT_PASSWORD, "
-                                          "not in the URL");
-            }
-            if (const std::size_t path = rest.find_first_of("/?#"); path != std::string_view::npos && rest.substr(path) != "/") {
-              throw std::invalid_argument("expected mqtt://HOST[:PORT], without a path: '" + url + "'");
-            }
+            notify::check_plain_mqtt_broker(url, "--mqtt-username and SHADOWD_MQTT_PASSWORD");
           },
           "mqtt://HOST[:PORT]"));
   app.add_option("--mqtt-username", s.mqtt_username, "user name for the --mqtt broker")->envname(env("MQTT_USERNAME"));

@@ -106,6 +106,9 @@ class MqttTargetTest(ApiTestCase):
             ({"broker": self.broker.url, "qos": 2}, "target.qos"),
             ({"broker": self.broker.url, "username": 7}, "target.username"),
             ({"broker": self.broker.url, "retain": True}, "target.retain"),
+            # credentials or a path in the URL were dropped: refused, pointing to username/password
+            ({"broker": self.broker.url.replace("mqtt://", "mqtt://user:pw@")}, "target.broker"),
+            ({"broker": self.broker.url + "/topic"}, "target.broker"),
         ]
         for target, field in cases:
             with self.subTest(field=field):

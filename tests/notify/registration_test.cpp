@@ -128,6 +128,26 @@ TEST(Registration, RejectsEachInvalidFieldNamingIt) {
   EXPECT_EQ(rejected_field("r", "[]"), "");
 }
 
+// A broker URL's credentials or path were dropped: a registration given now is refused them,
+// one stored by an earlier version still loads.
+TEST(Registration, ANewBrokerUrlCarriesNoCredentialsOrPath) {
+  for (const char* broker : {"mqtt://user:pw@h:1883", "mqtt://user@h", "mqtt://h:1883/topic", "mqtt://h?x=1"}) {
+    const std::string doc = std::string(R"({"target":{"type":"mqtt","broker":")") + broker + R"("}})";
+    const notify::Registration stored = notify::parse_registration("r", doc);
+    try {
+      notify::check_new_registration(stored);
+      ADD_FAILURE() << broker << " was accepted";
+    } catch (const ds::Error& e) {
+      EXPECT_EQ(e.details().field, "target.broker") << broker;
+    }
+  }
+  for (const char* broker : {"mqtt://h:1883", "mqtt://h:1883/", "mqtt://[::1]:1883"}) {
+    const std::string doc = std::string(R"({"target":{"type":"mqtt","broker":")") + broker + R"("}})";
+    EXPECT_NO_THROW(notify::check_new_registration(notify::parse_registration("r", doc))) << broker;
+  }
+  EXPECT_NO_THROW(notify::check_new_registration(notify::parse_registration("r", kWebhook)));
+}
+
 TEST(Registration, MatchesTheWholeThingAndNameWithRe2) {
   auto r = notify::parse_registration(
       "r", R"({"match":"My House#.*#main","target":{"type":"webhook","url":"http://h/"}})");
