@@ -26,8 +26,9 @@ constexpr auto kStopCheck = std::chrono::milliseconds(100);
 struct RequestTopic {
   std::string_view prefix;  // up to the action, without the '/' before it
   std::string_view thing;
-  std::string_view name;    // empty: the classic shadow
+  std::string_view name;    // with `named`
   std::string_view action;
+  bool named = false;       // false: the classic shadow
 };
 
 std::optional<RequestTopic> split_topic(std::string_view topic) {
@@ -46,6 +47,7 @@ std::optional<RequestTopic> split_topic(std::string_view topic) {
   } else if (levels.size() == 7 && levels[4] == "name") {
     t.name = levels[5];
     t.action = levels[6];
+    t.named = true;
   } else {
     return std::nullopt;
   }
@@ -53,15 +55,60 @@ std::optional<RequestTopic> split_topic(std::string_view topic) {
   return t;
 }
 
-// The request's clientToken when the payload is a JSON object holding a string one, else "".
+// The request's clientToken: the string value of the member "clientToken" of the object the
+// payload holds, else "". Found by a scan that builds nothing, stops at the token and follows
+// any nesting, so that a payload refused for its depth (or its size, up to 1 MiB) still has its
+// token echoed; what follows the token is not looked at.
 std::string client_token_of(std::string_view payload) {
-  if (payload.empty() || payload.size() > (std::size_t{1} << 20)) return {};
-  try {
-    const json::value v = parse_json(payload);
-    if (const json::object* o = v.if_object()) {
-      if (const json::value* t = o->if_contains("clientToken"); t && t->is_string()) return std::string(t->get_string());
+  if (payload.size() > (std::size_t{1} << 20)) return {};
+  std::size_t i = 0;
+  auto skip_space = [&] {
+    while (i < payload.size() && (payload[i] == ' ' || payload[i] == '\t' || payload[i] == '\n' || payload[i] == '\r')) ++i;
+  };
+  // The string literal at i, with its quotes, and i past it; empty when it does not end.
+  auto literal = [&]() -> std::string_view {
+    const std::size_t start = i++;
+    while (i < payload.size() && payload[i] != '"') i += payload[i] == '\\' ? 2 : 1;
+    if (i >= payload.size()) return {};
+    return payload.substr(start, ++i - start);
+  };
+  auto decoded = [](std::string_view text) -> std::string {
+    try {
+      const json::value v = parse_json(text, 1);
+      return std::string(v.get_string());
+    } catch (const std::exception&) {
+      return {};
     }
-  } catch (const std::exception&) {
+  };
+  skip_space();
+  if (i >= payload.size() || payload[i++] != '{') return {};
+  std::size_t depth = 1;
+  bool at_name = true;  // the next string at depth 1 names a member
+  while (i < payload.size()) {
+    const char c = payload[i];
+    if (c == '"') {
+      const std::string_view text = literal();
+      if (text.empty()) return {};
+      if (depth != 1 || !at_name) continue;
+      skip_space();
+      if (i >= payload.size() || payload[i++] != ':') return {};
+      skip_space();
+      if (decoded(text) == "clientToken") {
+        if (i >= payload.size() || payload[i] != '"') return {};
+        const std::string_view value = literal();
+        return value.empty() ? std::string() : decoded(value);
+      }
+      at_name = false;
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return {};
+    } else if (c == ',' && depth == 1) {
+      at_name = true;
+    }
+    ++i;
   }
   return {};
 }
@@ -89,8 +136,9 @@ void check_plain_request(std::string_view payload, const Limits& limits) {
   if (payload.size() > limits.max_body_bytes) throw Error(ErrorCode::document_too_large, "payload too large");
   const json::value v = parse_json(payload, 8);
   if (!v.is_object()) throw Error(ErrorCode::invalid_json, "the payload is not a JSON object");
-  if (const json::value* t = v.get_object().if_contains("clientToken"); t && !t->is_string()) {
-    throw Error::invalid_request("Invalid clientToken: it must be a string");
+  if (const json::value* t = v.get_object().if_contains("clientToken")) {
+    if (!t->is_string()) throw Error::invalid_request("Invalid clientToken: it must be a string");
+    validate_client_token(t->get_string());
   }
 }
 
@@ -149,7 +197,7 @@ std::vector<MqttMessage> ShadowTopics::serve(std::string_view topic, std::string
   const bool shared = engine_.store().shares_versions();
   const TimestampKeys& keys = engine_.options().document.timestamp_keys;
   const Limits& limits = engine_.options().document.limits;
-  const bool classic = t->name.empty();
+  const bool classic = !t->named;
   try {
     if (t->action != "get" && t->action != "update" && t->action != "delete") {
       throw Error::invalid_request("Unknown shadow action: '" + std::string(t->action) +

@@ -62,8 +62,10 @@ class MqttSession {
   MqttSession& operator=(const MqttSession&) = delete;
 
   // Queues a message. Returns the message id, or nullopt with `error` set (the error text names
-  // the connection's state when it is down). A QoS 1 or 2 message refused only for want of a
-  // connection is kept by libmosquitto all the same and sent once connected: it counts as unsent.
+  // the connection's state when it is down). While the connection is down a message is refused
+  // and not kept (the caller publishes it again once connected); only one published as the
+  // connection drops is kept by libmosquitto all the same and sent once connected: it counts as
+  // unsent, as do those sent and not yet acknowledged, which libmosquitto sends again.
   std::optional<int> publish(const std::string& topic, std::string_view payload, int qos, std::string& error);
   // What a QoS 1 or 2 message counts in unsent_bytes(): its topic, its payload and
   // kUnsentOverhead (libmosquitto's record of it and its allocations).

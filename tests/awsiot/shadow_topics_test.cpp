@@ -96,4 +96,60 @@ TEST_F(ShadowTopicsTest, NamesArePercentEncodedInTopicLevels) {
   EXPECT_TRUE(last().contains("$aws/things/a%2Fb%2Bc%23d%25/shadow/name/cfg/update/accepted"));
 }
 
+// The clientToken is echoed on a refusal whatever the payload's nesting, as long as it is a
+// string member of the object the payload holds.
+TEST(ShadowTopicsRequests, ARefusalEchoesTheTokenOfAPayloadOfAnyDepth) {
+  const ds::Error too_deep = ds::Error::too_deep("", 32);
+  auto token_of_refusal = [&](const std::string& payload) {
+    const std::vector<awsiot::MqttMessage> answer = awsiot::ShadowTopics::refuse("$aws/things/t/shadow/update", payload, too_deep);
+    EXPECT_EQ(answer.size(), 1u);
+    const ds::json::object o = ds::parse_json(answer.at(0).payload).as_object();
+    return o.contains("clientToken") ? std::string(o.at("clientToken").as_string()) : std::string("(none)");
+  };
+  for (std::size_t depth : {1u, 100u, 200000u}) {
+    const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+    EXPECT_EQ(token_of_refusal(R"({"state":{"a":)" + nested + R"(},"clientToken":"t1"})"), "t1") << depth;
+    EXPECT_EQ(token_of_refusal(R"( { "clientToken" : "t\u0032" , "state":)" + nested + "}"), "t2") << depth;
+  }
+  EXPECT_EQ(token_of_refusal(R"({"state":{"clientToken":"inner"},"x":["clientToken","a"]})"), "(none)");
+  EXPECT_EQ(token_of_refusal(R"({"state":"a\"clientToken\":\"no\"","clientToken":"yes"})"), "yes");
+  EXPECT_EQ(token_of_refusal(R"({"clientToken":7})"), "(none)");
+  EXPECT_EQ(token_of_refusal(R"(["clientToken","x"])"), "(none)");
+  EXPECT_EQ(token_of_refusal(R"({"clientToken":"unterminated)"), "(none)");
+  EXPECT_EQ(token_of_refusal("not json"), "(none)");
+}
+
+class ShadowTopicsServeTest : public ::testing::Test {
+ protected:
+  ShadowTopicsServeTest() : store_(ds::make_memory_store()), engine_(*store_), topics_(engine_, "main", false) {}
+  ds::json::object answer(std::string_view topic, std::string_view payload, std::string_view outcome) {
+    const std::vector<awsiot::MqttMessage> out = topics_.serve(topic, payload);
+    EXPECT_FALSE(out.empty());
+    EXPECT_EQ(out.at(0).topic, std::string(topic) + "/" + std::string(outcome)) << out.at(0).payload;
+    return ds::parse_json(out.at(0).payload).as_object();
+  }
+  std::unique_ptr<ds::StoreBackend> store_;
+  ds::Engine engine_;
+  awsiot::ShadowTopics topics_;
+};
+
+TEST_F(ShadowTopicsServeTest, AnEmptyShadowNameIsRefusedNotTakenForTheClassicShadow) {
+  const auto o = answer("$aws/things/t/shadow/name//update", R"({"state":{"reported":{"x":1}},"clientToken":"c"})", "rejected");
+  EXPECT_EQ(o.at("code").as_int64(), 400);
+  EXPECT_EQ(o.at("clientToken").as_string(), "c");
+  EXPECT_THROW(engine_.get({"t", "main"}), ds::Error);
+}
+
+TEST_F(ShadowTopicsServeTest, AClientTokenOver64BytesIsRefusedByEveryAction) {
+  answer("$aws/things/t/shadow/update", R"({"state":{"reported":{"x":1}}})", "accepted");
+  const std::string token(65, 'k');
+  for (const char* action : {"get", "delete", "update"}) {
+    const std::string payload = std::string(R"({"state":{"reported":{"x":2}},"clientToken":")") + token + "\"}";
+    const auto o = answer(std::string("$aws/things/t/shadow/") + action, payload, "rejected");
+    EXPECT_EQ(o.at("code").as_int64(), 400) << action;
+  }
+  EXPECT_EQ(engine_.get({"t", "main"}).record.reported.version, 1u);  // the delete did not happen
+  answer("$aws/things/t/shadow/get", R"({"clientToken":")" + std::string(64, 'k') + "\"}", "accepted");
+}
+
 }  // namespace
