@@ -21,6 +21,11 @@ namespace json = boost::json;
 // data, or numbers outside the double range; too_deep when arrays/objects nest deeper than
 // max_depth.
 json::value parse_json(std::string_view text, std::size_t max_depth = 64, json::storage_ptr sp = {});
+// parse_json for a request whose values may nest `limit` levels (Limits::max_depth) inside
+// `envelope` levels of the request's own members. The parser's guard sits 8 levels above, so
+// that a value slightly too deep reaches the validation that names its path; deeper input stops
+// in the parser, with too_deep naming `limit`.
+json::value parse_request_json(std::string_view text, std::size_t limit, std::size_t envelope);
 
 // Compact JSON text of v. Doubles are written in shortest round-trip form and always look
 // like doubles ("22.5", "1.0", "1e+21"); non-finite doubles, which parse_json never yields,

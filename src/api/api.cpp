@@ -65,9 +65,7 @@ HttpResponse error_response(const Error& e) {
 
 json::object parse_body_object(const std::string& body, const Limits& limits, std::size_t envelope_depth) {
   if (body.empty()) throw Error::invalid_request("the request body must be a JSON object");
-  // The parser's guard sits a little above the limit, so that a state slightly too deep
-  // reaches validate_state, which names the path; far deeper input stops in the parser.
-  json::value v = parse_json(body, limits.max_depth + envelope_depth + 8);
+  json::value v = parse_request_json(body, limits.max_depth, envelope_depth);
   if (!v.is_object()) throw Error::invalid_request("the request body must be a JSON object");
   return std::move(v.get_object());
 }

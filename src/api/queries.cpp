@@ -130,7 +130,7 @@ SearchRequest from_query(std::map<std::string, std::string>& q) {
 }
 
 json::object body_object(const std::string& body, const Limits& limits) {
-  json::value v = body.empty() ? json::value(json::object()) : parse_json(body, limits.max_depth + 8);
+  json::value v = body.empty() ? json::value(json::object()) : parse_request_json(body, limits.max_depth, 0);
   if (!v.is_object()) throw Error::invalid_request("the request body must be a JSON object");
   return std::move(v.get_object());
 }

@@ -59,7 +59,7 @@ UpdateRequestBody read_update_request(std::string_view payload, const Limits& li
   if (payload.empty()) throw Error(ErrorCode::invalid_json, "empty body");
   UpdateRequestBody out;
   // {"state":{"desired":{…}}}: two levels above a section's state.
-  out.body = parse_json(payload, limits.max_depth + 2 + 8);
+  out.body = parse_request_json(payload, limits.max_depth, 2);
   if (!out.body.is_object()) throw Error(ErrorCode::invalid_json, "the body is not a JSON object");
   const json::object& body = out.body.get_object();
   ShadowUpdate& u = out.update;

@@ -84,7 +84,7 @@ Error Error::too_deep(std::string path, std::uint64_t limit) {
   d.path = path;
   d.limit = limit;
   return Error(ErrorCode::too_deep,
-               "nesting deeper than " + std::to_string(limit) + " levels at " + path, std::move(d));
+               "nesting deeper than " + std::to_string(limit) + " levels" + (path.empty() ? "" : " at " + path), std::move(d));
 }
 
 Error Error::too_large(std::string what, std::uint64_t size, std::uint64_t limit) {

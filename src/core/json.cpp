@@ -84,6 +84,15 @@ bool ValueBuilder::on_double(double, json::string_view s, json::error_code& ec) 
   return true;
 }
 
+json::value parse_request_json(std::string_view text, std::size_t limit, std::size_t envelope) {
+  try {
+    return parse_json(text, limit + envelope + 8);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::too_deep) throw Error::too_deep("", limit);
+    throw;
+  }
+}
+
 json::value parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp) {
   json::parse_options options;
   options.max_depth = max_depth;
