@@ -637,10 +637,17 @@ class Dispatcher::Worker final : public SenderPool::Task {
   // Starts delivering the event; an event that cannot be built is refused at once, and its
   // dead letter says why.
   std::optional<DeliveryResult> start(std::uint64_t tag, Pending& p) {
-    if (p.entry && p.event.size() > target_->max_event_bytes()) std::string().swap(p.event);  // built for a larger limit
+    const std::size_t limit = target_->max_event_bytes();
+    if (p.entry && p.event.size() > limit) std::string().swap(p.event);  // built for a larger limit
     if (p.event.empty()) {
       if (std::string why = build_or_stub(p); !why.empty()) {
         return DeliveryResult{DeliveryResult::Outcome::reject, "cannot deliver the event: " + why};
+      }
+      if (p.event.size() > limit) {  // truncated and still too large: no build makes it fit
+        return DeliveryResult{DeliveryResult::Outcome::reject,
+                              "cannot deliver the event: it is " + std::to_string(p.event.size()) +
+                                  " bytes without old and new, over the target's limit of " + std::to_string(limit) +
+                                  " bytes"};
       }
     }
     try {

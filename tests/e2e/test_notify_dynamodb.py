@@ -1,7 +1,8 @@
 """The change feed of DynamoDB Local's stream: shadowd reads its table's stream (leases in the
 table) and delivers through the same registrations and webhook target as on SQLite, and with
-`--history stream` writes the history from it; two shadowd share the stream, and kill -9 of the
-one reading it loses no acknowledged write's event or history event."""
+`--history stream` writes the history from it; two shadowd share the stream, kill -9 of the
+one reading it loses no acknowledged write's event or history event, and neither does an orderly
+restart with events still waiting."""
 import functools
 import subprocess
 import threading
@@ -165,6 +166,31 @@ class StreamDeliveryTest(ApiTestCase):
                 if e["data"]["thing"] == thing and v not in first:
                     first.append(v)
             self.assertEqual(first, sorted(first), thing)
+
+    def test_an_orderly_restart_loses_no_event_still_waiting(self):
+        """SIGTERM frees the leases at once, so the restarted shadowd reads the shard again before
+        its registrations are up: they start at the first entry read again, not after it."""
+        refusing = [True]
+        receiver = Receiver(answer=lambda n: 503 if refusing[0] else 204)
+        try:
+            server = self.server()
+            self.register(server, "w", webhook(receiver.url, sections="reported", maxAttempts=1000))
+            for n in range(10):
+                r = server.post(shadow_path("waiting", "main", "reported"), {"state": {"n": n}})
+                self.assertEqual(r.status_code, 200, r.text)
+            # the first event is refused and retried; the other nine wait behind it
+            self.assertTrue(eventually(lambda: receiver.events(), timeout=30))
+            self.assertEqual(server.stop(), 0)
+            server.start()
+            refusing[0] = False
+
+            def versions():
+                return {e["data"]["reported"]["version"] for e in receiver.events()}
+
+            self.assertTrue(eventually(lambda: versions() >= set(range(1, 11)), timeout=60), versions())
+            self.assertTrue(eventually(lambda: server.get("/v1/registrations/w").json()["status"]["delivered"] >= 10))
+        finally:
+            receiver.close()
 
     def test_history_from_the_stream_is_complete_and_in_order_after_kill_9_of_its_reader(self):
         a, b = self.server("--history", "stream"), self.server("--history", "stream")

@@ -42,6 +42,9 @@ class ScriptedTargets {
   }
   // Targets report outcomes only when woken (as when their worker stops), not as they come.
   void report_only_when_woken() { report_only_when_woken_ = true; }
+  // The largest event the targets take; a larger one is handed back to be built again, as a
+  // queue whose limit a target learns does.
+  void set_max_event_bytes(std::size_t bytes) { max_event_bytes_ = bytes; }
 
   notify::TargetFactory factory() {
     return [this](const notify::Registration& r) -> std::unique_ptr<notify::Target> {
@@ -68,6 +71,7 @@ class ScriptedTargets {
   class Scripted final : public notify::Target {
    public:
     Scripted(ScriptedTargets& owner, std::string id) : owner_(owner), id_(std::move(id)) {}
+    std::size_t max_event_bytes() const override { return owner_.max_event_bytes_; }
     void start(std::uint64_t tag, const notify::Delivery& d) override {
       int attempt;
       Script script;
@@ -76,7 +80,7 @@ class ScriptedTargets {
         attempt = ++owner_.attempts_[std::string(d.id)];
         script = owner_.script_;
       }
-      Outcome outcome = script(id_, std::string(d.thing), attempt);
+      Outcome outcome = d.body.size() > max_event_bytes() ? Outcome::rebuild : script(id_, std::string(d.thing), attempt);
       if (outcome == Outcome::delivered) {
         std::lock_guard lock(owner_.mutex_);
         owner_.delivered_[id_].push_back(ds::parse_json(d.body));
@@ -114,6 +118,7 @@ class ScriptedTargets {
   };
   std::mutex mutex_;
   std::atomic<bool> report_only_when_woken_ = false;
+  std::atomic<std::size_t> max_event_bytes_ = SIZE_MAX;
   Script script_ = [](auto&, auto&, int) { return Outcome::delivered; };
   std::map<std::string, std::vector<ds::json::value>> delivered_;
   std::map<std::string, int> attempts_;
@@ -301,6 +306,25 @@ TEST_P(DispatcherTest, AnEventHandedBackToBeBuiltAgainIsNotAnAttempt) {
   EXPECT_EQ(dispatcher->redrive("r", std::nullopt), 1u);
   ASSERT_TRUE(eventually([&] { return dispatcher->status("r")->dead_lettered == 2; }));
   EXPECT_EQ(store->dead_letters("r", "", 100).size(), 1u) << "stored again, not sent forever";
+}
+
+// An event still larger than the target takes once built without old and new is refused and
+// dead-lettered at once, saying why; it was handed back to be built again forever, and its
+// shadow's later events waited behind it.
+TEST_P(DispatcherTest, AnEventTooLargeEvenTruncatedIsDeadLetteredAndItsShadowGoesOn) {
+  targets.set_max_event_bytes(1000);
+  dispatcher->put("r", hook());
+  ds::UpdateRequest big;
+  big.key = {"x", "main"};
+  big.state = ds::parse_json(R"({"blob":")" + std::string(3000, 'z') + R"("})").as_object();
+  engine->update(big);
+  report(*engine, "x", "main", 1);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 1; }));
+  const auto letters = store->dead_letters("r", "", 10);
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_EQ(letters[0].attempts, 1);
+  EXPECT_NE(letters[0].last_error.find("over the target's limit of 1000 bytes"), std::string::npos) << letters[0].last_error;
+  EXPECT_EQ(targets.delivered("r")[0].at("data").at("reported").at("version"), 2);
 }
 
 TEST_P(DispatcherTest, ARejectedEventIsDeadLetteredAtOnceAndCanBeDeleted) {
@@ -521,6 +545,25 @@ TEST_P(DispatcherTest, DeliversFromAStreamFeedAndItsRecordsAreDoneOnceDelivered)
     EXPECT_EQ(a, (std::vector<std::string>{"00000000000000001001#R1", "00000000000000001002#R2"})) << "in version order";
   }
   EXPECT_EQ(feed.size(), 0u) << "trimmed";
+}
+
+// After a restart the shards are read again from their stored checkpoints, possibly before the
+// dispatcher comes up (an orderly stop frees the leases at once): registrations start at the
+// first entry read again, not at the feed's end.
+TEST_P(DispatcherTest, RegistrationsStartAtTheFirstEntryOfAStreamFeedReadBeforeTheyCameUp) {
+  using stream_records::report_record;
+  dispatcher->put("r", hook());
+  dispatcher.reset();
+  notify::stream::StreamFeed feed;
+  std::vector<notify::stream::StreamRecord> records{report_record("11", "a", 1), report_record("12", "a", 2)};
+  EXPECT_EQ(feed.take("shard", records), 0u);
+  notify::Dispatcher d(*engine, *store, fast_options(), targets.factory(), {}, &feed);
+  ASSERT_TRUE(eventually([&] { return targets.delivered("r").size() == 2; }));
+  std::size_t done = 0;
+  ASSERT_TRUE(eventually([&] {
+    done += feed.take("shard", std::span(records).subspan(done));
+    return done == records.size();
+  }));
 }
 
 // Several processes on one store learn of each other's registrations by refresh().

@@ -129,9 +129,10 @@ std::uint64_t StreamFeed::end() {
 
 std::optional<std::uint64_t> StreamFeed::checkpoint(std::string_view registration) {
   std::lock_guard lock(mutex_);
+  // One this process has not seen (it has just started) starts at the first entry it holds:
+  // the entries read again from the shards' stored checkpoints, which it may not have had.
   auto it = checkpoints_.find(registration);
-  if (it == checkpoints_.end()) return std::nullopt;
-  return it->second;
+  return it == checkpoints_.end() ? trimmed_ : it->second;
 }
 
 void StreamFeed::put_checkpoint(std::string_view registration, std::uint64_t seq) {

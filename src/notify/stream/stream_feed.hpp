@@ -11,7 +11,9 @@
 // slow receiver never stops the stream for the others (or for history written from it).
 //
 // Registrations' checkpoints live in memory: after a restart every registration starts at the
-// first entry read again, from the shards' stored checkpoints.
+// first entry read again, from the shards' stored checkpoints (checkpoint() of a registration
+// the feed has not seen is the first entry it holds, less one), whether the shards were read
+// before the dispatcher came up or after.
 #pragma once
 
 #include "notify/feed.hpp"
