@@ -332,11 +332,31 @@ Registration parse_selection(const json::object& o) {
 }
 
 void check_new_registration(const Registration& registration) {
-  if (const auto* mqtt = std::get_if<MqttTarget>(&registration.target)) {
-    try {
-      check_plain_mqtt_broker(mqtt->broker, "target.username and target.password");
-    } catch (const std::invalid_argument& e) {
-      throw Error::invalid_request("target.broker: " + std::string(e.what()), "target.broker");
+  auto check_region = [](const std::string& region) {
+    if (!std::all_of(region.begin(), region.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-'; })) {
+      throw Error::invalid_request("target.region must be an AWS region name such as eu-north-1", "target.region");
+    }
+  };
+  if (const auto* sqs = std::get_if<SqsTarget>(&registration.target)) check_region(sqs->region);
+  if (const auto* sns = std::get_if<SnsTarget>(&registration.target)) check_region(sns->region);
+  const auto* mqtt = std::get_if<MqttTarget>(&registration.target);
+  if (!mqtt) return;
+  try {
+    check_plain_mqtt_broker(mqtt->broker, "target.username and target.password");
+  } catch (const std::invalid_argument& e) {
+    throw Error::invalid_request("target.broker: " + std::string(e.what()), "target.broker");
+  }
+  // MQTT topics are at most 65,535 bytes; a name takes up to three times its bytes encoded.
+  if (mqtt->topic.size() > kMaxMqttTopicTemplateBytes) {
+    throw Error::invalid_request("target.topic: at most " + std::to_string(kMaxMqttTopicTemplateBytes) + " bytes",
+                                 "target.topic");
+  }
+  for (std::size_t open = mqtt->topic.find('{'); open != std::string::npos; open = mqtt->topic.find('{', open + 1)) {
+    const std::size_t close = mqtt->topic.find('}', open);
+    const std::string_view field = close == std::string::npos ? std::string_view() : std::string_view(mqtt->topic).substr(open + 1, close - open - 1);
+    if (field != "thing" && field != "name" && field != "section" && field != "type") {
+      throw Error::invalid_request("target.topic: '{' starts a placeholder: {thing}, {name}, {section} or {type}",
+                                   "target.topic");
     }
   }
 }

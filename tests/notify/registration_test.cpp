@@ -148,6 +148,25 @@ TEST(Registration, ANewBrokerUrlCarriesNoCredentialsOrPath) {
   EXPECT_NO_THROW(notify::check_new_registration(notify::parse_registration("r", kWebhook)));
 }
 
+// Also checked of a new registration only: topic templates and AWS regions.
+TEST(Registration, ANewTopicTemplateHasKnownPlaceholdersAndARegionIsARegionName) {
+  auto refused_field = [](const std::string& target) -> std::string {
+    try {
+      notify::check_new_registration(notify::parse_registration("r", R"({"target":)" + target + "}"));
+      return "accepted";
+    } catch (const ds::Error& e) {
+      return e.details().field;
+    }
+  };
+  EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":"x/{thing}/{name}/{section}/{type}"})"), "accepted");
+  EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":"x/{thing}/{bogus}"})"), "target.topic");
+  EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":"x/{thing"})"), "target.topic");
+  EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":")" + std::string(60001, 'a') + R"("})"), "target.topic");
+  EXPECT_EQ(refused_field(R"({"type":"sns","topicArn":"arn:aws:sns:eu-north-1:1:t","region":"eu-north-1"})"), "accepted");
+  EXPECT_EQ(refused_field(R"({"type":"sns","topicArn":"arn:aws:sns:eu-north-1:1:t","region":"../x"})"), "target.region");
+  EXPECT_EQ(refused_field(R"({"type":"sqs","queueUrl":"http://h/1/q","region":"EU North"})"), "target.region");
+}
+
 TEST(Registration, MatchesTheWholeThingAndNameWithRe2) {
   auto r = notify::parse_registration(
       "r", R"({"match":"My House#.*#main","target":{"type":"webhook","url":"http://h/"}})");
