@@ -253,8 +253,13 @@ class Engine::Impl {
   }
 
   // Server time, strictly increasing within this process so history ids stay ordered.
-  std::int64_t next_timestamp() {
-    std::int64_t now = options_.clock();
+  // A write's time: later than this process's last one and than every section of `record`,
+  // the shadow as the write read it. With the write's condition that the section it does not
+  // store is still as read (made whenever history is written with the write), one shadow's event
+  // ids then grow with its commits even when several processes (with clocks a little apart)
+  // write its two sections.
+  std::int64_t next_timestamp(const ShadowRecord& record) {
+    const std::int64_t now = std::max(options_.clock(), std::max(record.reported.timestamp_ns, record.desired.timestamp_ns) + 1);
     std::int64_t last = last_timestamp_.load();
     std::int64_t next;
     do {
@@ -436,14 +441,16 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
     result.changed = store_reported || store_desired;
     if (!result.changed && !fresh) return std::nullopt;
     if (result.changed) {
-      const std::int64_t ts = impl_->next_timestamp();
+      const std::int64_t ts = impl_->next_timestamp(record);
       ShadowWrite write{plan.key, {}, std::nullopt, {}};
       for (Section s : {Section::reported, Section::desired}) {
         const SectionRecord& old = record.section(s);
         if (!(s == Section::reported ? store_reported : store_desired)) {
-          // A cached record may be stale, and a shadow pin covers both sections: the section
-          // this write does not store must still be as read.
-          if (!fresh || plan.shadow_pin) write.checks.push_back({s, old.version});
+          // The section this write does not store must still be as read when a cached record
+          // may be stale, when a shadow pin covers both sections, and when history is written
+          // with the write: its images hold both sections, which must agree with the events'
+          // time order (see next_timestamp).
+          if (!fresh || plan.shadow_pin || options_.history) write.checks.push_back({s, old.version});
           continue;
         }
         const UpdatePlan::Part* part = plan.part(s);
@@ -598,10 +605,15 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       throw Error::not_found("nothing to delete: " + std::string(section ? to_string(*section) : "shadow " + key.name) +
                              " of thing " + key.thing + " does not exist");
     }
-    const std::int64_t ts = impl_->next_timestamp();
+    const std::int64_t ts = impl_->next_timestamp(record);
     ShadowWrite write{key, {}, std::nullopt, {}};
     std::vector<Change> changes;
     std::optional<std::uint64_t> versions[2];
+    for (Section s : {Section::reported, Section::desired}) {  // the section kept, as for an update
+      if (options_.history && std::find(result.deleted.begin(), result.deleted.end(), s) == result.deleted.end()) {
+        write.checks.push_back({s, record.section(s).version});
+      }
+    }
     for (Section s : result.deleted) {
       const SectionRecord& old = record.section(s);
       SectionRecord tombstone;

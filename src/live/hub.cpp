@@ -117,9 +117,8 @@ struct Hub::Subscription {
   // What a replay sent that may still come live, as "{id}\x01{thing}\x01{name}" (ids start
   // with their time, so the set is in time order): written by the replaying thread alone while
   // `replaying`, read under `mutex` after. Not the last id per shadow: history may show an event
-  // after a later one of its shadow (on DynamoDB: a write that committed late; or a write of the
-  // other section through another shadowd, which took an earlier time), and that event must
-  // still be sent. Only what is likely to come live again is kept (replay_window_ns, at most
+  // after a later one of its shadow (on DynamoDB, whose time index shows an event a moment after
+  // its commit), and that event must still be sent. Only what is likely to come live again is kept (replay_window_ns, at most
   // `limit` bytes): what is left out may come twice, never not at all.
   std::set<std::string> replayed;
   std::size_t replayed_bytes = 0;
@@ -359,8 +358,9 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
     q.limit = kReplayPage;
     q.max_bytes = options_.stream_buffer;
     if (options_.poll) {
-      // Several processes write the store: one shadow's ids need not grow with its commits
-      // (another shadowd's write of the other section), so reach back as across shadows.
+      // Several processes write the store, whose live events come from a time index that shows
+      // an event a moment after its commit: the client may lack one older than its resume
+      // point, so reach back as across shadows.
       q.since_ns = reach_since;
     } else if (point.id.empty()) {
       q.since_ns = point.ns == std::numeric_limits<std::int64_t>::max() ? point.ns : point.ns + 1;

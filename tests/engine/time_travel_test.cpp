@@ -613,6 +613,51 @@ TEST_P(TimeTravelTest, SeriesBeforeTheHistoryKept) {
   EXPECT_EQ(error_of([&] { ds::shadow_series(engine(), key, q); }), "history_expired");
 }
 
+// Two processes (two engines, no cache, an image every write) write the two sections of one
+// shadow: one takes its time, the other then writes the other section, and the first commits
+// after it. The first write must not land with its earlier time (its image would miss the
+// other's change, and as-of reads from it be wrong): the section it did not store is no longer
+// as read, so it is decided again, with a time after the other's.
+TEST_P(TimeTravelTest, WritesOfTwoProcessesToBothSectionsKeepAsOfReadsExact) {
+  class Interleaving final : public ForwardingStore {
+   public:
+    using ForwardingStore::ForwardingStore;
+    void write(const ds::ShadowWrite& w) override {
+      if (auto before = std::exchange(before_write, {})) before();
+      ForwardingStore::write(w);
+    }
+    std::function<void()> before_write;
+  };
+  ds::EngineOptions o;
+  o.clock = [this] { return clock_.load(); };
+  o.cache_entries = 0;
+  o.history_image_every = 1;
+  Interleaving interleaving(store());
+  ds::Engine a(interleaving, o);
+  ds::Engine b(store(), o);
+  auto render = [&](ds::Engine& e) { return ds::render_shadow(e.get(key), nullptr); };
+  b.update(request("tt", ds::Section::reported, R"({"r":0})"));
+  b.update(request("tt", ds::Section::desired, R"({"d":0})"));
+  std::string b_body;  // what a GET gave right after the other process's write
+  interleaving.before_write = [&] {
+    clock_ += 1000;
+    b.update(request("tt", ds::Section::desired, R"({"d":1})"));
+    b_body = render(b);
+  };
+  a.update(request("tt", ds::Section::reported, R"({"r":1})"));
+  const std::string a_body = render(b);
+  ds::HistoryRequest q;
+  q.limit = 10;
+  const std::vector<ds::HistoryEvent> events = b.history(key, q).events;  // newest first
+  ASSERT_EQ(events.size(), 4u);
+  auto letter = [](const std::string& id) { return id.at(id.find('#') + 1); };
+  EXPECT_EQ(letter(events[0].id), 'R') << "the report commits last, with the latest id";
+  EXPECT_EQ(letter(events[1].id), 'D');
+  EXPECT_EQ(ds::render_shadow(ds::shadow_as_of(b, key, event_moment(events[1].id)).view, nullptr), b_body);
+  EXPECT_EQ(ds::render_shadow(ds::shadow_as_of(b, key, event_moment(events[0].id)).view, nullptr), a_body);
+  EXPECT_NE(b_body, a_body);
+}
+
 TEST_P(TimeTravelTest, HistoryOffRefusesAsOfReads) {
   ds::EngineOptions o;
   o.history = false;
