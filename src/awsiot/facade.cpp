@@ -35,10 +35,11 @@ constexpr http::Route kRoutes[] = {
 constexpr std::size_t kMaxPageSize = 100;  // AWS's limit for ListNamedShadowsForThing
 
 // AWS's rendering of an error: the exception name in x-amzn-ErrorType, {"code","message"}.
-HttpResponse error_response(const Error& e) {
-  const AwsShadowError aws = aws_shadow_error(e);
+HttpResponse error_response(const AwsShadowError& aws) {
   return {aws.status, "application/json", render_error_body(aws), {{"x-amzn-ErrorType", std::string(aws.type) + ":"}}};
 }
+
+HttpResponse error_response(const Error& e) { return error_response(aws_shadow_error(e)); }
 
 HttpResponse json_response(std::string body) { return {200, "application/json", std::move(body), {}}; }
 
@@ -55,9 +56,9 @@ Facade::Facade(Engine& engine, FacadeAuth auth, http::Metrics& metrics, http::Lo
     : engine_(engine), auth_(auth), metrics_(metrics), logger_(logger), options_(std::move(options)) {}
 
 HttpResponse Facade::refuse(int status, const std::string& message) const {
-  HttpResponse r = error_response(Error(http::refusal_code(status), message));
-  r.status = status;
-  return r;
+  AwsShadowError aws = aws_shadow_error(Error(http::refusal_code(status), message));
+  aws.status = status;  // the body's code too (431, say, where the error code maps to 400)
+  return error_response(aws);
 }
 
 std::optional<HttpResponse> Facade::handle_inline(const http::HttpRequest& request) {

@@ -248,6 +248,12 @@ class TransportRefusals(AwsIotTestCase):
         self.assertEqual(response["ResponseMetadata"]["HTTPHeaders"]["x-amzn-errortype"],
                          "RequestEntityTooLargeException:")
 
+    def test_oversized_headers_answer_431_with_431_in_the_body(self):
+        r = requests.get(self.server.url + "/things/x/shadow", headers={"X-Big": "a" * 20000})
+        self.assertEqual(r.status_code, 431)
+        self.assertEqual(r.json()["code"], 431)
+        self.assertEqual(r.headers["x-amzn-ErrorType"], "InvalidRequestException:")
+
     def test_the_same_body_on_api_v1_is_a_v1_error(self):
         r = requests.post(self.server.url + shadow_path("big-1", "main", "reported"),
                           json={"state": {"x": "y" * 10000}})
