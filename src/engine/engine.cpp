@@ -24,6 +24,12 @@
 namespace deviceshadow {
 namespace {
 
+// A pinned version that differs from the one a fresh read gives: the write is refused, not tried
+// again (a store's version_conflict is, since it may come from the section a write does not store).
+struct PinnedConflict {
+  Error error;
+};
+
 std::mt19937_64& rng() {
   thread_local std::mt19937_64 generator{std::random_device{}()};
   return generator;
@@ -253,30 +259,37 @@ class Engine::Impl {
   }
 
   // Server time, strictly increasing within this process so history ids stay ordered.
-  // A write's time: later than this process's last one and than every section of `record`,
-  // the shadow as the write read it. With the write's condition that the section it does not
-  // store is still as read (made whenever history is written with the write), one shadow's event
-  // ids then grow with its commits even when several processes (with clocks a little apart)
-  // write its two sections.
+  // A write's time: the server's clock made strictly increasing within this process, or just
+  // after the newest section of `record` (the shadow as the write read it) when that is later,
+  // for this write alone: a shadow written by a process whose clock runs ahead moves only its own
+  // writes' times. With the write's condition that the section it does not store is still as
+  // read (made whenever history is written with the write), one shadow's event ids then grow with
+  // its commits even when several processes, their clocks a little apart, write its sections.
   std::int64_t next_timestamp(const ShadowRecord& record) {
-    const std::int64_t now = std::max(options_.clock(), std::max(record.reported.timestamp_ns, record.desired.timestamp_ns) + 1);
+    const std::int64_t now = options_.clock();
     std::int64_t last = last_timestamp_.load();
     std::int64_t next;
     do {
       next = std::max(now, last + 1);
     } while (!last_timestamp_.compare_exchange_weak(last, next));
-    return next;
+    const std::int64_t newest = std::max(record.reported.timestamp_ns, record.desired.timestamp_ns);
+    return newest < next || newest == std::numeric_limits<std::int64_t>::max() ? next : newest + 1;
   }
 
-  // Runs fn (one read-merge-write attempt); retries version conflicts of unpinned writes.
+  // Runs fn (one read-merge-write attempt), again on a version conflict (a store's condition
+  // failed: fn reads afresh and decides again), up to max_attempts; a pinned version that
+  // differs from a fresh read (PinnedConflict) is final.
   template <class F>
-  auto with_retries(bool pinned, F&& fn) {
+  auto with_retries(F&& fn) {
     for (int attempt = 1;; ++attempt) {
       try {
         return fn();
+      } catch (const PinnedConflict& c) {
+        ++stats_.conflicts;
+        throw c.error;
       } catch (const Error& e) {
         if (e.code() != ErrorCode::version_conflict) throw;
-        if (pinned || attempt >= options_.max_attempts) {
+        if (attempt >= options_.max_attempts) {
           ++stats_.conflicts;
           throw;
         }
@@ -408,7 +421,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
                                                       : shadow_version(record, shared);
     if (const auto& pin = plan.section_pin ? plan.section_pin : plan.shadow_pin; pin && *pin != pinned_now) {
       if (!fresh) return std::nullopt;
-      throw Error::version_conflict(pinned_now);
+      throw PinnedConflict{Error::version_conflict(pinned_now)};
     }
     // One arena per attempt; the values in the result keep it alive.
     json::storage_ptr arena = json::make_shared_resource<Arena>();
@@ -528,7 +541,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
   };
 
   const ShadowRecord* base = plan.base;
-  return impl_->with_retries(plan.section_pin || plan.shadow_pin, [&] {
+  return impl_->with_retries([&] {
     if (base) {  // the caller's read, for the first attempt only
       ShadowRecord record = *std::exchange(base, nullptr);
       try {
@@ -590,12 +603,12 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
   }
   const DocumentOptions& doc = options_.document;
   std::lock_guard guard(impl_->lock_for(key));
-  return impl_->with_retries(version.has_value(), [&] {
+  return impl_->with_retries([&] {
     const bool feed = change_feed();
     std::size_t unimaged_bytes = impl_->cache.unimaged_bytes(key);
     ShadowRecord record = store_.read(key);
     if (version && *version != record.section(*section).version) {
-      throw Error::version_conflict(record.section(*section).version);
+      throw PinnedConflict{Error::version_conflict(record.section(*section).version)};
     }
     DeleteResult result{key, {}, record};
     for (Section s : {Section::reported, Section::desired}) {

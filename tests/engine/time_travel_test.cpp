@@ -618,16 +618,19 @@ TEST_P(TimeTravelTest, SeriesBeforeTheHistoryKept) {
 // after it. The first write must not land with its earlier time (its image would miss the
 // other's change, and as-of reads from it be wrong): the section it did not store is no longer
 // as read, so it is decided again, with a time after the other's.
+// A store that runs `before_write` once, just before the next write: another process's write
+// landing between a write's read and its commit.
+class Interleaving final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  void write(const ds::ShadowWrite& w) override {
+    if (auto before = std::exchange(before_write, {})) before();
+    ForwardingStore::write(w);
+  }
+  std::function<void()> before_write;
+};
+
 TEST_P(TimeTravelTest, WritesOfTwoProcessesToBothSectionsKeepAsOfReadsExact) {
-  class Interleaving final : public ForwardingStore {
-   public:
-    using ForwardingStore::ForwardingStore;
-    void write(const ds::ShadowWrite& w) override {
-      if (auto before = std::exchange(before_write, {})) before();
-      ForwardingStore::write(w);
-    }
-    std::function<void()> before_write;
-  };
   ds::EngineOptions o;
   o.clock = [this] { return clock_.load(); };
   o.cache_entries = 0;
@@ -656,6 +659,37 @@ TEST_P(TimeTravelTest, WritesOfTwoProcessesToBothSectionsKeepAsOfReadsExact) {
   EXPECT_EQ(ds::render_shadow(ds::shadow_as_of(b, key, event_moment(events[1].id)).view, nullptr), b_body);
   EXPECT_EQ(ds::render_shadow(ds::shadow_as_of(b, key, event_moment(events[0].id)).view, nullptr), a_body);
   EXPECT_NE(b_body, a_body);
+}
+
+// A write pinned to its section's version, whose other section another process changes between
+// its read and its commit, is decided again, not refused: its pin still holds.
+TEST_P(TimeTravelTest, APinnedWriteIsNotRefusedForAChangeOfTheOtherSection) {
+  ds::EngineOptions o;
+  o.clock = [this] { return clock_.load(); };
+  o.cache_entries = 0;
+  Interleaving interleaving(store());
+  ds::Engine a(interleaving, o);
+  ds::Engine b(store(), o);
+  b.update(request("tt", ds::Section::reported, R"({"r":0})"));
+  b.update(request("tt", ds::Section::desired, R"({"d":0})"));
+  interleaving.before_write = [&] { b.update(request("tt", ds::Section::desired, R"({"d":1})")); };
+  ds::UpdateRequest pinned = request("tt", ds::Section::reported, R"({"r":1})");
+  pinned.version = a.get(key).record.reported.version;
+  if (store().shares_versions()) {  // one version: the other section's write moved the pin
+    EXPECT_EQ(error_of([&] { a.update(pinned); }), "version_conflict");
+    return;
+  }
+  EXPECT_EQ(a.update(pinned).shadow.record.reported.version, 2u);
+  interleaving.before_write = [&] { b.update(request("tt", ds::Section::desired, R"({"d":2})")); };
+  EXPECT_EQ(a.remove(key, ds::Section::reported, 2).record.reported.version, 3u);
+  // A pin that moved is refused with the section's version.
+  try {
+    a.update(pinned);
+    ADD_FAILURE() << "a stale pin was accepted";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::version_conflict);
+    EXPECT_EQ(e.details().current_version, 3u);
+  }
 }
 
 TEST_P(TimeTravelTest, HistoryOffRefusesAsOfReads) {
