@@ -561,7 +561,8 @@ void MqttBridge::answer(const std::vector<MqttMessage>& messages, std::chrono::s
 void MqttBridge::publish(const std::vector<MqttMessage>& messages) {
   for (const MqttMessage& m : messages) {
     std::string error;
-    if (!session_->publish(m.topic, m.payload, kQos, error)) {
+    // Not tried again: kept while the broker is away (the delta of a write served, say).
+    if (!session_->publish(m.topic, m.payload, kQos, error, notify::MqttSession::WhileDown::keep)) {
       ++stats_.publish_failures;
       logger_.log(http::LogLevel::warn, "mqtt: cannot publish an answer", {{"topic", m.topic}, {"error", error}});
     }

@@ -459,6 +459,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
     std::size_t bytes = 0;   // counted in held_bytes_ until it leaves its queue
     bool in_flight = false;  // started on the target, outcome not settled
     bool stored = false;     // its dead letter is stored already (expired or spilled): not sent again
+    bool handed_back = false;  // the target handed it back to be built again within the limit it knows now
   };
   struct Shadow {
     std::deque<Pending> events;  // the head is being delivered, waits for a retry, or is ready
@@ -643,7 +644,9 @@ class Dispatcher::Worker final : public SenderPool::Task {
       if (std::string why = build_or_stub(p); !why.empty()) {
         return DeliveryResult{DeliveryResult::Outcome::reject, "cannot deliver the event: " + why};
       }
-      if (p.event.size() > limit) {  // truncated and still too large: no build makes it fit
+      // Built again for the limit the target learnt (it judges the first try, maybe learning its
+      // limit then), truncated and still too large: no build makes it fit.
+      if (p.handed_back && p.event.size() > limit) {
         return DeliveryResult{DeliveryResult::Outcome::reject,
                               "cannot deliver the event: it is " + std::to_string(p.event.size()) +
                                   " bytes without old and new, over the target's limit of " + std::to_string(limit) +
@@ -671,6 +674,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
           if (stopping_) return;  // as if abandoned: the next worker builds and sends it
           if (p.entry) {  // not an attempt: built again within the limit the target knows now
             std::string().swap(p.event);
+            p.handed_back = true;
             ready_.push_back(key);
             return;
           }

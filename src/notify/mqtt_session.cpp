@@ -82,10 +82,11 @@ MqttSession::~MqttSession() {
   mosquitto_destroy(mosq_);
 }
 
-std::optional<int> MqttSession::publish(const std::string& topic, std::string_view payload, int qos, std::string& error) {
+std::optional<int> MqttSession::publish(const std::string& topic, std::string_view payload, int qos, std::string& error,
+                                       WhileDown while_down) {
   // libmosquitto would keep a QoS 1 or 2 message published while the connection is down and send
-  // it after the reconnect, besides the copy the caller publishes again: refuse it here instead.
-  if (!connected()) {
+  // it after the reconnect, besides the copy a caller that tries again publishes: refuse it then.
+  if ((qos == 0 || while_down == WhileDown::refuse) && !connected()) {
     error = std::string(mosquitto_strerror(MOSQ_ERR_NO_CONN)) + " (" + state() + ")";
     return std::nullopt;
   }
@@ -98,15 +99,15 @@ std::optional<int> MqttSession::publish(const std::string& topic, std::string_vi
     std::lock_guard lock(unsent_mutex_);
     rc = mosquitto_publish(mosq_, &mid, topic.c_str(), static_cast<int>(payload.size()), payload.data(), qos, false);
     // libmosquitto (2.0) queues a QoS 1 or 2 message before it tries to send it: one that found
-    // no connection (MOSQ_ERR_NO_CONN: it dropped since the check above) stays queued and goes out
-    // after the next connect. The errors before the queue (invalid arguments, no memory for the
-    // copy) keep nothing.
+    // no connection (MOSQ_ERR_NO_CONN) stays queued and goes out after the next connect. The
+    // errors before the queue (invalid arguments, no memory for the copy) keep nothing.
     if (rc == MOSQ_ERR_SUCCESS || rc == MOSQ_ERR_NO_CONN) {
       std::vector<std::size_t>& costs = unsent_[mid];
       costs.push_back(cost);
       unsent_bytes_ += cost;
     }
   }
+  if (rc == MOSQ_ERR_NO_CONN && qos > 0 && while_down == WhileDown::keep) return mid;
   if (rc != MOSQ_ERR_SUCCESS) {
     const std::string now = state();
     error = std::string(mosquitto_strerror(rc)) + (now == "connected" ? "" : " (" + now + ")");

@@ -61,12 +61,16 @@ class MqttSession {
   MqttSession(const MqttSession&) = delete;
   MqttSession& operator=(const MqttSession&) = delete;
 
+  // What publish() does with a QoS 1 or 2 message while the connection is down: refuse it (for
+  // a caller that publishes it again once connected) or keep it, to be sent once connected (for
+  // one that does not try again). libmosquitto keeps every such message it is given.
+  enum class WhileDown { refuse, keep };
   // Queues a message. Returns the message id, or nullopt with `error` set (the error text names
-  // the connection's state when it is down). While the connection is down a message is refused
-  // and not kept (the caller publishes it again once connected); only one published as the
-  // connection drops is kept by libmosquitto all the same and sent once connected: it counts as
-  // unsent, as do those sent and not yet acknowledged, which libmosquitto sends again.
-  std::optional<int> publish(const std::string& topic, std::string_view payload, int qos, std::string& error);
+  // the connection's state when it is down). A message kept while the connection is down, or
+  // published as it drops (kept even when refused), counts as unsent until acknowledged, as do
+  // those sent and not yet acknowledged, which libmosquitto sends again after a reconnect.
+  std::optional<int> publish(const std::string& topic, std::string_view payload, int qos, std::string& error,
+                             WhileDown while_down = WhileDown::refuse);
   // What a QoS 1 or 2 message counts in unsent_bytes(): its topic, its payload and
   // kUnsentOverhead (libmosquitto's record of it and its allocations).
   static constexpr std::size_t kUnsentOverhead = 128;

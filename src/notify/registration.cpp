@@ -3,6 +3,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/uri.hpp"
+#include "deviceshadow/validation.hpp"
 #include "notify/mqtt_session.hpp"
 #include "query/filter.hpp"
 
@@ -346,18 +347,27 @@ void check_new_registration(const Registration& registration) {
   } catch (const std::invalid_argument& e) {
     throw Error::invalid_request("target.broker: " + std::string(e.what()), "target.broker");
   }
-  // MQTT topics are at most 65,535 bytes; a name takes up to three times its bytes encoded.
-  if (mqtt->topic.size() > kMaxMqttTopicTemplateBytes) {
-    throw Error::invalid_request("target.topic: at most " + std::to_string(kMaxMqttTopicTemplateBytes) + " bytes",
-                                 "target.topic");
-  }
+  // The longest topic the template can make must fit MQTT's 65,535 bytes: a name takes up to
+  // three times its bytes, percent-encoded.
+  std::size_t longest = mqtt->topic.size();
   for (std::size_t open = mqtt->topic.find('{'); open != std::string::npos; open = mqtt->topic.find('{', open + 1)) {
     const std::size_t close = mqtt->topic.find('}', open);
     const std::string_view field = close == std::string::npos ? std::string_view() : std::string_view(mqtt->topic).substr(open + 1, close - open - 1);
-    if (field != "thing" && field != "name" && field != "section" && field != "type") {
+    if (field == "thing") {
+      longest += 3 * kMaxThingBytes;
+    } else if (field == "name") {
+      longest += 3 * kMaxShadowNameChars;
+    } else if (field == "section" || field == "type") {
+      longest += 8;  // "reported", "desired", "both"; "updated", "deleted"
+    } else {
       throw Error::invalid_request("target.topic: '{' starts a placeholder: {thing}, {name}, {section} or {type}",
                                    "target.topic");
     }
+  }
+  if (longest > kMaxMqttTopicBytes) {
+    throw Error::invalid_request("target.topic: the topics it makes could pass MQTT's limit of 65,535 bytes (a name "
+                                 "percent-encoded takes up to three times its bytes)",
+                                 "target.topic");
   }
 }
 

@@ -249,8 +249,9 @@ TEST(MqttSessionUnsentBytes, WithoutALimitOrWithNothingUnsentEverythingFits) {
 
 // One unacknowledged when the connection drops is sent again after the reconnect and counts until
 // acknowledged; one published while the connection is down is refused and never sent (the caller
-// publishes it again: libmosquitto keeping it too made a copy per try, sent after the reconnect).
-TEST(MqttSessionUnsentBytes, AMessageInFlightIsSentAgainAfterTheReconnectOnePublishedWhileAwayIsRefused) {
+// publishes it again: libmosquitto keeping it too made a copy per try, sent after the reconnect),
+// unless the caller asks for it to be kept.
+TEST(MqttSessionUnsentBytes, AMessageInFlightIsSentAgainAfterTheReconnectOnePublishedWhileAwayIsRefusedOrKept) {
   ScriptedBroker broker;
   notify::MqttSession session(session_options(broker, 1 << 20));
   session.start();
@@ -265,14 +266,17 @@ TEST(MqttSessionUnsentBytes, AMessageInFlightIsSentAgainAfterTheReconnectOnePubl
     EXPECT_NE(error.find("not connected"), std::string::npos) << error;
   }
   EXPECT_EQ(session.unsent_bytes(), cost("in flight"));
-  // libmosquitto reconnects after 1 s and sends the message in flight again; its acknowledgement
-  // ends the count.
+  // A caller that does not try again has it kept (WhileDown::keep).
+  ASSERT_TRUE(session.publish(kTopic, "kept", 1, error, notify::MqttSession::WhileDown::keep)) << error;
+  EXPECT_EQ(session.unsent_bytes(), cost("in flight") + cost("kept"));
+  // libmosquitto reconnects after 1 s and sends the message in flight again and the one kept;
+  // their acknowledgements end the count.
   broker.allow_acks(1'000);
   ASSERT_TRUE(eventually([&] { return session.unsent_bytes() == 0; }));
   EXPECT_EQ(broker.connects(), 2u);
-  EXPECT_EQ(broker.payloads(), (std::vector<std::string>{"in flight", "in flight"}));
+  EXPECT_EQ(broker.payloads(), (std::vector<std::string>{"in flight", "in flight", "kept"}));
   ASSERT_TRUE(session.publish(kTopic, "back", 1, error)) << error;
-  ASSERT_TRUE(eventually([&] { return broker.payloads().size() == 3; }));
+  ASSERT_TRUE(eventually([&] { return broker.payloads().size() == 4; }));
   EXPECT_EQ(broker.payloads().back(), "back");
 }
 

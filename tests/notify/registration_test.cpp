@@ -161,7 +161,10 @@ TEST(Registration, ANewTopicTemplateHasKnownPlaceholdersAndARegionIsARegionName)
   EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":"x/{thing}/{name}/{section}/{type}"})"), "accepted");
   EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":"x/{thing}/{bogus}"})"), "target.topic");
   EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":"x/{thing"})"), "target.topic");
-  EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":")" + std::string(60001, 'a') + R"("})"), "target.topic");
+  EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":")" + std::string(65536, 'a') + R"("})"), "target.topic");
+  std::string many_things;  // short, but its topics could pass 65,535 bytes
+  for (int i = 0; i < 43; ++i) many_things += "{thing}/";
+  EXPECT_EQ(refused_field(R"({"type":"mqtt","broker":"mqtt://h","topic":")" + many_things + R"("})"), "target.topic");
   EXPECT_EQ(refused_field(R"({"type":"sns","topicArn":"arn:aws:sns:eu-north-1:1:t","region":"eu-north-1"})"), "accepted");
   EXPECT_EQ(refused_field(R"({"type":"sns","topicArn":"arn:aws:sns:eu-north-1:1:t","region":"../x"})"), "target.region");
   EXPECT_EQ(refused_field(R"({"type":"sqs","queueUrl":"http://h/1/q","region":"EU North"})"), "target.region");
