@@ -258,7 +258,6 @@ class Engine::Impl {
     return stripes_[ShadowKeyHash{}(key) % stripes_.size()];
   }
 
-  // Server time, strictly increasing within this process so history ids stay ordered.
   // A write's time: the server's clock made strictly increasing within this process, or just
   // after the newest section of `record` (the shadow as the write read it) when that is later,
   // for this write alone: a shadow written by a process whose clock runs ahead moves only its own
