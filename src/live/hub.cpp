@@ -118,8 +118,9 @@ struct Hub::Subscription {
   // with their time, so the set is in time order): written by the replaying thread alone while
   // `replaying`, read under `mutex` after. Not the last id per shadow: history may show an event
   // after a later one of its shadow (on DynamoDB, whose time index shows an event a moment after
-  // its commit), and that event must still be sent. Only what is likely to come live again is kept (replay_window_ns, at most
-  // `limit` bytes): what is left out may come twice, never not at all.
+  // its commit), and that event must still be sent. Only what is likely to come live again is
+  // kept (replay_window_ns, at most `limit` bytes): what is left out may come twice, never not at
+  // all.
   std::set<std::string> replayed;
   std::size_t replayed_bytes = 0;
   std::int64_t replay_window_ns = 0;

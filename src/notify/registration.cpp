@@ -334,7 +334,8 @@ Registration parse_selection(const json::object& o) {
 
 void check_new_registration(const Registration& registration) {
   auto check_region = [](const std::string& region) {
-    if (!std::all_of(region.begin(), region.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-'; })) {
+    const auto in_name = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; };
+    if (!std::all_of(region.begin(), region.end(), in_name)) {
       throw Error::invalid_request("target.region must be an AWS region name such as eu-north-1", "target.region");
     }
   };
@@ -352,7 +353,8 @@ void check_new_registration(const Registration& registration) {
   std::size_t longest = mqtt->topic.size();
   for (std::size_t open = mqtt->topic.find('{'); open != std::string::npos; open = mqtt->topic.find('{', open + 1)) {
     const std::size_t close = mqtt->topic.find('}', open);
-    const std::string_view field = close == std::string::npos ? std::string_view() : std::string_view(mqtt->topic).substr(open + 1, close - open - 1);
+    const std::string_view field =
+        close == std::string::npos ? std::string_view() : std::string_view(mqtt->topic).substr(open + 1, close - open - 1);
     if (field == "thing") {
       longest += 3 * kMaxThingBytes;
     } else if (field == "name") {

@@ -108,12 +108,12 @@ struct Registration {
 // Validates a registration document for `id` (the id of the URL; the document may repeat it).
 // Throws Error: invalid_json for malformed JSON, invalid_request naming the field otherwise.
 Registration parse_registration(std::string_view id, std::string_view json);
+inline constexpr std::size_t kMaxMqttTopicBytes = 65535;  // MQTT's limit on a topic
 // What a registration given now must also pass, beyond what parse_registration checks of one
 // stored by an earlier version (which must still load): an MQTT broker URL without credentials
 // or a path (shadowd dropped them), an MQTT topic template of known placeholders whose topics
-// fit MQTT's kMaxMqttTopicBytes whatever the names, and an AWS region that is a region's name.
+// fit kMaxMqttTopicBytes whatever the names, and an AWS region that is a region's name.
 // Throws Error::invalid_request naming the field.
-inline constexpr std::size_t kMaxMqttTopicBytes = 65535;
 void check_new_registration(const Registration& registration);
 // A registration's selection alone ("sections", "match", "include", "paths"; no id, target or
 // other member): the filter of a live stream (docs/streams.md), validated as parse_registration does.

@@ -342,9 +342,10 @@ int serve(const Settings& s) {
                                   .acknowledge = s.aws_acknowledge, .workers = s.mqtt_workers,
                                   .max_queued_bytes = s.mqtt_max_queued_bytes,
                                   .max_unsent_bytes = s.mqtt_max_unsent_bytes,
-                                  // One shadowd uses SQLite or memory: no other may serve a request, so
-                                  // every request is served, however long it waited.
-                                  .claim_window = on_dynamodb ? parse_duration(s.mqtt_claim) : std::chrono::milliseconds(0)});
+                                  // One shadowd uses SQLite or memory: no other may serve a request,
+                                  // so every request is served, however long it waited.
+                                  .claim_window = on_dynamodb ? parse_duration(s.mqtt_claim)
+                                                              : std::chrono::milliseconds(0)});
     metrics.add_section([b = bridge.get()](std::string& out) { b->render_metrics(out); });
   }
   ds::console::Console console(metrics);
