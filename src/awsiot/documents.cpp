@@ -3,6 +3,7 @@
 #include "deviceshadow/json.hpp"
 #include "deviceshadow/leaf_times.hpp"
 #include "deviceshadow/timestamp.hpp"
+#include "deviceshadow/validation.hpp"
 
 namespace deviceshadow::awsiot {
 namespace {
@@ -21,9 +22,16 @@ void append_member(std::string& out, std::string_view name, std::string_view val
 std::int64_t epoch_seconds(std::int64_t unix_ns) noexcept { return unix_ns / 1'000'000'000; }
 std::int64_t now_seconds() { return epoch_seconds(now().unix_nanos()); }
 
+UnsupportedDocumentEncoding::UnsupportedDocumentEncoding()
+    : Error(ErrorCode::invalid_json, "the payload is not UTF-8") {}
+
 AwsShadowError aws_shadow_error(const Error& e) {
   switch (e.code()) {
-    case ErrorCode::invalid_json: return {400, "InvalidRequestException", "Payload contains invalid json"};
+    case ErrorCode::invalid_json:
+      if (dynamic_cast<const UnsupportedDocumentEncoding*>(&e)) {
+        return {415, "UnsupportedDocumentEncodingException", "Unsupported documented encoding; supported encoding is UTF-8"};
+      }
+      return {400, "InvalidRequestException", "Payload contains invalid json"};
     case ErrorCode::invalid_request:
     case ErrorCode::invalid_name:
     case ErrorCode::invalid_timestamp:
@@ -59,7 +67,12 @@ UpdateRequestBody read_update_request(std::string_view payload, const Limits& li
   if (payload.empty()) throw Error(ErrorCode::invalid_json, "empty body");
   UpdateRequestBody out;
   // {"state":{"desired":{…}}}: two levels above a section's state.
-  out.body = parse_request_json(payload, limits.max_depth, 2);
+  try {
+    out.body = parse_request_json(payload, limits.max_depth, 2);
+  } catch (const Error&) {  // JSON is UTF-8: a payload that is not was sent in another encoding
+    if (!is_valid_utf8(payload)) throw UnsupportedDocumentEncoding();
+    throw;
+  }
   if (!out.body.is_object()) throw Error(ErrorCode::invalid_json, "the body is not a JSON object");
   const json::object& body = out.body.get_object();
   ShadowUpdate& u = out.update;

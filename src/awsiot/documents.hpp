@@ -21,6 +21,12 @@ struct AwsShadowError {
 };
 AwsShadowError aws_shadow_error(const Error& error);
 
+// A payload that is not UTF-8, the one encoding AWS accepts: 415 UnsupportedDocumentEncodingException.
+class UnsupportedDocumentEncoding final : public Error {
+ public:
+  UnsupportedDocumentEncoding();
+};
+
 // {"code":<status>,"message":"…"} (+ "clientToken" and "timestamp" on MQTT's rejected topics).
 std::string render_error_body(const AwsShadowError& error);
 
@@ -33,7 +39,8 @@ struct UpdateRequestBody {
   json::value body;
   ShadowUpdate update;  // key left empty: the transport knows it
 };
-// Throws Error(invalid_json / invalid_request) with AWS's texts: a missing `state`, a member of
+// Throws Error(invalid_json / invalid_request) with AWS's texts, UnsupportedDocumentEncoding for a
+// payload that is not JSON for not being UTF-8: a missing `state`, a member of
 // `state` other than desired and reported, a top-level member other than state, version and
 // clientToken, a bad version or clientToken. Arrays replace whole and every accepted update
 // stores (see ShadowUpdate); acknowledgement as given.

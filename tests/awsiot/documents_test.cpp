@@ -46,4 +46,24 @@ TEST(AwsErrors, FixedTextsAreAwsOwnAndInternalsStayHidden) {
             R"({"code":409,"message":"Version \"conflict\""})");
 }
 
+TEST(AwsErrors, APayloadInAnotherEncodingThanUtf8Is415AndMalformedUtf8Json400) {
+  auto refusal = [](std::string_view payload) {
+    try {
+      awsiot::read_update_request(payload, ds::Limits{}, false);
+    } catch (const ds::Error& e) {
+      return awsiot::aws_shadow_error(e);
+    }
+    ADD_FAILURE() << "accepted: " << payload;
+    return awsiot::AwsShadowError{};
+  };
+  using namespace std::string_view_literals;
+  const std::string_view utf16 = "\xff\xfe{\0\"\0s\0\"\0:\0{\0}\0}\0"sv;  // {"s":{}} in UTF-16LE with its BOM
+  const awsiot::AwsShadowError aws = refusal(utf16);
+  EXPECT_EQ(aws.status, 415);
+  EXPECT_EQ(aws.type, "UnsupportedDocumentEncodingException");
+  EXPECT_EQ(refusal("{\"state\":{\"reported\":{\"s\":\"caf\xe9\"}}}").status, 415);  // Latin-1
+  EXPECT_EQ(refusal("{\"state\":").type, "InvalidRequestException");
+  EXPECT_EQ(refusal("{\"state\":{\"reported\":{\"s\":\"caf\xc3\xa9\"}}").status, 400);  // UTF-8, unclosed
+}
+
 }  // namespace

@@ -68,7 +68,8 @@ class Subscriber:
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port), "-q", "1", "-c",
                                       "-i", client_id, "-t", topic_filter, "-F", "%j"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     errors="replace")  # payloads that are not UTF-8 (tests send some)
         threading.Thread(target=self._read, daemon=True).start()
         # Subscribed once a probe published to the filter arrives (probes are left out of events()).
         self.probe = topic_filter.replace("#", "probe")

@@ -218,6 +218,10 @@ class Boto3Operations(AwsIotTestCase):
                               (b'{"state":{}}', None)]:
             self.assertAwsError(lambda: c.update_thing_shadow(thingName="bad-1", payload=body),
                                 "InvalidRequestException", message)
+        for payload in [json.dumps({"state": {"reported": {"x": 1}}}).encode("utf-16"),  # with its byte order mark
+                        '{"state":{"reported":{"s":"café"}}}'.encode("latin-1")]:
+            self.assertAwsError(lambda: c.update_thing_shadow(thingName="bad-1", payload=payload),
+                                "UnsupportedDocumentEncodingException")
         self.assertAwsError(lambda: self.get("bad-1", "n" * 300), "InvalidRequestException")
         big = {"state": {"reported": {"x": "y" * 70000}}}
         self.assertAwsError(lambda: self.update("bad-1", big), "RequestEntityTooLargeException")

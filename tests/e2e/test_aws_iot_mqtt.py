@@ -25,8 +25,11 @@ from test_dynamodb import ENDPOINT as DYNAMODB_ENDPOINT
 
 
 def publish(broker, topic, payload):
-    """payload None: an empty message."""
+    """payload None: an empty message; bytes: sent as they are."""
     args = ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(broker.port), "-q", "1", "-t", topic]
+    if isinstance(payload, bytes):
+        subprocess.run(args + ["-s"], input=payload, check=True)
+        return
     args += ["-n"] if payload is None else ["-m", payload if isinstance(payload, str) else json.dumps(payload)]
     subprocess.run(args, check=True)
 
@@ -239,6 +242,9 @@ class AwsIotMqttTest(BridgeCase):
         answer = self.on(f"{base}/update/rejected")[-1]
         self.assertEqual((answer["code"], answer["message"]), (400, "Payload contains invalid json"))
         self.assertNotIn("clientToken", answer)
+        publish(self.broker, f"{base}/update", json.dumps({"state": {"reported": {"x": 1}}}).encode("utf-16"))
+        answer = self.on(f"{base}/update/rejected", count=2)[-1]
+        self.assertEqual((answer["code"], answer["message"]), (415, "Unsupported documented encoding; supported encoding is UTF-8"))
         answer, token = self.ask(f"{base}/update", {"state": {"everything": {}}}, "rejected")
         self.assertEqual((answer["code"], answer["clientToken"]), (400, token))
         self.assertIn("everything", answer["message"])
