@@ -37,12 +37,13 @@ using SharedBytes = std::shared_ptr<const std::string>;
 // The body of a streamed response (HttpResponse::stream), pushed piece by piece from any
 // thread after the status and headers are out. The bytes waiting for the client are bounded
 // (HttpResponse::stream_buffer): a push past the bound is refused, so a producer learns that its
-// reader is too slow and decides what to do (e.g. a last message, then finish()).
+// reader is too slow and decides what to do (e.g. a last message, then finish()). A piece larger
+// than the bound is taken when nothing waits, so that it can be sent at all.
 class ResponseStream {
  public:
   enum class Push {
     queued,  // the bytes will be written
-    full,    // not queued: the bytes waiting would pass the bound
+    full,    // not queued: the bytes waiting (some wait) would pass the bound
     ended,   // not queued: the stream has ended or is finishing
   };
   virtual ~ResponseStream() = default;

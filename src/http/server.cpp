@@ -141,7 +141,8 @@ class StreamState final : public ResponseStream {
   Push push(SharedBytes bytes) override {
     std::unique_lock lock(mutex_);
     if (ended_ || finishing_) return Push::ended;
-    if (queued_bytes_ + writing_ + bytes->size() > limit_) return Push::full;
+    const std::size_t waiting = queued_bytes_ + writing_;
+    if (waiting > 0 && waiting + bytes->size() > limit_) return Push::full;
     queue(std::move(bytes));
     return schedule(lock) ? Push::queued : Push::ended;
   }

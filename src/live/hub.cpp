@@ -181,8 +181,8 @@ struct Hub::Subscription {
       if ((!shadow_floor.empty() || !replayed.empty()) && has(w.id, w.timestamp_ns, replay_key(w.id, w.thing, w.name))) return;
       return send(m);
     }
+    if (!held.empty() && held_bytes + m->size() > limit) return overflow();  // one larger than the bound is held
     held_bytes += m->size();
-    if (held_bytes > limit) return overflow();
     held.push_back({replay_key(w.id, w.thing, w.name), std::string(w.id), w.timestamp_ns, m});
   }
 
@@ -196,12 +196,13 @@ struct Hub::Subscription {
         case http::ResponseStream::Push::ended: return false;
         case http::ResponseStream::Push::full: break;
       }
-      if (m->size() > limit || std::chrono::steady_clock::now() > deadline) {
+      if (std::chrono::steady_clock::now() > deadline) {
         std::lock_guard lock(mutex);
         overflow();
         return false;
       }
-      out->wait_below(limit - m->size(), std::chrono::seconds(1));
+      // Room for it, or (a message larger than the bound) nothing waiting.
+      out->wait_below(m->size() < limit ? limit - m->size() : 0, std::chrono::seconds(1));
     }
   }
 

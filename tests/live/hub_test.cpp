@@ -20,7 +20,8 @@ using Push = ds::http::ResponseStream::Push;
 
 namespace {
 
-// A stream that keeps what is pushed; refuses pushes past `room` bytes.
+// A stream that keeps what is pushed (none is written); as the transport's, refuses a push past
+// `room` bytes unless it is the first.
 class FakeStream final : public ds::http::ResponseStream {
  public:
   explicit FakeStream(std::size_t room = SIZE_MAX) : room_(room) {}
@@ -28,7 +29,7 @@ class FakeStream final : public ds::http::ResponseStream {
   Push push(ds::http::SharedBytes bytes) override {
     std::lock_guard lock(mutex_);
     if (ended_) return Push::ended;
-    if (size_ + bytes->size() > room_) return Push::full;
+    if (size_ > 0 && size_ + bytes->size() > room_) return Push::full;
     size_ += bytes->size();
     messages_.emplace_back(*bytes);
     pushed_.push_back(std::move(bytes));
@@ -287,6 +288,30 @@ TEST_F(HubTest, ASlowReaderIsSentOverflowAndDropped) {
   EXPECT_EQ(stream->messages().size(), count);
   stream->end();  // the transport ends it: the hub lets it go, and its place
   EXPECT_EQ(hub.stats().open_streams, 0u);
+}
+
+// The buffer bounds what waits: an event larger than it is still sent, live and replayed, when
+// nothing else waits.
+TEST_F(HubTest, AnEventLargerThanTheStreamBufferIsSentWhenNothingWaits) {
+  live::Hub small{engine, {.heartbeat = std::chrono::hours(1), .stream_buffer = 4096}};
+  auto serve = [&](live::StreamRequest request) {
+    auto stream = std::make_shared<FakeStream>(4096);
+    auto admission = small.admit(request.after.has_value());
+    small.serve(stream, std::move(request), std::move(admission));
+    return stream;
+  };
+  const std::string before = report("big", R"({"n":0})");
+  auto live_stream = serve(one("big"));
+  const std::string id = report("big", R"({"s":")" + std::string(5000, 'x') + R"("})");
+  ASSERT_EQ(live_stream->ids(), std::vector<std::string>{id});
+  EXPECT_GT(live_stream->messages().at(0).size(), 5000u);
+  EXPECT_FALSE(live_stream->ended());
+  live::StreamRequest resume = one("big");
+  resume.after = live::parse_resume_point(before, "after");
+  auto replayed = serve(std::move(resume));
+  EXPECT_EQ(replayed->ids(), std::vector<std::string>{id});
+  EXPECT_FALSE(replayed->ended());
+  EXPECT_EQ(small.stats().overflows, 0u);
 }
 
 TEST_F(HubTest, StreamsAreLimited) {
