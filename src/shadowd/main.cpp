@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,11 +91,13 @@ std::string cursor_key_file(const Settings& s, const ds::shadowd::StoreSpec& spe
   return (std::filesystem::path(spec.location).parent_path() / "cursor.key").string();
 }
 
-// One shadowd per SQLite database: while a shadowd has the database open it holds the file
-// DATABASE-lock beside it (beside the file a symbolic link names) locked (flock), and the kernel
-// releases it when that process ends, however it ends. A second shadowd on the file is refused
-// at start: what a shadowd keeps in memory (index declarations, live streams, cached records,
-// the jobs it runs) assumes that it alone writes the database.
+// One shadowd per SQLite database: while a shadowd has the database open it holds the database
+// file itself locked (flock, which SQLite's own fcntl locks do not see), so the lock follows the
+// file under any name (a symbolic or hard link, a bind mount), and the kernel releases it when
+// that process ends, however it ends. A second shadowd on the file is refused at start: what a
+// shadowd keeps in memory (index declarations, live streams, cached records, the jobs it runs)
+// assumes that it alone writes the database. Destroy it only after SQLite has closed the file:
+// closing a descriptor of a file drops every fcntl lock the process holds on it.
 class DatabaseLock {
  public:
   explicit DatabaseLock(const std::string& database) {
@@ -104,24 +107,29 @@ class DatabaseLock {
     if (!error) file = std::filesystem::weakly_canonical(file, error);
     if (!error) std::filesystem::create_directories(file.parent_path(), error);  // the store would next
     if (error) throw std::runtime_error("cannot create the directory of " + database + ": " + error.message());
-    const std::string lock = file.string() + "-lock";
-    fd_ = ::open(lock.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error("cannot open the database's lock " + lock + ": " + std::strerror(errno));
+    // An empty file is a new database to SQLite; 0644 is SQLite's own mode for a new one.
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot open the database " + database + ": " + std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int reason = errno;
       ::close(fd_);
-      if (reason != EWOULDBLOCK) throw std::runtime_error("cannot lock " + lock + ": " + std::strerror(reason));
-      throw std::runtime_error("another shadowd has " + database + " open (it holds " + lock +
-                               "): one shadowd serves a SQLite database; stop that one first, or run several "
-                               "on one DynamoDB table");
+      if (reason != EWOULDBLOCK) throw std::runtime_error("cannot lock " + database + ": " + std::strerror(reason));
+      throw std::runtime_error("another shadowd has " + database +
+                               " open (under this or another name): one shadowd serves a SQLite database; stop "
+                               "that one first, or run several on one DynamoDB table");
     }
+    struct stat st{};
+    links_ = ::fstat(fd_, &st) == 0 ? st.st_nlink : 1;
   }
   ~DatabaseLock() { ::close(fd_); }
+  // Names the file has (hard links): SQLite keeps its write-ahead log beside the name it opened.
+  nlink_t links() const noexcept { return links_; }
   DatabaseLock(const DatabaseLock&) = delete;
   DatabaseLock& operator=(const DatabaseLock&) = delete;
 
  private:
   int fd_;
+  nlink_t links_ = 1;
 };
 
 // Raises the soft open-file limit to the hard one and returns it; connections, the database
@@ -219,6 +227,12 @@ int serve(const Settings& s) {
 
   std::optional<DatabaseLock> database_lock;  // released after the store closes
   if (in_a_file(store_spec)) database_lock.emplace(store_spec.location);
+  if (database_lock && database_lock->links() > 1) {
+    logger.log(srv::LogLevel::warn,
+               "the database file has other names (hard links); SQLite keeps its write-ahead log beside the name "
+               "it was opened by, so always open it by this one",
+               {{"database", store_spec.location}, {"names", std::to_string(database_lock->links())}});
+  }
   std::unique_ptr<ds::StoreBackend> backend = open_store(s, store_spec);
   // From here SIGINT/SIGTERM wait for the server's run() (until now they end the process).
   srv::block_shutdown_signals();

@@ -415,9 +415,28 @@ void SqliteStore::append_history(std::span<const ShadowHistoryEvent> events) {
   });
 }
 
+namespace {
+
+// True when the database's path no longer names the file `c` has open (removed, or replaced by
+// another): what a write commits there would be gone at the next start.
+bool database_moved(Connection& c) {
+  int moved = 0;
+  return sqlite3_file_control(c.db(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved != 0;
+}
+
+Error moved_error(const std::string& path) {
+  return Error(ErrorCode::unavailable, "the database file " + path +
+                                           " was removed or replaced while open; restart shadowd");
+}
+
+}  // namespace
+
 std::optional<std::string> SqliteStore::unready() {
   try {
-    with_reader([](Connection& c) { Query(c.statement("SELECT 1")).step(); });
+    with_reader([&](Connection& c) {
+      Query(c.statement("SELECT 1")).step();
+      if (database_moved(c)) throw moved_error(options_.path);
+    });
   } catch (const Error& e) {
     return std::string("the database cannot be read: ") + e.what();
   }
@@ -540,7 +559,9 @@ void SqliteStore::commit_group(const std::vector<Job*>& group) {
   }
   sqlite::Statement& commit = c.statement("COMMIT");
   std::exception_ptr error;
-  if (const int rc = sqlite3_step(commit.get()); rc != SQLITE_DONE) {
+  if (database_moved(c)) {  // a stat: a commit there would be lost, so none is acknowledged
+    error = std::make_exception_ptr(moved_error(options_.path));
+  } else if (const int rc = sqlite3_step(commit.get()); rc != SQLITE_DONE) {
     try {
       fail(c.db(), rc, "commit");
     } catch (...) {

@@ -67,6 +67,11 @@ class Persistence(unittest.TestCase):
             os.symlink(os.path.join(first.data_dir, "shadows.db"), link)
             with self.assertRaisesRegex(RuntimeError, "one shadowd serves a SQLite database"):
                 Server("--store", f"sqlite:{link}", data_dir=first.data_dir)
+            hard = os.path.join(first.data_dir, "hard.db")  # and by a hard link, with its own log's name
+            os.link(os.path.join(first.data_dir, "shadows.db"), hard)
+            with self.assertRaisesRegex(RuntimeError, "one shadowd serves a SQLite database"):
+                Server("--store", f"sqlite:{hard}", data_dir=first.data_dir)
+            os.unlink(hard)
             self.assertTrue(first.alive())
             self.assertEqual(first.get(shadow_path("lock-1")).json()["reported"]["state"], {"a": 1})
             first.stop(signal.SIGKILL)  # the lock goes with the process, however it ends
@@ -77,6 +82,23 @@ class Persistence(unittest.TestCase):
                 second.stop()
         finally:
             first.close()
+
+    def test_a_removed_database_file_refuses_writes_and_readiness(self):
+        server = Server()
+        try:
+            path = shadow_path("gone-1", "main", "reported")
+            server.post(path, {"state": {"a": 1}})
+            for suffix in ("", "-wal", "-shm"):
+                os.unlink(os.path.join(server.data_dir, "shadows.db" + suffix))
+            r = server.post(path, {"state": {"a": 2}})
+            self.assertEqual(r.status_code, 503, r.text)
+            self.assertIn("removed or replaced", r.json()["error"]["message"])
+            r = server.get("/readyz")
+            self.assertEqual(r.status_code, 503, r.text)
+            self.assertIn("removed or replaced", r.text)
+            self.assertTrue(server.alive())
+        finally:
+            server.close()
 
 
 if __name__ == "__main__":
