@@ -23,7 +23,7 @@ namespace deviceshadow::shadowd {
 namespace {
 
 // CLI11 runs a check on the text before it converts it, so a value that passes converts.
-// `description` shows in --help after the type ("UINT:1-4096"); sizes leave it out.
+// `description` shows in --help after the type ("UINT:1-4096"; a size only its least value, "UINT:>=1024").
 CLI::Validator whole(std::uint64_t min, std::uint64_t max, std::string description) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {
@@ -195,8 +195,8 @@ Command parse_command_line(int argc, const char* const* argv) {
   Command command;
   Options& s = command.options;
   auto env = [](const char* name) { return std::string("SHADOWD_") + name; };
-  // A byte size or count with no useful upper bound: --help shows its least value, if any.
-  auto size = [](std::uint64_t min) { return whole(min, kMaxSize, min == 0 ? "" : ">=" + std::to_string(min)); };
+  // A byte size or count with no useful upper bound: --help shows its least value.
+  auto size = [](std::uint64_t min) { return whole(min, kMaxSize, ">=" + std::to_string(min)); };
   app.add_option("--listen", s.listen, "HOST:PORT to listen on (port 0: any free port)")
       ->envname(env("LISTEN"))->check(checked_by(parse_listen, "HOST:PORT"))->capture_default_str();
   app.add_option("--store", s.store, "sqlite:PATH, memory or dynamodb:TABLE")
@@ -352,8 +352,8 @@ Command parse_command_line(int argc, const char* const* argv) {
                  "nice levels the notification delivery threads run below request handling (0 to 19; 0: the same priority)")
       ->envname(env("NOTIFY_NICE"))->check(whole(0, 19))->capture_default_str();
   app.add_option("--max-registrations", s.max_registrations,
-                 "notification registrations a PUT may create at most (each costs a thread and its target's "
-                 "descriptors); more are refused with 400")
+                 "notification registrations a PUT may create at most (each enabled one costs its target's "
+                 "descriptors; all share four sender threads); more are refused with 400")
       ->envname(env("MAX_REGISTRATIONS"))->check(whole(1, 100000))->capture_default_str();
   app.add_option("--dead-letter-retention", s.dead_letter_retention,
                  "how long a dead letter is kept after it failed (then purged; on DynamoDB, by the table's TTL)")
@@ -382,7 +382,7 @@ Command parse_command_line(int argc, const char* const* argv) {
   hash->add_option("token", command.token, "the secret token")->required()->check(not_empty("the token"));
   CLI::App* dynamodb = app.add_subcommand("dynamodb", "DynamoDB administration");
   CLI::App* create_table = dynamodb->add_subcommand(
-      "create-table", "create a table in the layout shadowd uses (on-demand, GSI1, TTL on ttl, stream NEW_AND_OLD_IMAGES)");
+      "create-table", "create a table in the layout shadowd uses (on-demand, GSI1, GSI2, TTL on ttl, stream NEW_AND_OLD_IMAGES)");
   create_table->add_option("--table", command.table, "table name")
       ->required()->check(checked_by([](const std::string& t) { parse_store("dynamodb:" + t); }, "TABLE"));
   dynamodb_flags(create_table);

@@ -325,7 +325,7 @@ class ServerOptions(unittest.TestCase):
         text = " ".join(r.stdout.split())  # each description is on the line after its option
         self.assertIn("--history TEXT:{true,inline,false,off,stream}=true (Env:SHADOWD_HISTORY) record the history "
                       "journal: true (or inline: in each write's transaction), false (or off), or stream", text)
-        self.assertIn("--min-free-bytes UINT=67108864 (Env:SHADOWD_MIN_FREE_BYTES) SQLite: /readyz answers 503 while "
+        self.assertIn("--min-free-bytes UINT:>=0=67108864 (Env:SHADOWD_MIN_FREE_BYTES) SQLite: /readyz answers 503 while "
                       "the filesystem holding the database has fewer bytes free than this --", text)
         self.assertIn("lowers this to 3/4 of that limit", text)
         self.assertIn("--workers UINT:1-4096=64", text)
