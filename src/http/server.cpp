@@ -120,6 +120,7 @@ const sigset_t& shutdown_signals() {
     ::sigemptyset(&s);
     ::sigaddset(&s, SIGINT);
     ::sigaddset(&s, SIGTERM);
+    ::sigaddset(&s, SIGHUP);  // the terminal went away
     return s;
   }();
   return set;
@@ -238,12 +239,55 @@ class StreamState final : public ResponseStream {
   std::vector<std::function<void()>> on_end_;
 };
 
+// The handler pool: asio's thread_pool run by threads of its own. asio's constructor, when a
+// thread cannot start, waits forever for the threads it started; here the start fails instead.
+// A handler that throws (out of memory while answering) loses its request, not the process.
+class WorkerPool {
+ public:
+  explicit WorkerPool(std::size_t threads) : pool_(0) {
+    try {
+      for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+    } catch (const std::system_error& e) {
+      pool_.stop();
+      for (std::thread& t : threads_) t.join();
+      throw std::runtime_error("cannot start " + std::to_string(threads) + " worker threads: " + e.what());
+    }
+  }
+  ~WorkerPool() { join(); }
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  asio::thread_pool::executor_type get_executor() noexcept { return pool_.get_executor(); }
+  // Returns once every handler posted has run. Not concurrently with itself.
+  void join() {
+    if (std::exchange(joined_, true)) return;
+    pool_.wait();
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      try {
+        pool_.attach();  // returns when the pool's work is done
+        return;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "shadowd: a request was dropped: %s\n", e.what());
+      }
+    }
+  }
+
+  asio::thread_pool pool_;
+  std::vector<std::thread> threads_;
+  bool joined_ = false;
+};
+
 struct HttpServer::Impl {
   HttpServerOptions options;
   Router router;
   HttpStats stats;
   asio::io_context io;
-  asio::thread_pool workers;
+  WorkerPool workers;
   tcp::acceptor acceptor;
   asio::steady_timer accept_backoff;
   asio::signal_set signals;
@@ -259,7 +303,7 @@ struct HttpServer::Impl {
         workers(options.workers),
         acceptor(io),
         accept_backoff(io),
-        signals(io, SIGINT, SIGTERM) {}
+        signals(io, SIGINT, SIGTERM, SIGHUP) {}
 
   void accept();
   void admit(tcp::socket socket);
@@ -414,7 +458,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // the handler may take its time; the client waits
     // The work guard keeps the I/O loop running (even while stopping) until the response is out.
     auto work = asio::make_work_guard(stream_.get_executor());
-    asio::post(server_.workers, [self = shared_from_this(), request = std::move(request), keep_alive, version, head,
+    asio::post(server_.workers.get_executor(), [self = shared_from_this(), request = std::move(request), keep_alive, version, head,
                                  work = std::move(work)]() mutable {
       HttpResponse response = answer(*self->service_, request);
       asio::post(self->stream_.get_executor(), [self, response = std::move(response), keep_alive, version, head]() mutable {
@@ -487,7 +531,7 @@ class Session : public std::enable_shared_from_this<Session> {
       self->watch_client();
       if (self->server_.stopping) self->streamed_->finish({});
       self->flush_stream();
-      asio::post(self->server_.workers, [stream = self->streamed_, producer = std::move(producer)]() mutable {
+      asio::post(self->server_.workers.get_executor(), [stream = self->streamed_, producer = std::move(producer)]() mutable {
         try {
           producer(stream);
         } catch (const std::exception& e) {  // producers must not throw; if one does, the stream ends
@@ -726,12 +770,20 @@ void HttpServer::run() {
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   impl_->accept();
   std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < impl_->options.io_threads; ++i) threads.emplace_back([this] { impl_->run_io(); });
+  std::exception_ptr failed;
+  try {
+    for (std::size_t i = 1; i < impl_->options.io_threads; ++i) threads.emplace_back([this] { impl_->run_io(); });
+  } catch (const std::system_error& e) {  // stops as after a signal, and fails once every thread ended
+    failed = std::make_exception_ptr(std::runtime_error("cannot start " + std::to_string(impl_->options.io_threads) +
+                                                        " I/O threads: " + e.what()));
+    impl_->begin_stop();
+  }
   impl_->run_io();
   for (auto& t : threads) t.join();
   ::pthread_kill(waiter.native_handle(), SIGTERM);  // ends its sigwait, unless a signal did
   waiter.join();
   impl_->workers.join();  // every handler has finished; their responses were written or dropped
+  if (failed) std::rethrow_exception(failed);
 }
 
 void HttpServer::stop() { impl_->begin_stop(); }

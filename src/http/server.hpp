@@ -64,8 +64,8 @@ class FunctionService final : public Service {
   ErrorResponder refuse_;
 };
 
-// Blocks SIGINT and SIGTERM on the calling thread and on the threads it starts afterwards. Call it
-// first in main(): the signals then wait for HttpServer::run(), which takes them synchronously,
+// Blocks SIGINT, SIGTERM and SIGHUP on the calling thread and on the threads it starts
+// afterwards. Call it first in main(): the signals then wait for HttpServer::run(), which takes them synchronously,
 // however early they come and whichever thread is starting or ending meanwhile (an asynchronous
 // handler can lose a signal that lands on a thread still starting, under ThreadSanitizer).
 void block_shutdown_signals();
@@ -109,7 +109,7 @@ class HttpServer {
 
   unsigned short port() const;
   const HttpStats& stats() const;
-  // Serves until stop() or SIGINT/SIGTERM; then stops accepting, finishes the requests in
+  // Serves until stop() or SIGINT/SIGTERM/SIGHUP; then stops accepting, finishes the requests in
   // flight, closes idle connections and returns. A thread of run() waits for the signals
   // synchronously (see block_shutdown_signals).
   void run();

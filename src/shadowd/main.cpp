@@ -34,6 +34,7 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -396,13 +397,21 @@ int serve(const Settings& s) {
 
   logger.log(srv::LogLevel::info, "listening",
              {{"address", (http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host) + ":" + std::to_string(server.port())}, {"store", s.store}});
-  server.run();
-  {
-    std::lock_guard lock(purge_mutex);
-    stopping = true;
+  auto stop_purger = [&] {
+    {
+      std::lock_guard lock(purge_mutex);
+      stopping = true;
+    }
+    purge_cv.notify_all();
+    purger.join();
+  };
+  try {
+    server.run();
+  } catch (...) {  // a thread that could not start
+    stop_purger();
+    throw;
   }
-  purge_cv.notify_all();
-  purger.join();
+  stop_purger();
   logger.log(srv::LogLevel::info, "stopped");
   return 0;
 }
@@ -410,6 +419,9 @@ int serve(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A log reader that went away (`shadowd 2>&1 | tee`, a restarted log shipper) must not end the
+  // server: writes to it fail instead. Sockets and pipes of its own say so per call already.
+  std::signal(SIGPIPE, SIG_IGN);
   ds::shadowd::Command command = ds::shadowd::parse_command_line(argc, argv);
   using Kind = ds::shadowd::Command::Kind;
   if (command.kind == Kind::exit) return command.exit_status;
@@ -424,6 +436,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     return serve(command.options);
+  } catch (const std::system_error& e) {  // std::thread's, when no more may start (ulimit -u, -v)
+    const bool threads = e.code() == std::errc::resource_unavailable_try_again;
+    std::fprintf(stderr, "shadowd: %s%s\n", threads ? "cannot start a thread: " : "", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shadowd: %s\n", e.what());
     return 1;

@@ -5,6 +5,8 @@ import subprocess
 import tempfile
 import unittest
 
+import requests
+
 from harness import SHADOWCTL, SHADOWD, Server, ServerTestCase
 
 
@@ -318,6 +320,32 @@ class ServerOptions(unittest.TestCase):
                 self.assertLess(time.monotonic() - started, 20)  # a bound on liveness: 60 s before
         finally:
             server.close()
+
+    def test_sighup_stops_as_sigterm_does_and_a_log_nobody_reads_ends_nothing(self):
+        """The log's reader goes away (a pipe to a restarted log shipper): the next lines fail to be
+        written, and the server neither dies of SIGPIPE nor stops serving."""
+        import re
+        import signal
+        read_end, write_end = os.pipe()
+        server = subprocess.Popen([SHADOWD, "--listen", "127.0.0.1:0", "--store", "memory"],
+                                  stdout=subprocess.DEVNULL, stderr=write_end)
+        os.close(write_end)
+        try:
+            log = b""
+            with os.fdopen(read_end, "rb") as reader:
+                while b"listening" not in log:
+                    chunk = reader.readline()
+                    self.assertTrue(chunk, log)
+                    log += chunk
+            port = int(re.search(rb"listening address=127\.0\.0\.1:(\d+)", log).group(1))
+            url = f"http://127.0.0.1:{port}/v1/things/a/shadows/main/reported"
+            self.assertEqual(requests.post(url, json={"state": {"n": 1}}, timeout=30).status_code, 200)
+            server.send_signal(signal.SIGHUP)  # logs "stopped" into the closed pipe on its way out
+            self.assertEqual(server.wait(timeout=30), 0)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
 
     def test_help_shows_defaults_as_they_are_written(self):
         r = subprocess.run([SHADOWD, "--help"], capture_output=True, text=True, timeout=30)
