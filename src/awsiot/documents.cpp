@@ -145,7 +145,7 @@ void append_state_and_metadata(std::string& out, const ShadowRecord& record, con
     if (!shown(s)) continue;
     const SectionRecord& r = record.section(s);
     append_member(out, to_string(s), "");
-    append_aws_metadata(out, parse_json(r.state_json).as_object(), r.times_json, r.timestamp_ns, keys);
+    append_aws_metadata(out, parse_stored_json(r.state_json, 512).as_object(), r.times_json, r.timestamp_ns, keys);
   }
   out += '}';
 }

@@ -57,7 +57,7 @@ std::size_t checked_limit(std::size_t limit) {
 }
 
 json::object parse_state(const std::string& text, const DocumentOptions& options, const json::storage_ptr& sp) {
-  json::value v = parse_json(text, options.limits.max_depth + 8, sp);
+  json::value v = parse_stored_json(text, options.limits.max_depth + 8, sp);
   if (!v.is_object()) throw Error(ErrorCode::internal, "stored state is not a JSON object");
   return std::move(v.get_object());
 }

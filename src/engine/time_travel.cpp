@@ -817,7 +817,7 @@ std::size_t find_moment(const Journal& j, const Moment& m) {
 }
 
 json::object state_of(const SectionRecord& s, const DocumentOptions& doc) {
-  json::value v = parse_json(s.exists() ? s.state_json : "{}", doc.limits.max_depth + 16);
+  json::value v = parse_stored_json(s.exists() ? s.state_json : "{}", doc.limits.max_depth + 16);
   return std::move(v.get_object());
 }
 

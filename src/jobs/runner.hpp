@@ -43,7 +43,8 @@ struct JobOptions {
   // waiting for the previous runner's lease to end, and no other process cancels them.
   bool exclusive_store = true;
   std::string owner;  // this runner's name in leases; random when empty
-  // Called when a job fails to run for a reason not its targets' (the store failing); must not throw.
+  // Called when a job fails to run for a reason not its targets' (the store failing), or with
+  // `job` empty when the jobs to take up could not be read or claimed; must not throw.
   std::function<void(const std::string& job, const std::string& error)> on_error;
 };
 

@@ -895,7 +895,7 @@ const json::object& Subject::state(Section section) const {
   std::optional<json::object>& slot = states_[section == Section::desired];
   if (!slot) {
     const SectionRecord& r = record_.section(section);
-    json::value v = r.exists() ? parse_json(r.state_json, kStateParseDepth) : json::value(json::object());
+    json::value v = r.exists() ? parse_stored_json(r.state_json, kStateParseDepth) : json::value(json::object());
     slot = v.is_object() ? std::move(v.get_object()) : json::object();
   }
   return *slot;
@@ -913,7 +913,7 @@ std::int64_t Subject::leaf_time(Section section, const std::vector<std::string>&
     slot.emplace();
     if (!r.times_json.empty()) {
       try {
-        *slot = parse_json(r.times_json, kStateParseDepth);
+        *slot = parse_stored_json(r.times_json, kStateParseDepth);
       } catch (const Error&) {  // unreadable times read as the section's time
       }
     }

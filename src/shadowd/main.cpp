@@ -331,6 +331,7 @@ int serve(const Settings& s) {
     o.exclusive_store = !on_dynamodb;
     o.lease = parse_duration(s.job_lease);
     o.on_error = [&logger](const std::string& job, const std::string& error) {
+      if (job.empty()) return logger.log(srv::LogLevel::error, "the jobs to take up could not be read", {{"error", error}});
       logger.log(srv::LogLevel::error, "a job could not go on", {{"job", job}, {"error", error}});
     };
     job_runner = std::make_unique<ds::jobs::JobRunner>(engine, *job_store, std::move(o));

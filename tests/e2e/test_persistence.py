@@ -100,6 +100,24 @@ class Persistence(unittest.TestCase):
         finally:
             server.close()
 
+    def test_a_stored_state_gone_bad_is_the_servers_error_not_the_clients(self):
+        import sqlite3
+        server = Server()
+        try:
+            path = shadow_path("bad-state-1", "main")
+            server.post(path + "/reported", {"state": {"a": 1}})
+            server.stop()
+            with sqlite3.connect(os.path.join(server.data_dir, "shadows.db")) as db:
+                db.execute("UPDATE sections SET state = '{\"a\":' WHERE thing = 'bad-state-1'")
+            server.start()
+            for r in (server.get(path), server.post(path + "/reported", {"state": {"q": 1}}),
+                      server.get("/v1/shadows", params={"filter": "exists(reported/a)"})):
+                self.assertEqual(r.status_code, 500, r.text)
+                self.assertEqual(r.json()["error"]["code"], "internal")
+            self.assertTrue(server.alive())
+        finally:
+            server.close()
+
 
 if __name__ == "__main__":
     unittest.main()
