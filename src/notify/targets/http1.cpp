@@ -103,9 +103,13 @@ Http1Response& Http1Response::operator=(Http1Response&&) noexcept = default;
 Http1Response::~Http1Response() = default;
 
 std::string printable(std::string_view bytes, std::size_t limit) {
+  bytes = bytes.substr(0, limit);
+  bytes = bytes.substr(0, bytes.find_last_not_of(" \t\r\n") + 1);  // npos + 1: nothing left
   std::string out;
-  for (unsigned char c : bytes.substr(0, limit)) {
-    if (c >= 0x20 && c < 0x7f) {
+  for (unsigned char c : bytes) {
+    if (c == '\r' || c == '\n' || c == '\t') {
+      if (!out.ends_with(' ')) out += ' ';
+    } else if (c >= 0x20 && c < 0x7f) {
       out += static_cast<char>(c);
     } else {
       constexpr char kHex[] = "0123456789abcdef";
