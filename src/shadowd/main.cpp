@@ -135,6 +135,14 @@ class DatabaseLock {
 
 // Raises the soft open-file limit to the hard one and returns it; connections, the database
 // and outgoing requests all take descriptors.
+// Descriptors this process holds now; 0 when /proc does not say.
+std::size_t open_descriptors() {
+  std::error_code error;
+  std::size_t n = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end; it.increment(error)) ++n;
+  return n > 0 ? n - 1 : 0;  // the listing's own
+}
+
 std::size_t raise_open_file_limit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
@@ -185,13 +193,7 @@ int serve(const Settings& s) {
   http.read_timeout = std::chrono::milliseconds(s.read_timeout_ms);
   http.idle_timeout = std::chrono::milliseconds(s.idle_timeout_ms);
   http.max_response_bytes_in_flight = s.max_response_bytes_in_flight;
-  // Connections stay well under the descriptor limit: a quarter is left for everything else.
-  const std::size_t open_files = raise_open_file_limit();
-  http.max_connections = std::min(s.max_connections, open_files / 4 * 3);
-  if (http.max_connections < s.max_connections) {
-    logger.log(srv::LogLevel::warn, "connection limit lowered to three quarters of the open-file limit",
-               {{"max_connections", std::to_string(http.max_connections)}, {"open_files", std::to_string(open_files)}});
-  }
+  const std::size_t open_files = raise_open_file_limit();  // before the store and targets open theirs
 
   ds::EngineOptions options;
   options.document.limits = {s.max_body_bytes, s.max_state_bytes, s.max_depth, s.max_batch_items};
@@ -365,6 +367,19 @@ int serve(const Settings& s) {
     metrics.add_section([b = bridge.get()](std::string& out) { b->render_metrics(out); });
   }
   ds::console::Console console(metrics);
+  // Connections stay well under the descriptor limit: what the process holds once started (the
+  // store, notification targets, the broker) is set aside, and a quarter of the rest is left for
+  // what it opens later (targets, SQLite's temporary files, requests to AWS).
+  const std::size_t held = open_descriptors();
+  http.max_connections = std::min(s.max_connections, open_files > held ? (open_files - held) / 4 * 3 : 0);
+  if (http.max_connections == 0) {
+    throw std::runtime_error("the open-file limit (" + std::to_string(open_files) + ") leaves no descriptor for connections");
+  }
+  if (http.max_connections < s.max_connections) {
+    logger.log(srv::LogLevel::warn, "connection limit lowered to three quarters of the descriptors left",
+               {{"max_connections", std::to_string(http.max_connections)}, {"open_files", std::to_string(open_files)},
+                {"held", std::to_string(held)}});
+  }
   srv::HttpServer server(http, [&](std::string_view target) -> srv::Service& {
     if (awsiot::Facade::serves(target)) return facade;
     if (s.console && ds::console::Console::serves(target)) return console;

@@ -312,7 +312,8 @@ Command parse_command_line(int argc, const char* const* argv) {
       ->envname(env("IDLE_TIMEOUT_MS"))->check(whole(1, kHour))->capture_default_str();
   app.add_option("--max-connections", s.max_connections,
                  "open client connections; more are answered 503 and closed. shadowd raises its open-file limit to the "
-                 "hard limit at start and lowers this to 3/4 of that limit if it is higher, with a warning")
+                 "hard limit at start and lowers this to 3/4 of the descriptors that limit leaves once started, with a "
+                 "warning")
       ->envname(env("MAX_CONNECTIONS"))->check(size(1))->capture_default_str();
   app.add_option("--max-response-bytes-in-flight", s.max_response_bytes_in_flight,
                  "response bytes written but not yet taken by slow clients, at most: a read whose response is over "

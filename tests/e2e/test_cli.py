@@ -355,7 +355,7 @@ class ServerOptions(unittest.TestCase):
                       "journal: true (or inline: in each write's transaction), false (or off), or stream", text)
         self.assertIn("--min-free-bytes UINT:>=0=67108864 (Env:SHADOWD_MIN_FREE_BYTES) SQLite: /readyz answers 503 while "
                       "the filesystem holding the database has fewer bytes free than this --", text)
-        self.assertIn("lowers this to 3/4 of that limit", text)
+        self.assertIn("lowers this to 3/4 of the descriptors that limit leaves once started", text)
         self.assertIn("--workers UINT:1-4096=64", text)
 
 

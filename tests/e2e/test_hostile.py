@@ -3,6 +3,7 @@ connection floods, label floods, raw bytes echoed in errors. Each test reproduce
 a real shadowd over raw sockets and checks that it is refused and that nothing else suffers."""
 import json
 import os
+import re
 import resource
 import socket
 import time
@@ -275,6 +276,23 @@ class ConnectionLimits(unittest.TestCase):
             metrics = server.get("/metrics").text
             self.assertRegex(metrics, r"shadowd_http_connections_rejected_total [1-9]")
             self.assertIn("shadowd_http_connections_open ", metrics)
+
+    def test_with_few_descriptors_the_limit_leaves_out_those_the_server_holds(self):
+        with Server(open_files=64) as server:
+            cap = int(re.search(r"lowered to three quarters of the descriptors left max_connections=(\d+)",
+                                "".join(server.log)).group(1))
+            self.assertLess(cap, 48)  # three quarters of what the store and the rest leave of 64
+            held = [Raw(server.port) for _ in range(cap)]
+            try:
+                time.sleep(0.3)
+                extra = Raw(server.port)  # refused at once, not left waiting for a descriptor
+                self.assertEqual(extra.response()[0], 503)
+                extra.close()
+            finally:
+                for c in held:
+                    c.close()
+            time.sleep(0.3)
+            self.assertRegex(server.get("/metrics").text, r"shadowd_http_accept_failures_total 0\b")
 
     def test_out_of_descriptors_the_server_pauses_instead_of_spinning(self):
         with Server("--max-connections", "10000") as server:
