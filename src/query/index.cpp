@@ -316,6 +316,7 @@ const Change* IndexKeeper::only_change(const Field& f, const ShadowWrite& write,
 }
 
 void IndexKeeper::build_loop() {
+  std::string last_build_error;  // told once until the build passes or fails otherwise
   for (;;) {
     std::uint64_t seen = 0;
     {
@@ -337,13 +338,18 @@ void IndexKeeper::build_loop() {
     bool done = false;
     try {
       done = build_pass(seen);
+      last_build_error.clear();
     } catch (const IndexDeclarationChanged&) {  // another process declared: build what it declared
       try {
         reload();
       } catch (const std::exception&) {
       }
       continue;
-    } catch (const std::exception&) {  // the store failed: try again a little later
+    } catch (const std::exception& e) {  // the store failed: try again a little later
+      if (e.what() != last_build_error) {
+        last_build_error = e.what();
+        if (options_.on_build_error) options_.on_build_error(last_build_error);
+      }
       std::unique_lock lock(build_mutex_);
       build_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
       continue;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -35,6 +36,10 @@ struct IndexKeeperOptions {
   // processes that read the declaration before the field was added may still write without it
   // (a store shared by processes: a refresh and a write's time limit; docs/queries.md).
   std::chrono::milliseconds grace{0};
+  // Told when the background build fails for the store's reason (a full disk), once per
+  // different reason: the build tries again every second. Called on the build's thread; must not
+  // throw.
+  std::function<void(const std::string& error)> on_build_error;
 };
 
 // Safe for concurrent use. The background build runs on a thread of its own; a write that lands

@@ -251,6 +251,9 @@ int serve(const Settings& s) {
   // waits until every process writes by it (a refresh, and a write's time limit).
   ds::query::IndexKeeperOptions index_options;
   if (on_dynamodb) index_options = {.refresh = std::chrono::seconds(2), .grace = std::chrono::seconds(15)};
+  index_options.on_build_error = [&logger](const std::string& error) {
+    logger.log(srv::LogLevel::error, "the index build failed; it tries again every second", {{"error", error}});
+  };
   auto indexes = std::make_unique<ds::query::IndexKeeper>(store, options.document.timestamp_keys, index_options);
   engine.set_indexer(indexes.get());
   auto notify_log = [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {

@@ -358,6 +358,29 @@ TEST_P(Indexes, AWriteDuringTheBuildStoresTheEntriesTheBuildSkips) {
   engine.set_indexer(nullptr);
 }
 
+// A build the store fails (a full disk) is tried again, and its failure told once, not each time.
+TEST_P(Indexes, ABuildTheStoreFailsIsToldOnceAndTriedAgain) {
+  for (int i = 0; i < 5; ++i) report("t" + std::to_string(i), R"({"n":)" + std::to_string(i) + "}");
+  struct Failing : ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::atomic<int> failures{2};
+    std::vector<ds::ShadowRecord> read(std::span<const ds::ShadowKey> keys) override {
+      if (keys.size() > 1 && failures.fetch_sub(1) > 0) throw ds::Error(ds::ErrorCode::unavailable, "disk is full");
+      return inner_.read(keys);
+    }
+  } failing{*store};
+  std::mutex mutex;
+  std::vector<std::string> told;
+  q::IndexKeeper other(failing, keys, {.on_build_error = [&](const std::string& e) {
+                         std::lock_guard lock(mutex);
+                         told.push_back(e);
+                       }});
+  other.declare({"reported/n"});
+  other.wait_until_built();
+  EXPECT_EQ(told, std::vector<std::string>{"disk is full"});
+  EXPECT_EQ(entries_of(*store, "reported/n").size(), 5u);
+}
+
 TEST_P(Indexes, AFieldLeftOutLosesItsEntriesAndTheOthersKeepTheirs) {
   for (int i = 0; i < 30; ++i) report("t" + std::to_string(i), R"({"a":1,"b":2})");
   keeper->declare({"reported/a", "reported/b"});
