@@ -239,16 +239,18 @@ class StreamState final : public ResponseStream {
   std::vector<std::function<void()>> on_end_;
 };
 
-// The handler pool: asio's thread_pool run by threads of its own. asio's constructor, when a
-// thread cannot start, waits forever for the threads it started; here the start fails instead.
-// A handler that throws (out of memory while answering) loses its request, not the process.
+// The handler pool: an io_context run by threads of its own, not asio's thread_pool, whose
+// constructor waits forever for the threads it started when one cannot start (here the start
+// fails), and whose threads end the process when a handler throws (here, out of memory while
+// answering, the handler's request is lost and the thread goes on).
 class WorkerPool {
  public:
-  explicit WorkerPool(std::size_t threads) : pool_(0) {
+  explicit WorkerPool(std::size_t threads)
+      : context_(static_cast<int>(threads)), work_(asio::make_work_guard(context_)) {
     try {
       for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
     } catch (const std::system_error& e) {
-      pool_.stop();
+      context_.stop();
       for (std::thread& t : threads_) t.join();
       throw std::runtime_error("cannot start " + std::to_string(threads) + " worker threads: " + e.what());
     }
@@ -257,19 +259,20 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  asio::thread_pool::executor_type get_executor() noexcept { return pool_.get_executor(); }
+  asio::io_context::executor_type get_executor() noexcept { return context_.get_executor(); }
   // Returns once every handler posted has run. Not concurrently with itself.
   void join() {
-    if (std::exchange(joined_, true)) return;
-    pool_.wait();
-    for (std::thread& t : threads_) t.join();
+    work_.reset();
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
   }
 
  private:
   void run() {
     for (;;) {
       try {
-        pool_.attach();  // returns when the pool's work is done
+        context_.run();  // returns once join() let go and no handler is left
         return;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "shadowd: a request was dropped: %s\n", e.what());
@@ -277,9 +280,9 @@ class WorkerPool {
     }
   }
 
-  asio::thread_pool pool_;
+  asio::io_context context_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::vector<std::thread> threads_;
-  bool joined_ = false;
 };
 
 struct HttpServer::Impl {

@@ -6,10 +6,11 @@ import os
 import re
 import resource
 import socket
+import subprocess
 import time
 import unittest
 
-from harness import Server, shadow_path
+from harness import SHADOWD, Server, shadow_path
 
 
 def rss_kib(pid):
@@ -316,6 +317,17 @@ class ConnectionLimits(unittest.TestCase):
             r = server.get("/healthz")
             self.assertEqual(r.status_code, 200, r.text)
             self.assertRegex(server.get("/metrics").text, r"shadowd_http_accept_failures_total [1-9]")
+
+
+class ThreadLimits(unittest.TestCase):
+    def test_workers_that_cannot_start_fail_the_start_with_a_message(self):
+        """Under a limit of virtual memory (or of processes) a thread cannot start: asio's pool then
+        waited forever for the threads it had started."""
+        limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # 4096 stacks need 32 GiB
+        r = subprocess.run([SHADOWD, "--listen", "127.0.0.1:0", "--store", "memory", "--workers", "4096"],
+                           preexec_fn=limit, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("shadowd: cannot start 4096 worker threads: Resource temporarily unavailable", r.stderr)
 
 
 class SlowReaders(unittest.TestCase):
