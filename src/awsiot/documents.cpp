@@ -29,7 +29,8 @@ AwsShadowError aws_shadow_error(const Error& e) {
   switch (e.code()) {
     case ErrorCode::invalid_json:
       if (dynamic_cast<const UnsupportedDocumentEncoding*>(&e)) {
-        return {415, "UnsupportedDocumentEncodingException", "Unsupported documented encoding; supported encoding is UTF-8"};
+        return {415, "UnsupportedDocumentEncodingException",
+                "Unsupported documented encoding; supported encoding is UTF-8"};
       }
       return {400, "InvalidRequestException", "Payload contains invalid json"};
     case ErrorCode::invalid_request:

@@ -461,8 +461,8 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // the handler may take its time; the client waits
     // The work guard keeps the I/O loop running (even while stopping) until the response is out.
     auto work = asio::make_work_guard(stream_.get_executor());
-    asio::post(server_.workers.get_executor(), [self = shared_from_this(), request = std::move(request), keep_alive, version, head,
-                                 work = std::move(work)]() mutable {
+    asio::post(server_.workers.get_executor(), [self = shared_from_this(), request = std::move(request), keep_alive,
+                                                version, head, work = std::move(work)]() mutable {
       HttpResponse response = answer(*self->service_, request);
       asio::post(self->stream_.get_executor(), [self, response = std::move(response), keep_alive, version, head]() mutable {
         self->write(std::move(response), keep_alive, version, head);
@@ -534,7 +534,8 @@ class Session : public std::enable_shared_from_this<Session> {
       self->watch_client();
       if (self->server_.stopping) self->streamed_->finish({});
       self->flush_stream();
-      asio::post(self->server_.workers.get_executor(), [stream = self->streamed_, producer = std::move(producer)]() mutable {
+      asio::post(self->server_.workers.get_executor(),
+                 [stream = self->streamed_, producer = std::move(producer)]() mutable {
         try {
           producer(stream);
         } catch (const std::exception& e) {  // producers must not throw; if one does, the stream ends

@@ -65,9 +65,10 @@ class FunctionService final : public Service {
 };
 
 // Blocks SIGINT, SIGTERM and SIGHUP on the calling thread and on the threads it starts
-// afterwards. Call it first in main(): the signals then wait for HttpServer::run(), which takes them synchronously,
-// however early they come and whichever thread is starting or ending meanwhile (an asynchronous
-// handler can lose a signal that lands on a thread still starting, under ThreadSanitizer).
+// afterwards. Call it first in main(): the signals then wait for HttpServer::run(), which takes
+// them synchronously, however early they come and whichever thread is starting or ending
+// meanwhile (an asynchronous handler can lose a signal that lands on a thread still starting,
+// under ThreadSanitizer).
 void block_shutdown_signals();
 
 struct HttpServerOptions {

@@ -139,7 +139,9 @@ class DatabaseLock {
 std::size_t open_descriptors() {
   std::error_code error;
   std::size_t n = 0;
-  for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end; it.increment(error)) ++n;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end; it.increment(error)) {
+    ++n;
+  }
   return n > 0 ? n - 1 : 0;  // the listing's own
 }
 
@@ -336,8 +338,11 @@ int serve(const Settings& s) {
     o.exclusive_store = !on_dynamodb;
     o.lease = parse_duration(s.job_lease);
     o.on_error = [&logger](const std::string& job, const std::string& error) {
-      if (job.empty()) return logger.log(srv::LogLevel::error, "the jobs to take up could not be read", {{"error", error}});
-      logger.log(srv::LogLevel::error, "a job could not go on", {{"job", job}, {"error", error}});
+      if (job.empty()) {
+        logger.log(srv::LogLevel::error, "the jobs to take up could not be read", {{"error", error}});
+      } else {
+        logger.log(srv::LogLevel::error, "a job could not go on", {{"job", job}, {"error", error}});
+      }
     };
     job_runner = std::make_unique<ds::jobs::JobRunner>(engine, *job_store, std::move(o));
     job_runner->start();
@@ -376,7 +381,8 @@ int serve(const Settings& s) {
   const std::size_t held = open_descriptors();
   http.max_connections = std::min(s.max_connections, open_files > held ? (open_files - held) / 4 * 3 : 0);
   if (http.max_connections == 0) {
-    throw std::runtime_error("the open-file limit (" + std::to_string(open_files) + ") leaves no descriptor for connections");
+    throw std::runtime_error("the open-file limit (" + std::to_string(open_files) +
+                             ") leaves no descriptor for connections");
   }
   if (http.max_connections < s.max_connections) {
     logger.log(srv::LogLevel::warn, "connection limit lowered to three quarters of the descriptors left",

@@ -383,7 +383,8 @@ Command parse_command_line(int argc, const char* const* argv) {
   hash->add_option("token", command.token, "the secret token")->required()->check(not_empty("the token"));
   CLI::App* dynamodb = app.add_subcommand("dynamodb", "DynamoDB administration");
   CLI::App* create_table = dynamodb->add_subcommand(
-      "create-table", "create a table in the layout shadowd uses (on-demand, GSI1, GSI2, TTL on ttl, stream NEW_AND_OLD_IMAGES)");
+      "create-table",
+      "create a table in the layout shadowd uses (on-demand, GSI1, GSI2, TTL on ttl, stream NEW_AND_OLD_IMAGES)");
   create_table->add_option("--table", command.table, "table name")
       ->required()->check(checked_by([](const std::string& t) { parse_store("dynamodb:" + t); }, "TABLE"));
   dynamodb_flags(create_table);
