@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -27,8 +28,15 @@ namespace sqlite {
 
 [[noreturn]] inline void fail(sqlite3* db, int rc, std::string_view what) {
   std::string message = "sqlite: " + std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-  // Busy, locked, full disk and I/O errors are conditions of the machine: retryable.
   int primary = rc & 0xFF;
+  // The system's reason, when a system call failed: "disk I/O error" says nothing of which.
+  if (const int system = db ? sqlite3_system_errno(db) : 0;
+      system != 0 && (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_FULL)) {
+    message += " (";
+    message += std::strerror(system);
+    message += ')';
+  }
+  // Busy, locked, full disk and I/O errors are conditions of the machine: retryable.
   bool retryable = primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_FULL ||
                    primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY;
   throw Error(retryable ? ErrorCode::unavailable : ErrorCode::internal, std::move(message));
