@@ -26,9 +26,11 @@ json::value parse_json(std::string_view text, std::size_t max_depth = 64, json::
 // that a value slightly too deep reaches the validation that names its path; deeper input stops
 // in the parser, with too_deep naming `limit`.
 json::value parse_request_json(std::string_view text, std::size_t limit, std::size_t envelope);
-// parse_json for text a store kept (a section's state, its leaf times): text that does not parse
-// is stored data gone bad, not the caller's mistake, so it throws Error internal instead.
-json::value parse_stored_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp = {});
+// Deep enough for any state stored under any --max-depth (at most 1,000) with its envelope.
+inline constexpr std::size_t kStoredDepthBound = 4096;
+// parse_json for text a store kept (a section's state, its leaf times, a job): text that does
+// not parse is stored data gone bad, not the caller's mistake, so it throws Error internal.
+json::value parse_stored_json(std::string_view text, json::storage_ptr sp = {});
 
 // Compact JSON text of v. Doubles are written in shortest round-trip form and always look
 // like doubles ("22.5", "1.0", "1e+21"); non-finite doubles, which parse_json never yields,

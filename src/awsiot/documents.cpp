@@ -71,7 +71,8 @@ UpdateRequestBody read_update_request(std::string_view payload, const Limits& li
   try {
     out.body = parse_request_json(payload, limits.max_depth, 2);
   } catch (const Error&) {  // JSON is UTF-8: a payload that is not was sent in another encoding
-    if (!is_valid_utf8(payload)) throw UnsupportedDocumentEncoding();
+    // (a NUL byte: UTF-16 or UTF-32 without a byte order mark, whose ASCII is also UTF-8)
+    if (!is_valid_utf8(payload) || payload.find('\0') != std::string_view::npos) throw UnsupportedDocumentEncoding();
     throw;
   }
   if (!out.body.is_object()) throw Error(ErrorCode::invalid_json, "the body is not a JSON object");
@@ -146,7 +147,7 @@ void append_state_and_metadata(std::string& out, const ShadowRecord& record, con
     if (!shown(s)) continue;
     const SectionRecord& r = record.section(s);
     append_member(out, to_string(s), "");
-    append_aws_metadata(out, parse_stored_json(r.state_json, 512).as_object(), r.times_json, r.timestamp_ns, keys);
+    append_aws_metadata(out, parse_stored_json(r.state_json).as_object(), r.times_json, r.timestamp_ns, keys);
   }
   out += '}';
 }

@@ -249,7 +249,7 @@ void ShadowTopics::append_update_followups(std::vector<MqttMessage>& out, std::s
   const TimestampKeys& keys = engine_.options().document.timestamp_keys;
   const ShadowRecord& current = after.record;
   const std::int64_t written = epoch_seconds(written_ns(current));
-  auto desired_state = [&] { return parse_stored_json(current.desired.state_json, 512); };
+  auto desired_state = [&] { return parse_stored_json(current.desired.state_json); };
   const bool announce_delta =
       !after.delta.empty() &&
       (desired_named || (reported_requested && current.desired.exists() &&
@@ -288,7 +288,7 @@ std::vector<MqttMessage> ShadowTopics::announce(const WriteNotice& write) const 
     const std::string token(write.client_token);
     out.push_back({prefix + "/update/accepted", render_accepted(state, write.after, shared, keys, token)});
     auto live = [&](const SectionRecord& r) {
-      return parse_stored_json(r.exists() ? r.state_json : "{}", 512).as_object();
+      return parse_stored_json(r.exists() ? r.state_json : "{}").as_object();
     };
     const ShadowView after{write.key, write.after, compute_delta(live(write.after.desired), live(write.after.reported), keys)};
     append_update_followups(out, prefix, write.before, after, write.requested[1] != nullptr, write.requested[0], token);

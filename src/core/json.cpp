@@ -93,9 +93,9 @@ json::value parse_request_json(std::string_view text, std::size_t limit, std::si
   }
 }
 
-json::value parse_stored_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp) {
+json::value parse_stored_json(std::string_view text, json::storage_ptr sp) {
   try {
-    return parse_json(text, max_depth, std::move(sp));
+    return parse_json(text, kStoredDepthBound, std::move(sp));
   } catch (const Error& e) {
     throw Error(ErrorCode::internal, std::string("stored data is not valid JSON: ") + e.what());
   }

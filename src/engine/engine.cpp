@@ -56,8 +56,8 @@ std::size_t checked_limit(std::size_t limit) {
   return limit;
 }
 
-json::object parse_state(const std::string& text, const DocumentOptions& options, const json::storage_ptr& sp) {
-  json::value v = parse_stored_json(text, options.limits.max_depth + 8, sp);
+json::object parse_state(const std::string& text, const json::storage_ptr& sp) {
+  json::value v = parse_stored_json(text, sp);
   if (!v.is_object()) throw Error(ErrorCode::internal, "stored state is not a JSON object");
   return std::move(v.get_object());
 }
@@ -332,8 +332,8 @@ ShadowView Engine::view_of(const ShadowKey& key, ShadowRecord record) {
   impl_->cache.put(key, record);
   if (!record.exists()) throw Error::not_found("no shadow " + key.name + " for thing " + key.thing);
   const DocumentOptions& doc = options_.document;
-  json::object desired = parse_state(record.desired.exists() ? record.desired.state_json : "{}", doc, {});
-  json::object reported = parse_state(record.reported.exists() ? record.reported.state_json : "{}", doc, {});
+  json::object desired = parse_state(record.desired.exists() ? record.desired.state_json : "{}", {});
+  json::object reported = parse_state(record.reported.exists() ? record.reported.state_json : "{}", {});
   json::object delta = compute_delta(desired, reported, doc.timestamp_keys);
   return {key, std::move(record), std::move(delta)};
 }
@@ -424,7 +424,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
     }
     // One arena per attempt; the values in the result keep it alive.
     json::storage_ptr arena = json::make_shared_resource<Arena>();
-    auto live_state = [&](const SectionRecord& s) { return parse_state(s.exists() ? s.state_json : "{}", doc, arena); };
+    auto live_state = [&](const SectionRecord& s) { return parse_state(s.exists() ? s.state_json : "{}", arena); };
     std::vector<SectionInput> inputs;  // built in place: assigning would copy out of the arena
     inputs.reserve(plan.count);
     for (const UpdatePlan::Part& part : plan.named()) {
@@ -636,7 +636,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       tombstone.expires_ns = expiry(ts, options_.tombstone_retention);
       versions[s == Section::reported ? 0 : 1] = tombstone.version;
       if (options_.history || feed || !write_listeners_.empty()) {  // every leaf of the deleted state is a remove
-        json::object state = parse_state(old.state_json, doc, {});
+        json::object state = parse_state(old.state_json, {});
         MergeResult removed = merge_section(state, json::object(), MergeMode::client_is_master, s, doc.timestamp_keys);
         for (Change& c : removed.changes) changes.push_back(std::move(c));
       }

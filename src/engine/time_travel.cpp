@@ -816,8 +816,8 @@ std::size_t find_moment(const Journal& j, const Moment& m) {
   throw Error(ErrorCode::internal, "unknown moment");
 }
 
-json::object state_of(const SectionRecord& s, const DocumentOptions& doc) {
-  json::value v = parse_stored_json(s.exists() ? s.state_json : "{}", doc.limits.max_depth + 16);
+json::object state_of(const SectionRecord& s) {
+  json::value v = parse_stored_json(s.exists() ? s.state_json : "{}");
   return std::move(v.get_object());
 }
 
@@ -864,7 +864,7 @@ void diff_members(const json::object* from, const json::object* to, Section s, c
 }
 
 PastImage decode_image(std::string_view text, const json::storage_ptr& sp = {}) {
-  json::value v = parse_json(text, 512, sp);
+  json::value v = parse_stored_json(text, sp);
   PastImage image{{}, {json::value(sp), json::value(sp)}};  // the states are moved, not copied, into it
   for (Section s : {Section::reported, Section::desired}) {
     json::object& o = v.at(to_string(s)).as_object();
@@ -1119,7 +1119,7 @@ PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& mome
   const DocumentOptions& doc = engine.options().document;
   PastShadow past{{key, std::move(at.record), {}}, std::move(at.event), at.events_read};
   if (!past.view.record.exists()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " did not exist at that moment");
-  past.view.delta = compute_delta(state_of(past.view.record.desired, doc), state_of(past.view.record.reported, doc),
+  past.view.delta = compute_delta(state_of(past.view.record.desired), state_of(past.view.record.reported),
                                   doc.timestamp_keys);
   return past;
 }
@@ -1140,7 +1140,7 @@ ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from,
   const DocumentOptions& doc = engine.options().document;
   ShadowDiff diff{before.event, after.event, {}};
   for (Section s : {Section::reported, Section::desired}) {
-    const json::object x = state_of(before.record.section(s), doc), y = state_of(after.record.section(s), doc);
+    const json::object x = state_of(before.record.section(s)), y = state_of(after.record.section(s));
     std::string path;
     std::vector<Change> changes;
     diff_members(&x, &y, s, doc.timestamp_keys, path, changes);

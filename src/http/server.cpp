@@ -120,7 +120,9 @@ const sigset_t& shutdown_signals() {
     ::sigemptyset(&s);
     ::sigaddset(&s, SIGINT);
     ::sigaddset(&s, SIGTERM);
-    ::sigaddset(&s, SIGHUP);  // the terminal went away
+    // The terminal went away; unless SIGHUP was ignored when the process started (nohup).
+    struct sigaction hup {};
+    if (::sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) ::sigaddset(&s, SIGHUP);
     return s;
   }();
   return set;
@@ -142,8 +144,10 @@ class StreamState final : public ResponseStream {
   Push push(SharedBytes bytes) override {
     std::unique_lock lock(mutex_);
     if (ended_ || finishing_) return Push::ended;
+    // A piece larger than the bound goes when nothing waits, and does not count against the
+    // bound while it waits: the bound holds for the others.
     const std::size_t waiting = queued_bytes_ + writing_;
-    if (waiting > 0 && waiting + bytes->size() > limit_) return Push::full;
+    if (waiting > 0 && waiting - large_queued_ - large_writing_ + bytes->size() > limit_) return Push::full;
     queue(std::move(bytes));
     return schedule(lock) ? Push::queued : Push::ended;
   }
@@ -190,14 +194,15 @@ class StreamState final : public ResponseStream {
     std::lock_guard lock(mutex_);
     out.pieces.swap(queued_);
     out.bytes = writing_ = queued_bytes_;
-    queued_bytes_ = 0;
+    large_writing_ = large_queued_;
+    queued_bytes_ = large_queued_ = 0;
     out.last = finishing_;
     if (out.bytes == 0) flushing_ = false;
   }
   void written() {
     {
       std::lock_guard lock(mutex_);
-      writing_ = 0;
+      writing_ = large_writing_ = 0;
     }
     room_.notify_all();
   }
@@ -209,7 +214,7 @@ class StreamState final : public ResponseStream {
       if (ended_) return false;
       ended_ = true;
       queued_.clear();
-      queued_bytes_ = 0;
+      queued_bytes_ = large_queued_ = 0;
       callbacks.swap(on_end_);
     }
     room_.notify_all();
@@ -223,6 +228,7 @@ class StreamState final : public ResponseStream {
   void queue(SharedBytes bytes) {
     if (bytes->empty()) return;
     queued_bytes_ += bytes->size();
+    if (bytes->size() > limit_) large_queued_ += bytes->size();
     queued_.push_back(std::move(bytes));
   }
 
@@ -233,6 +239,9 @@ class StreamState final : public ResponseStream {
   std::vector<SharedBytes> queued_;
   std::size_t queued_bytes_ = 0;
   std::size_t writing_ = 0;  // bytes of the write in progress
+  // Of queued_bytes_ and writing_, those of pieces larger than limit_ (one at a time).
+  std::size_t large_queued_ = 0;
+  std::size_t large_writing_ = 0;
   bool flushing_ = true;     // the session's strand has the queue
   bool finishing_ = false;
   bool ended_ = false;
@@ -247,6 +256,7 @@ class WorkerPool {
  public:
   explicit WorkerPool(std::size_t threads)
       : context_(static_cast<int>(threads)), work_(asio::make_work_guard(context_)) {
+    threads_.reserve(threads);  // so that only a thread's start can fail below
     try {
       for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
     } catch (const std::system_error& e) {
@@ -289,15 +299,16 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   Router router;
   HttpStats stats;
+  // Every open session, for shutdown; a session removes its own entry when destroyed (O(1)).
+  // Declared before the contexts, so a session a context still holds at its end can remove it.
+  std::mutex sessions_mutex;
+  std::list<std::weak_ptr<Session>> sessions;
   asio::io_context io;
   WorkerPool workers;
   tcp::acceptor acceptor;
   asio::steady_timer accept_backoff;
   asio::signal_set signals;
   std::atomic<bool> stopping{false};
-  // Every open session, for shutdown; a session removes its own entry when destroyed (O(1)).
-  std::mutex sessions_mutex;
-  std::list<std::weak_ptr<Session>> sessions;
 
   Impl(HttpServerOptions o, Router r)
       : options(std::move(o)),
@@ -306,7 +317,9 @@ struct HttpServer::Impl {
         workers(options.workers),
         acceptor(io),
         accept_backoff(io),
-        signals(io, SIGINT, SIGTERM, SIGHUP) {}
+        signals(io, SIGINT, SIGTERM) {
+    if (::sigismember(&shutdown_signals(), SIGHUP) == 1) signals.add(SIGHUP);
+  }
 
   void accept();
   void admit(tcp::socket socket);
@@ -774,6 +787,7 @@ void HttpServer::run() {
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   impl_->accept();
   std::vector<std::thread> threads;
+  threads.reserve(impl_->options.io_threads);
   std::exception_ptr failed;
   try {
     for (std::size_t i = 1; i < impl_->options.io_threads; ++i) threads.emplace_back([this] { impl_->run_io(); });

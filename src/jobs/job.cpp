@@ -134,7 +134,7 @@ bool covers(std::span<const ThingPattern> token, std::span<const ThingPattern> s
 }
 
 JobSpec spec_of(std::string_view stored) {
-  const json::value v = parse_json(stored, 512);
+  const json::value v = parse_stored_json(stored);
   const json::object& o = as_object(v);
   JobSpec spec;
   spec.filter = o.at("filter").as_string();
@@ -187,7 +187,7 @@ std::string render_progress(const JobProgress& p) {
 }
 
 JobProgress progress_of(std::string_view stored) {
-  const json::value v = parse_json(stored, 512);
+  const json::value v = parse_stored_json(stored);
   const json::object& o = as_object(v);
   JobProgress p;
   const std::string_view status = o.at("status").as_string();

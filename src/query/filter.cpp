@@ -19,7 +19,6 @@ constexpr const char* kExpectedProperty =
 constexpr const char* kExpectedValue =
     "a value: a number, a \"string\", true, false, null, time:now or time:now-<ISO 8601 duration>";
 constexpr const char* kExpectedOperator = "an operator: and, or, not, eq, ne, gt, ge, lt, le, in, like or exists";
-constexpr std::size_t kStateParseDepth = 4096;  // stored states were validated on write
 
 [[noreturn]] void fail(std::size_t offset, std::string expected) { throw Error::invalid_filter(offset, std::move(expected)); }
 
@@ -895,7 +894,7 @@ const json::object& Subject::state(Section section) const {
   std::optional<json::object>& slot = states_[section == Section::desired];
   if (!slot) {
     const SectionRecord& r = record_.section(section);
-    json::value v = r.exists() ? parse_stored_json(r.state_json, kStateParseDepth) : json::value(json::object());
+    json::value v = r.exists() ? parse_stored_json(r.state_json) : json::value(json::object());
     slot = v.is_object() ? std::move(v.get_object()) : json::object();
   }
   return *slot;
@@ -913,7 +912,7 @@ std::int64_t Subject::leaf_time(Section section, const std::vector<std::string>&
     slot.emplace();
     if (!r.times_json.empty()) {
       try {
-        *slot = parse_stored_json(r.times_json, kStateParseDepth);
+        *slot = parse_stored_json(r.times_json);
       } catch (const Error&) {  // unreadable times read as the section's time
       }
     }

@@ -316,7 +316,8 @@ const Change* IndexKeeper::only_change(const Field& f, const ShadowWrite& write,
 }
 
 void IndexKeeper::build_loop() {
-  std::string last_build_error;  // told once until the build passes or fails otherwise
+  std::string last_build_error;  // the reason last told (on_build_error) since the build last passed
+  std::chrono::steady_clock::time_point last_told;
   for (;;) {
     std::uint64_t seen = 0;
     {
@@ -346,8 +347,12 @@ void IndexKeeper::build_loop() {
       }
       continue;
     } catch (const std::exception& e) {  // the store failed: try again a little later
-      if (e.what() != last_build_error) {
+      // Told when the reason changes, and at most once a minute (a store's message may carry a
+      // request id of its own each time).
+      const auto now = std::chrono::steady_clock::now();
+      if (e.what() != last_build_error && (last_build_error.empty() || now - last_told >= std::chrono::minutes(1))) {
         last_build_error = e.what();
+        last_told = now;
         if (options_.on_build_error) options_.on_build_error(last_build_error);
       }
       std::unique_lock lock(build_mutex_);

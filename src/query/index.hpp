@@ -36,9 +36,9 @@ struct IndexKeeperOptions {
   // processes that read the declaration before the field was added may still write without it
   // (a store shared by processes: a refresh and a write's time limit; docs/queries.md).
   std::chrono::milliseconds grace{0};
-  // Told when the background build fails for the store's reason (a full disk), once per
-  // different reason: the build tries again every second. Called on the build's thread; must not
-  // throw.
+  // Told when the background build fails for the store's reason (a full disk), when the reason
+  // changes and at most once a minute: the build tries again every second. Called on the build's
+  // thread; must not throw.
   std::function<void(const std::string& error)> on_build_error;
 };
 

@@ -133,8 +133,6 @@ class DatabaseLock {
   nlink_t links_ = 1;
 };
 
-// Raises the soft open-file limit to the hard one and returns it; connections, the database
-// and outgoing requests all take descriptors.
 // Descriptors this process holds now; 0 when /proc does not say.
 std::size_t open_descriptors() {
   std::error_code error;
@@ -145,6 +143,8 @@ std::size_t open_descriptors() {
   return n > 0 ? n - 1 : 0;  // the listing's own
 }
 
+// Raises the soft open-file limit to the hard one and returns it; connections, the database
+// and outgoing requests all take descriptors.
 std::size_t raise_open_file_limit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
@@ -378,7 +378,7 @@ int serve(const Settings& s) {
   // Connections stay well under the descriptor limit: what the process holds once started (the
   // store, notification targets, the broker) is set aside, and a quarter of the rest is left for
   // what it opens later (targets, SQLite's temporary files, requests to AWS).
-  const std::size_t held = open_descriptors();
+  const std::size_t held = open_descriptors() + 8;  // and the server's own (epoll, acceptor, signals, timers)
   http.max_connections = std::min(s.max_connections, open_files > held ? (open_files - held) / 4 * 3 : 0);
   if (http.max_connections == 0) {
     throw std::runtime_error("the open-file limit (" + std::to_string(open_files) +
@@ -394,6 +394,11 @@ int serve(const Settings& s) {
     if (s.console && ds::console::Console::serves(target)) return console;
     return api;
   });
+
+  metrics.watch(&server.stats());
+
+  logger.log(srv::LogLevel::info, "listening",
+             {{"address", (http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host) + ":" + std::to_string(server.port())}, {"store", s.store}});
 
   // Off the request path: on SQLite and memory, expired tombstones, history and dead letters are purged
   // periodically (on DynamoDB its own TTL drops them; a purge would scan the whole table); on
@@ -418,10 +423,6 @@ int serve(const Settings& s) {
     }
   });
 
-  metrics.watch(&server.stats());
-
-  logger.log(srv::LogLevel::info, "listening",
-             {{"address", (http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host) + ":" + std::to_string(server.port())}, {"store", s.store}});
   auto stop_purger = [&] {
     {
       std::lock_guard lock(purge_mutex);

@@ -62,6 +62,7 @@ TEST(AwsErrors, APayloadInAnotherEncodingThanUtf8Is415AndMalformedUtf8Json400) {
   EXPECT_EQ(aws.status, 415);
   EXPECT_EQ(aws.type, "UnsupportedDocumentEncodingException");
   EXPECT_EQ(refusal("{\"state\":{\"reported\":{\"s\":\"caf\xe9\"}}}").status, 415);  // Latin-1
+  EXPECT_EQ(refusal("{\0}\0"sv).status, 415);  // UTF-16LE without its byte order mark
   EXPECT_EQ(refusal("{\"state\":").type, "InvalidRequestException");
   EXPECT_EQ(refusal("{\"state\":{\"reported\":{\"s\":\"caf\xc3\xa9\"}}").status, 400);  // UTF-8, unclosed
 }

@@ -53,20 +53,23 @@ class Server:
     open-file limit, soft and hard (shadowd raises the soft one to the hard one). `port`: 0 for a
     free one, or a given one (to restart a server where its clients look for it)."""
 
-    def __init__(self, *args, data_dir=None, open_files=None, port=0):
+    def __init__(self, *args, data_dir=None, open_files=None, port=0, preexec_fn=None):
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="shadowd-e2e-")
         self.requested_port = port
         self.args = list(args)
         self.open_files = open_files
+        self.preexec_fn = preexec_fn  # run in the child before shadowd starts
         self.proc = None
         self.log = []
         self.start()
 
     def start(self):
         store = [] if any(a.startswith("--store") for a in self.args) else ["--store", f"sqlite:{self.data_dir}/shadows.db"]
-        limit = None
-        if self.open_files:
-            limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
+        def limit():
+            if self.open_files:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
+            if self.preexec_fn:
+                self.preexec_fn()
         self.proc = subprocess.Popen([SHADOWD, "--listen", f"127.0.0.1:{self.requested_port}", *store, *self.args],
                                      stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, preexec_fn=limit)
         self.log = []

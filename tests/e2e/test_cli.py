@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 
 import requests
@@ -346,6 +347,19 @@ class ServerOptions(unittest.TestCase):
             if server.poll() is None:
                 server.kill()
                 server.wait()
+
+    def test_under_nohup_sighup_is_ignored(self):
+        import signal
+        ignore = lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        server = Server("--store", "memory", preexec_fn=ignore)
+        try:
+            server.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+            self.assertTrue(server.alive())
+            self.assertEqual(server.get("/healthz").status_code, 200)
+            self.assertEqual(server.stop(), 0)
+        finally:
+            server.close()
 
     def test_help_shows_defaults_as_they_are_written(self):
         r = subprocess.run([SHADOWD, "--help"], capture_output=True, text=True, timeout=30)

@@ -283,9 +283,15 @@ class ConnectionLimits(unittest.TestCase):
             cap = int(re.search(r"lowered to three quarters of the descriptors left max_connections=(\d+)",
                                 "".join(server.log)).group(1))
             self.assertLess(cap, 48)  # three quarters of what the store and the rest leave of 64
-            held = [Raw(server.port) for _ in range(cap)]
+            self.assertEqual(server.get("/healthz").status_code, 200)  # the session's connection, kept
+            held = [Raw(server.port) for _ in range(cap - 1)]
             try:
-                time.sleep(0.3)
+                def open_now():
+                    m = re.search(r"(?m)^shadowd_http_connections_open (\d+)", server.get("/metrics").text)
+                    return int(m.group(1)) == cap
+                deadline = time.time() + 20
+                while not open_now() and time.time() < deadline:
+                    time.sleep(0.05)
                 extra = Raw(server.port)  # refused at once, not left waiting for a descriptor
                 self.assertEqual(extra.response()[0], 503)
                 extra.close()

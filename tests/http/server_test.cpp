@@ -350,6 +350,23 @@ TEST(HttpServer, AnHttp10StreamFinishedEmptyEndsItsBody) {
   close(fd);
 }
 
+// A piece larger than the bound goes when nothing waits; while it is being written, the bound
+// holds for what comes after it, so the next message is not refused for its sake.
+TEST(HttpServer, AStreamTakesMoreWhileAPieceLargerThanItsBoundIsWritten) {
+  StreamServer s(64 << 10);
+  int fd = connect_to(s.server->port());
+  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  auto stream = s.opened.get_future().get();
+  // The client reads nothing: 64 MiB cannot all be in the kernel's buffers, so its write lasts.
+  EXPECT_EQ(stream->push(std::string(64 << 20, 'x')), srv::ResponseStream::Push::queued);
+  EXPECT_EQ(stream->push(std::string(16 << 10, 'y')), srv::ResponseStream::Push::queued);
+  EXPECT_EQ(stream->push(std::string(48 << 10, 'z')), srv::ResponseStream::Push::queued);
+  EXPECT_EQ(stream->push(std::string(1, '!')), srv::ResponseStream::Push::full);  // the bound, past the large one
+  close(fd);
+  EXPECT_TRUE(eventually([&] { return s.ended == 1 && stream->ended(); }));
+}
+
 TEST(HttpServer, AStreamBoundsWhatWaitsForASlowReader) {
   StreamServer s(64 << 10);
   int fd = connect_to(s.server->port());
