@@ -263,9 +263,7 @@ TEST(HttpServer, HeadGetsTheHeadersOfTheGetAndNoBody) {
 
 TEST(HttpServer, StreamsHeadersThenChunksPushedFromAnyThread) {
   StreamServer s;
-  int fd = connect_to(s.server->port());
-  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  int fd = s.request("1.1");
   std::string got = read_until(fd, "\r\n\r\n");
   EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
   EXPECT_NE(got.find("Transfer-Encoding: chunked"), std::string::npos) << got;
@@ -354,9 +352,7 @@ TEST(HttpServer, AnHttp10StreamFinishedEmptyEndsItsBody) {
 // holds for what comes after it, so the next message is not refused for its sake.
 TEST(HttpServer, AStreamTakesMoreWhileAPieceLargerThanItsBoundIsWritten) {
   StreamServer s(64 << 10);
-  int fd = connect_to(s.server->port());
-  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  int fd = s.request("1.1");
   auto stream = s.opened.get_future().get();
   // The client reads nothing: 64 MiB cannot all be in the kernel's buffers, so its write lasts.
   EXPECT_EQ(stream->push(std::string(64 << 20, 'x')), srv::ResponseStream::Push::queued);
@@ -369,9 +365,7 @@ TEST(HttpServer, AStreamTakesMoreWhileAPieceLargerThanItsBoundIsWritten) {
 
 TEST(HttpServer, AStreamBoundsWhatWaitsForASlowReader) {
   StreamServer s(64 << 10);
-  int fd = connect_to(s.server->port());
-  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  int fd = s.request("1.1");
   auto stream = s.opened.get_future().get();
   // A piece larger than the bound is taken when nothing waits (else refused, as below).
   EXPECT_EQ(stream->push(std::string(65 << 10, 'x')), srv::ResponseStream::Push::queued);
@@ -398,9 +392,7 @@ TEST(HttpServer, AStreamBoundsWhatWaitsForASlowReader) {
 
 TEST(HttpServer, StopEndsOpenStreams) {
   auto s = std::make_unique<StreamServer>();
-  int fd = connect_to(s->server->port());
-  const std::string request = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  int fd = s->request("1.1");
   auto stream = s->opened.get_future().get();
   ASSERT_EQ(stream->push("data: a\n\n"), srv::ResponseStream::Push::queued);
   s->server->stop();

@@ -106,9 +106,13 @@ std::string printable(std::string_view bytes, std::size_t limit) {
   bytes = bytes.substr(0, limit);
   bytes = bytes.substr(0, bytes.find_last_not_of(" \t\r\n") + 1);  // npos + 1: nothing left
   std::string out;
-  for (unsigned char c : bytes) {
-    if (c == '\r' || c == '\n' || c == '\t') {
-      if (!out.ends_with(' ')) out += ' ';
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const unsigned char c = bytes[i];
+    if (c == '\r' || c == '\n' || c == '\t' || c == ' ') {  // a run with a line break or tab: one space
+      const std::size_t end = std::min(bytes.find_first_not_of(" \t\r\n", i), bytes.size());
+      const std::string_view run = bytes.substr(i, end - i);
+      out += run.find_first_of("\t\r\n") == std::string_view::npos ? run : " ";
+      i = end - 1;
     } else if (c >= 0x20 && c < 0x7f) {
       out += static_cast<char>(c);
     } else {
