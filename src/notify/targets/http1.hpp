@@ -12,8 +12,8 @@
 namespace deviceshadow::notify {
 
 // At most `limit` bytes of what a peer sent, for an error message: a run of white space with a
-// line break or tab as one space (none at the end), other bytes outside printable ASCII as \xNN, so that no log line or
-// JSON string carries them raw.
+// line break or tab as one space (none at the end), other bytes outside printable ASCII as \xNN,
+// so that no log line or JSON string carries them raw.
 std::string printable(std::string_view bytes, std::size_t limit = 64);
 
 class Http1Response {
