@@ -249,11 +249,10 @@ void ShadowTopics::append_update_followups(std::vector<MqttMessage>& out, std::s
   const TimestampKeys& keys = engine_.options().document.timestamp_keys;
   const ShadowRecord& current = after.record;
   const std::int64_t written = epoch_seconds(written_ns(current));
-  auto desired_state = [&] { return parse_stored_json(current.desired.state_json); };
   const bool announce_delta =
       !after.delta.empty() &&
       (desired_named || (reported_requested && current.desired.exists() &&
-                         holds_a_leaf_of(*reported_requested, desired_state().as_object(), keys)));
+                         holds_a_leaf_of(*reported_requested, section_state(current.desired), keys)));
   if (announce_delta) {
     out.push_back({std::string(prefix) + "/update/delta", render_delta(after, shared, keys, written, client_token)});
   }
@@ -287,10 +286,8 @@ std::vector<MqttMessage> ShadowTopics::announce(const WriteNotice& write) const 
     }
     const std::string token(write.client_token);
     out.push_back({prefix + "/update/accepted", render_accepted(state, write.after, shared, keys, token)});
-    auto live = [&](const SectionRecord& r) {
-      return parse_stored_json(r.exists() ? r.state_json : "{}").as_object();
-    };
-    const ShadowView after{write.key, write.after, compute_delta(live(write.after.desired), live(write.after.reported), keys)};
+    const ShadowView after{write.key, write.after,
+                           compute_delta(section_state(write.after.desired), section_state(write.after.reported), keys)};
     append_update_followups(out, prefix, write.before, after, write.requested[1] != nullptr, write.requested[0], token);
   } catch (const std::exception&) {
     out.clear();  // a stored document that does not parse: nothing to announce

@@ -56,12 +56,6 @@ std::size_t checked_limit(std::size_t limit) {
   return limit;
 }
 
-json::object parse_state(const std::string& text, const json::storage_ptr& sp) {
-  json::value v = parse_stored_json(text, sp);
-  if (!v.is_object()) throw Error(ErrorCode::internal, "stored state is not a JSON object");
-  return std::move(v.get_object());
-}
-
 constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 // `retention` after ts, in ns since the epoch; saturates, so a retention of centuries never
@@ -331,16 +325,21 @@ std::optional<ShadowView> Engine::try_get(const ShadowKey& key) {
 ShadowView Engine::view_of(const ShadowKey& key, ShadowRecord record) {
   impl_->cache.put(key, record);
   if (!record.exists()) throw Error::not_found("no shadow " + key.name + " for thing " + key.thing);
-  const DocumentOptions& doc = options_.document;
-  json::object desired = parse_state(record.desired.exists() ? record.desired.state_json : "{}", {});
-  json::object reported = parse_state(record.reported.exists() ? record.reported.state_json : "{}", {});
-  json::object delta = compute_delta(desired, reported, doc.timestamp_keys);
+  json::object delta = compute_delta(section_state(record.desired), section_state(record.reported),
+                                     options_.document.timestamp_keys);
   return {key, std::move(record), std::move(delta)};
 }
 
 std::uint64_t shadow_version(const ShadowRecord& record, bool shared_versions) noexcept {
   return shared_versions ? std::max(record.reported.version, record.desired.version)
                          : record.reported.version + record.desired.version;
+}
+
+json::object section_state(const SectionRecord& section, json::storage_ptr sp) {
+  if (!section.exists()) return json::object(std::move(sp));
+  json::value v = parse_stored_json(section.state_json, std::move(sp));
+  if (!v.is_object()) throw Error(ErrorCode::internal, "stored state is not a JSON object");
+  return std::move(v.get_object());
 }
 
 // What both forms of update come down to: one or two sections, each with its incoming state.
@@ -424,7 +423,6 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
     }
     // One arena per attempt; the values in the result keep it alive.
     json::storage_ptr arena = json::make_shared_resource<Arena>();
-    auto live_state = [&](const SectionRecord& s) { return parse_state(s.exists() ? s.state_json : "{}", arena); };
     std::vector<SectionInput> inputs;  // built in place: assigning would copy out of the arena
     inputs.reserve(plan.count);
     for (const UpdatePlan::Part& part : plan.named()) {
@@ -435,7 +433,7 @@ UpdateResult Engine::run(const UpdatePlan& plan) {
         inputs.push_back({part.section, json::object(*part.state, arena), part.mode});
       }
     }
-    UpdateOutcome outcome = apply_update(live_state(record.reported), live_state(record.desired), inputs,
+    UpdateOutcome outcome = apply_update(section_state(record.reported, arena), section_state(record.desired, arena), inputs,
                                          {plan.acknowledge, plan.replace_arrays}, doc);
     // Whether section s is stored, and why beyond a change of its state: setting the time zone
     // is a change even when the state is unchanged, and so is removing a live section.
@@ -636,7 +634,7 @@ DeleteResult Engine::remove(const ShadowKey& key, std::optional<Section> section
       tombstone.expires_ns = expiry(ts, options_.tombstone_retention);
       versions[s == Section::reported ? 0 : 1] = tombstone.version;
       if (options_.history || feed || !write_listeners_.empty()) {  // every leaf of the deleted state is a remove
-        json::object state = parse_state(old.state_json, {});
+        json::object state = section_state(old);
         MergeResult removed = merge_section(state, json::object(), MergeMode::client_is_master, s, doc.timestamp_keys);
         for (Change& c : removed.changes) changes.push_back(std::move(c));
       }

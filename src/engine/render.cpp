@@ -79,8 +79,7 @@ void append_section_view(std::string& out, const SectionRecord& s, const Timesta
     if (s.exists()) {
       unsigned char buffer[4096];  // most states fit; larger ones continue on the heap
       Arena arena(buffer, sizeof buffer);
-      const json::value state = parse_stored_json(s.state_json, &arena);
-      append_leaf_times(out, state.as_object(), s.times_json, s.timestamp_ns, *metadata, LeafTimeFormat::rfc3339);
+      append_leaf_times(out, section_state(s, &arena), s.times_json, s.timestamp_ns, *metadata, LeafTimeFormat::rfc3339);
     } else {
       out += "{}";
     }

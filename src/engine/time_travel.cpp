@@ -816,11 +816,6 @@ std::size_t find_moment(const Journal& j, const Moment& m) {
   throw Error(ErrorCode::internal, "unknown moment");
 }
 
-json::object state_of(const SectionRecord& s) {
-  json::value v = parse_stored_json(s.exists() ? s.state_json : "{}");
-  return std::move(v.get_object());
-}
-
 // The leaves that differ between two states of a section, in the order of `from` then `to`;
 // equal as the merge compares (numbers numerically, a timestamped value by its payload) is no
 // difference.
@@ -1119,7 +1114,7 @@ PastShadow shadow_as_of(Engine& engine, const ShadowKey& key, const Moment& mome
   const DocumentOptions& doc = engine.options().document;
   PastShadow past{{key, std::move(at.record), {}}, std::move(at.event), at.events_read};
   if (!past.view.record.exists()) throw Error::not_found("shadow " + key.name + " of thing " + key.thing + " did not exist at that moment");
-  past.view.delta = compute_delta(state_of(past.view.record.desired), state_of(past.view.record.reported),
+  past.view.delta = compute_delta(section_state(past.view.record.desired), section_state(past.view.record.reported),
                                   doc.timestamp_keys);
   return past;
 }
@@ -1140,7 +1135,7 @@ ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from,
   const DocumentOptions& doc = engine.options().document;
   ShadowDiff diff{before.event, after.event, {}};
   for (Section s : {Section::reported, Section::desired}) {
-    const json::object x = state_of(before.record.section(s)), y = state_of(after.record.section(s));
+    const json::object x = section_state(before.record.section(s)), y = section_state(after.record.section(s));
     std::string path;
     std::vector<Change> changes;
     diff_members(&x, &y, s, doc.timestamp_keys, path, changes);

@@ -114,6 +114,16 @@ class Persistence(unittest.TestCase):
                       server.get("/v1/shadows", params={"filter": "exists(reported/a)"})):
                 self.assertEqual(r.status_code, 500, r.text)
                 self.assertEqual(r.json()["error"]["code"], "internal")
+            # JSON that is no object: the same (the history, which as-of reads replay, is intact).
+            path = shadow_path("bad-state-2", "main")
+            server.post(path + "/reported", {"state": {"a": 1}})
+            server.stop()
+            with sqlite3.connect(os.path.join(server.data_dir, "shadows.db")) as db:
+                db.execute("UPDATE sections SET state = '[1]' WHERE thing = 'bad-state-2'")
+            server.start()
+            for r in (server.get(path), server.post(path + "/reported", {"state": {"q": 1}})):
+                self.assertEqual(r.status_code, 500, r.text)
+                self.assertEqual(r.json()["error"]["code"], "internal")
             self.assertTrue(server.alive())
         finally:
             server.close()
