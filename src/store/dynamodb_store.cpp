@@ -303,6 +303,10 @@ std::vector<ShadowRecord> DynamoDbStore::read(std::span<const ShadowKey> keys) {
 
 void DynamoDbStore::write(const ShadowWrite& write) {
   const std::vector<Operation> ops = build_operations(write);
+  // Whether an earlier send's outcome is unknown. Such a send may land after applied() looked
+  // and before it is sent again; the condition then fails on this write itself, so a failed
+  // condition is checked against the writeIds before it is called a conflict.
+  bool may_have_landed = false;
   for (int attempt = 1;; ++attempt) {
     try {
       send(ops, write);
@@ -310,6 +314,7 @@ void DynamoDbStore::write(const ShadowWrite& write) {
       return;
     } catch (const AwsError& e) {
       if (e.type() == "ConditionalCheckFailedException") {
+        if (may_have_landed && applied(write)) return delete_after_commit(ops);
         throw Error::version_conflict(version_in(e.body().as_object().if_contains("Item")));
       }
       if (e.type() == "TransactionCanceledException") {
@@ -323,6 +328,7 @@ void DynamoDbStore::write(const ShadowWrite& write) {
               throw IndexDeclarationChanged();
             }
             if (code == "ConditionalCheckFailed") {
+              if (may_have_landed && applied(write)) return delete_after_commit(ops);
               throw Error::version_conflict(version_in(reason.as_object().if_contains("Item")));
             }
             transient = transient || transient_cancellation(code);
@@ -332,6 +338,7 @@ void DynamoDbStore::write(const ShadowWrite& write) {
         if (attempt >= options_.max_attempts) throw Error(ErrorCode::throttled, "dynamodb: " + std::string(e.what()));
       } else if (e.outcome_unknown()) {
         // The write may or may not have landed: the writeIds tell.
+        may_have_landed = true;
         std::this_thread::sleep_for(options_.request_timeout / 4);
         if (applied(write)) return delete_after_commit(ops);
         if (attempt >= options_.max_attempts) throw translate(e);

@@ -247,6 +247,10 @@ class FaultyProxy(http.server.ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.conflict_once = False  # every transaction first cancelled as if by a conflict (conflicts())
         self.transactions = set()
+        self.hold_key = None  # the next PutItem naming it is held (held())
+        self.held = False
+        self.looked = threading.Event()  # the shadow was read while a PutItem was held
+        self.landed = threading.Event()  # the held PutItem was forwarded
         super().__init__(("127.0.0.1", 0), FaultyHandler)
 
     def conflicts(self, body):
@@ -260,6 +264,15 @@ class FaultyProxy(http.server.ThreadingHTTPServer):
                     "declaration" if '"IX#G' in text else "entries" if '"IX#' in text else "other")
             self.faults[kind] = self.faults.get(kind, 0) + 1
             return kind
+
+    def holds(self, target, body):
+        """Whether this is the PutItem to hold: it lands only once the shadow has been read after
+        shadowd gave up waiting for it, and PutItems after it wait until it has landed."""
+        with self.lock:
+            if self.held or not self.hold_key or not target.endswith(".PutItem") or self.hold_key not in body:
+                return False
+            self.held = True
+            return True
 
     def pick(self, target):
         with self.lock:
@@ -297,7 +310,16 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
                 "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
                 "message": "Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict]",
                 "CancellationReasons": [{"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}] * items})
-        fault = self.server.pick(self.headers.get("X-Amz-Target", ""))
+        target = self.headers.get("X-Amz-Target", "")
+        if self.server.holds(target, body):
+            self.server.looked.wait(30)
+            self.forward(body)  # shadowd no longer waits for this answer
+            self.server.landed.set()
+            self.close_connection = True
+            return
+        if self.server.held and target.endswith(".PutItem"):
+            self.server.landed.wait(30)
+        fault = self.server.pick(target)
         if fault == "drop-before":
             self.close_connection = True
             return
@@ -305,12 +327,9 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
             return self.answer(400, {"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "slow down"})
         if fault == "500":
             return self.answer(500, {"__type": "InternalServerError", "message": "boom"})
-        conn = http.client.HTTPConnection(self.server.upstream, timeout=30)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-        conn.request("POST", self.path, body=body, headers=headers)
-        response = conn.getresponse()
-        data = response.read()
-        conn.close()
+        response, data = self.forward(body)
+        if self.server.held and not target.endswith(".PutItem") and self.server.hold_key in body:
+            self.server.looked.set()
         if fault == "drop-after":  # applied, but the client never learns
             self.close_connection = True
             return
@@ -328,6 +347,15 @@ class FaultyHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # a late answer: the client has given up
+
+    def forward(self, body):
+        conn = http.client.HTTPConnection(self.server.upstream, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        conn.request("POST", self.path, body=body, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        conn.close()
+        return response, data
 
     def answer(self, status, body):
         payload = json.dumps(body).encode()
@@ -370,6 +398,35 @@ class Faults(unittest.TestCase):
                 added = [c["path"] for e in events for c in json.loads(e["event"]["S"])["reported"]["changes"]]
                 self.assertEqual(len(added), len(set(added)), "a write was applied twice")
                 self.assertEqual(set(p[1:] for p in added), keys)
+        finally:
+            server.close()
+            proxy.shutdown()
+            ddb().delete_table(TableName=table)
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+class LateLanding(unittest.TestCase):
+    def test_a_write_landing_after_shadowd_gave_up_on_it_is_not_called_a_conflict(self):
+        """With --history false and every write reading its shadow first (--cache-entries 0), a
+        write is one conditional PutItem, sent again when its outcome is unknown. Its first sending lands only after shadowd timed out and read the shadow (which
+        did not show it yet): the second then fails its condition on the write itself, which is
+        stored, so the pinned write answers 200, not 409."""
+        table = new_table()
+        proxy = FaultyProxy(ENDPOINT, seed=1, rates={})
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        server = dynamo_server(table, "--history", "false", "--cache-entries", "0", "--dynamodb-timeout-ms", "1000",
+                               endpoint=f"http://127.0.0.1:{proxy.server_address[1]}")
+        try:
+            path = shadow_path("late-landing", "main", "reported")
+            self.assertEqual(server.post(path, {"state": {"a": 1}}).status_code, 200)
+            proxy.hold_key = b'"DS#late-landing"'
+            r = server.post(path, {"state": {"a": 2}, "version": 1})
+            self.assertTrue(proxy.held and proxy.looked.is_set() and proxy.landed.is_set())
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual(r.json()["reported"]["version"], 2)
+            item = ddb().get_item(TableName=table, Key={"PK": {"S": "DS#late-landing"}, "SK": {"S": "DSR#main"}},
+                                  ConsistentRead=True)["Item"]
+            self.assertEqual((item["version"]["N"], item["state"]["M"]["a"]["N"]), ("2", "2"))
         finally:
             server.close()
             proxy.shutdown()
