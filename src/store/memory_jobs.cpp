@@ -10,16 +10,18 @@ namespace deviceshadow {
 
 void MemoryStore::create_job(const JobRecord& job, std::size_t max_active) {
   std::unique_lock lock(mutex_);
+  JobRecord stored = job;
+  stored.revision = 1;
+  if (auto it = jobs_.find(job.id); it != jobs_.end()) {
+    if (it->second != stored) throw Error::version_conflict(0, "job " + job.id + " exists");
+    return;  // a resent request
+  }
   if (job.active && static_cast<std::size_t>(std::count_if(jobs_.begin(), jobs_.end(), [](const auto& j) {
                       return j.second.active;
                     })) >= max_active) {
     throw TooManyJobs(max_active);
   }
-  JobRecord stored = job;
-  stored.revision = 1;
-  if (auto [it, created] = jobs_.emplace(job.id, stored); !created && it->second != stored) {
-    throw Error::version_conflict(0, "job " + job.id + " exists");
-  }
+  jobs_.emplace(job.id, std::move(stored));
 }
 
 bool MemoryStore::update_job(const JobRecord& job, std::uint64_t expected_revision) {

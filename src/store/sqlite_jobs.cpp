@@ -25,7 +25,8 @@ constexpr const char* kJobsBefore =
     "LIMIT ?1";
 constexpr const char* kActiveJobs =
     "SELECT id, spec, progress, active, revision, owner, lease_expires FROM jobs WHERE active = 1 ORDER BY id";
-constexpr const char* kCountActiveJobs = "SELECT count(*) FROM jobs WHERE active = 1";
+// The active jobs but ?1: a resent creation of an active job is not refused by its own count.
+constexpr const char* kCountActiveJobs = "SELECT count(*) FROM jobs WHERE active = 1 AND id <> ?1";
 constexpr const char* kRemoveJob = "DELETE FROM jobs WHERE id = ?1";
 constexpr const char* kPutTargets = "INSERT OR REPLACE INTO job_targets(job, page, targets) VALUES (?1, ?2, ?3)";
 constexpr const char* kTargets = "SELECT targets FROM job_targets WHERE job = ?1 AND page = ?2";
@@ -56,6 +57,7 @@ void SqliteStore::create_job(const JobRecord& job, std::size_t max_active) {
   run_on_writer([&](Connection& c) {
     if (job.active) {
       Query count(c.statement(kCountActiveJobs));
+      count.bind(1, job.id);
       full = count.step() && static_cast<std::uint64_t>(count.integer(0)) >= max_active;
       if (full) return;
     }

@@ -137,8 +137,8 @@ TEST_P(Fixture, JobStoreKeepsJobsByRevisionAndTargetsByPage) {
 }
 
 // At most `max_active` jobs are active: the store counts them as it creates one, atomically (on
-// DynamoDB among every shadowd on the table); finished jobs take no place and a job that
-// finishes gives its place back.
+// DynamoDB among every shadowd on the table); finished jobs take no place, a job that finishes
+// gives its place back, and a resent creation is not refused for the place its job holds.
 TEST_P(Fixture, AJobStoreCreatesNoActiveJobPastItsLimit) {
   auto job = [](int n, bool active) {
     return ds::JobRecord{"000000000000000" + std::to_string(n) + "-aaaaaaaa", "{}", "{}", active, 1, "", 0};
@@ -162,6 +162,7 @@ TEST_P(Fixture, AJobStoreCreatesNoActiveJobPastItsLimit) {
   EXPECT_TRUE(job_store.update_job(done, 1));
   job_store.create_job(job(4, true), 2);
   EXPECT_TRUE(refused(job(5, true), 2));
+  job_store.create_job(job(4, true), 2);  // resent at the limit: it is the job that holds the place
   // Creations at once: exactly as many as there are places.
   for (int n : {2, 4}) {
     ds::JobRecord finished = job(n, false);
