@@ -131,13 +131,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   void exec(const char* sql) {
-    char* error = nullptr;
-    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &error);
-    if (rc != SQLITE_OK) {
-      std::string message = error ? error : sqlite3_errstr(rc);
-      sqlite3_free(error);
-      throw Error(ErrorCode::internal, std::string("sqlite: ") + sql + ": " + message);
-    }
+    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) fail(db_, rc, sql);
   }
   // Runs a statement that returns no rows, prepared once: for what every write repeats
   // (transaction control), which exec() would parse each time.
@@ -243,6 +238,7 @@ class SqliteStore final : public StoreBackend, public JobStore {
   void commit_group(const std::vector<Job*>& group);
   static int on_commit(void* self, sqlite3* db, const char*, int pages);
   void checkpoint_loop();
+  void stop_checkpointer();  // ends the checkpoint thread and joins it
 
   // A reader connection taken from the idle ones, given back when the lease ends; empty when
   // `wait` is false and none is idle.

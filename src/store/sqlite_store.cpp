@@ -244,7 +244,12 @@ SqliteStore::SqliteStore(const SqliteOptions& options) : options_(options) {
   checkpointer_ = std::make_unique<Connection>(options.path, options.durable);
   sqlite3_wal_hook(writer_->db(), &SqliteStore::on_commit, this);  // replaces the automatic checkpoint
   checkpoint_thread_ = std::thread([this] { checkpoint_loop(); });
-  writer_thread_ = std::thread([this] { writer_loop(); });
+  try {
+    writer_thread_ = std::thread([this] { writer_loop(); });
+  } catch (...) {  // no thread to be had: the checkpointer's must end before its members go
+    stop_checkpointer();
+    throw;
+  }
 }
 
 SqliteStore::~SqliteStore() {
@@ -254,6 +259,10 @@ SqliteStore::~SqliteStore() {
   }
   queue_cv_.notify_all();
   writer_thread_.join();
+  stop_checkpointer();
+}
+
+void SqliteStore::stop_checkpointer() {
   {
     std::lock_guard lock(checkpoint_mutex_);
     checkpoint_stopping_ = true;
