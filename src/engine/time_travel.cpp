@@ -392,10 +392,15 @@ std::optional<HistoryEvent> end_event(Store& store, const ShadowKey& key, bool n
 
 bool Journal::creates(std::size_t i, Section s) const { return deviceshadow::creates(events[i], s, shared); }
 
+void validate_key(const ShadowKey& key) {
+  validate_thing(key.thing);
+  validate_shadow_name(key.name);
+}
+
 // not_found when the shadow has no history, unless `may_be_empty`.
 Journal read_journal(Engine& engine, const ShadowKey& key, bool may_be_empty = false) {
   require_history(engine.options());
-  validate_thing(key.thing);
+  validate_key(key);
   Journal j;
   j.shared = engine.store().shares_versions();
   j.current = engine.store().read(key);
@@ -974,7 +979,7 @@ void refuse_future(const Engine& engine, const Moment& moment) {
 
 PastRecord past_record(Engine& engine, const ShadowKey& key, const Moment& moment, bool leaf_times) {
   require_history(engine.options());
-  validate_thing(key.thing);
+  validate_key(key);
   refuse_future(engine, moment);
   if (std::optional<HistoryEvent> target = locate(engine.store(), key, moment)) {
     if (std::optional<Journal> j = read_window(engine.store(), key, *target)) {
@@ -1011,7 +1016,7 @@ bool at_or_below(std::string_view change, std::string_view path) {
 // the reads, history lags the record, no image near the oldest event).
 std::optional<HistoryBounds> bounds_from_ends(Engine& engine, const ShadowKey& key) {
   require_history(engine.options());
-  validate_thing(key.thing);
+  validate_key(key);
   Store& store = engine.store();
   const bool shared = store.shares_versions();
   const ShadowRecord current = store.read(key);
@@ -1127,6 +1132,7 @@ HistoryBounds history_bounds(Engine& engine, const ShadowKey& key) {
 
 ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from, const std::optional<Moment>& to) {
   require_history(engine.options());
+  validate_key(key);
   refuse_future(engine, from);
   if (to) refuse_future(engine, *to);
   Moment now;
@@ -1155,7 +1161,7 @@ ShadowDiff shadow_diff(Engine& engine, const ShadowKey& key, const Moment& from,
 Series shadow_series(Engine& engine, const ShadowKey& key, const SeriesRequest& request) {
   const EngineOptions& options = engine.options();
   require_history(options);
-  validate_thing(key.thing);
+  validate_key(key);
   const std::vector<std::string> tokens = series_path_tokens(request.path, options.document.limits.max_depth);
   if (request.limit < 1 || request.limit > kMaxPageLimit) {
     throw Error::invalid_request("limit must be between 1 and " + std::to_string(kMaxPageLimit), "limit");

@@ -182,6 +182,13 @@ class TimeTravel:
         self.assertError(self.get(shadow_path(self.thing, "main", "diff")), 400, "invalid_request")
         self.assertError(self.get(shadow_path(self.thing, "main", "diff") + "?from=junk"), 400, "invalid_request")
         self.assertError(self.get(shadow_path("nobody", "main", "history", "bounds")), 404, "not_found")
+        # A name no shadow may have is refused as such, not looked for.
+        at = quote(first["timestamp"])
+        for name in ("n" * 65, "a%00b", "a b"):
+            for rest in (f"?asOf={at}", f"/diff?from={at}", "/history?format=series&path=/temp", "/history/bounds"):
+                with self.subTest(name=name, rest=rest):
+                    self.assertError(self.get(f"/v1/things/{quote(self.thing)}/shadows/{quote(name, safe='%')}{rest}"),
+                                     400, "invalid_name")
 
     def test_token_rules(self):
         p = shadow_path(self.thing)
