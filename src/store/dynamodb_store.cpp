@@ -567,9 +567,10 @@ std::size_t DynamoDbStore::purge_expired(std::int64_t now_ns, std::initializer_l
                        {"ConditionExpression", "expires = :e"},
                        {"ExpressionAttributeValues", json::object{{":e", item.at("expires")}}}};
       try {
-        call("DeleteItem", del, true);
+        client_->call("DeleteItem", to_json(del), true);
         ++purged;
-      } catch (const Error&) {
+      } catch (const AwsError& e) {
+        if (e.type() != "ConditionalCheckFailedException") throw translate(e);
         // re-created or changed meanwhile: not expired any more
       }
     }
