@@ -43,7 +43,6 @@ std::string random_write_id() {
   return buf;
 }
 
-// "{timestamp ns, 20 digits}#{letter}{version}": sorts by time, unique within a shadow.
 void validate_key(const ShadowKey& key) {
   validate_thing(key.thing);
   validate_shadow_name(key.name);
@@ -94,7 +93,7 @@ constexpr std::size_t kImageFloorBytes = 4 << 10;
 // Adds a write's change event to it: as its history event when history is on (with an image of
 // the shadow after it about every history_image_every events, and when the events since the
 // last image outweigh the state), inside its feed entry while the change feed is on. Returns the
-// feed entry when the feed or a write listener (`told`) wants it. `before` is the shadow as the
+// feed entry when a write listener (`told`) wants it, "" otherwise. `before` is the shadow as the
 // write read it; `shared`: the store's sections share one version; `unimaged_bytes`: the bytes of
 // events since the shadow's last image as far as this process knows, updated.
 std::string attach_event(ShadowWrite& write, HistoryEvent event, const ShadowRecord& before, const EngineOptions& options,
