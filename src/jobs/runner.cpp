@@ -197,7 +197,7 @@ std::uint64_t JobRunner::select(const JobSpec& spec, std::span<const ThingPatter
   const std::uint64_t max = options_.limits.max_targets;
   std::uint64_t n = 0;
   query::scan(engine_.store(), engine_.options().document.timestamp_keys, {filter, scope, std::nullopt, true},
-              {.budget = options_.examine_budget, .budget_always = true}, [&](const query::Subject& s) {
+              {.budget = options_.examine_budget, .budget_always = true, .indexes = options_.indexes}, [&](const query::Subject& s) {
                 if (++n > max) {
                   throw Error(ErrorCode::invalid_request,
                               "this job would target more than " + std::to_string(max) +

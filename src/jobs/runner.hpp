@@ -35,6 +35,7 @@ struct JobOptions {
   std::size_t parallelism = 64;
   std::size_t page_size = 1000;   // targets per stored page (and at most per progress record)
   std::size_t examine_budget = 5000000;  // shadows the selection may examine
+  query::IndexKeeper* indexes = nullptr;  // the declared indexes the selection reads once ready; null: none
   // A runner's hold on a job, renewed at each progress record (on a shared store at least every
   // third of it); another runner takes the job over once it has not been renewed for this long.
   std::chrono::milliseconds lease{30000};

@@ -334,6 +334,7 @@ int serve(const Settings& s) {
   if (ds::JobStore* job_store = backend->job_store()) {
     ds::jobs::JobOptions o;
     o.max_active = s.max_jobs;
+    o.indexes = indexes.get();
     o.limits.max_targets = s.max_job_targets;
     o.exclusive_store = !on_dynamodb;
     o.lease = parse_duration(s.job_lease);

@@ -5,6 +5,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "jobs/runner.hpp"
+#include "query/index.hpp"
 #include "support/forwarding_store.hpp"
 #include "support/stores.hpp"
 
@@ -386,6 +387,27 @@ TEST_P(Fixture, AnAbortWhileAnEarlierBlockIsWrittenCountsEveryTargetAndWritesNon
   }
   EXPECT_EQ(p.succeeded, written);
   EXPECT_LT(written, 39u);
+}
+
+// A job selects through a declared index as a search does: 3 targets among 20 shadows under an
+// examination budget of 5, which without the index is too expensive.
+TEST_P(Fixture, ASelectionReadsThroughADeclaredIndex) {
+  for (int i = 0; i < 20; ++i) report("ix" + std::to_string(i), i % 7 == 0 ? R"j({"fw":"2.0"})j" : R"j({"fw":"1.0"})j");
+  ds::query::IndexKeeper keeper(*backend, engine.options().document.timestamp_keys);
+  engine.set_indexer(&keeper);
+  keeper.declare({"reported/fw"});
+  keeper.wait_until_built();
+  const jobs::JobSpec fw = spec(R"j({"filter":"eq(reported/fw,\"2.0\")","desired":{"fw":"2.1"}})j");
+  jobs::JobRunner indexed(engine, job_store, {.examine_budget = 5, .indexes = &keeper});
+  EXPECT_EQ(indexed.dry_run(fw, {}).targets, 3u);
+  jobs::JobRunner unindexed(engine, job_store, {.examine_budget = 5});
+  try {
+    unindexed.dry_run(fw, {});
+    ADD_FAILURE() << "a selection over the budget";
+  } catch (const ds::Error& e) {
+    EXPECT_EQ(e.code(), ds::ErrorCode::query_too_expensive);
+  }
+  engine.set_indexer(nullptr);
 }
 
 TEST_P(Fixture, LimitsRefuseTooManyTargetsAndTooManyRunningJobs) {
