@@ -89,7 +89,9 @@ json::value JsonClient::call(std::string_view operation, const std::string& body
           if (const json::value* m = parsed.get_object().if_contains(key); m && m->is_string()) message = m->get_string();
         }
       }
-      failure.emplace(type, message, answer.status, answer.request_id, std::move(parsed), false);
+      // A 5xx answer comes from past the point where the request may have been applied (by the
+      // service, or behind a proxy's 502 or 504): its outcome is unknown.
+      failure.emplace(type, message, answer.status, answer.request_id, std::move(parsed), answer.status >= 500);
     }
     bool retry = failure->retryable() && attempt < options_.max_attempts && (idempotent || !failure->outcome_unknown());
     if (!retry) throw *failure;

@@ -57,8 +57,9 @@ class JsonClient {
 
   // Calls `operation` (e.g. "PutItem") with a JSON body and returns the parsed response.
   // Retries throttling, 5xx and connection failures with jittered exponential backoff; an
-  // `idempotent` call is also retried when its outcome is unknown, any other call then throws
-  // an AwsError with outcome_unknown(). Throws AwsError.
+  // `idempotent` call is also retried when its outcome is unknown (a 5xx answer, or a connection
+  // that failed once the request may have been sent), any other call then throws an AwsError
+  // with outcome_unknown(). Throws AwsError.
   json::value call(std::string_view operation, const std::string& body, bool idempotent);
 
   const ClientOptions& options() const { return options_; }

@@ -242,8 +242,9 @@ class DynamoDbStore final : public StoreBackend, public JobStore {
                               bool put) const;
   // The check of the declaration and the entry operations of a write carrying index updates.
   void append_index_operations(const ShadowWrite& w, std::vector<Operation>& ops);
-  // The operations marked after_commit, in batches.
-  void delete_after_commit(const std::vector<Operation>& ops);
+  // The operations marked after_commit, in batches. Never throws: the write has committed, and
+  // entries left by a failure are skipped by searches as those of a stopped process are.
+  void delete_after_commit(const std::vector<Operation>& ops) noexcept;
   std::vector<IndexHit> read_index(std::string_view field, const IndexRange& range, const IndexHit* after,
                                    std::size_t limit, std::uint64_t* count);
 

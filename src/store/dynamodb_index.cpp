@@ -436,21 +436,25 @@ void DynamoDbStore::append_index_operations(const ShadowWrite& w, std::vector<Op
   }
 }
 
-void DynamoDbStore::delete_after_commit(const std::vector<Operation>& ops) {
+void DynamoDbStore::delete_after_commit(const std::vector<Operation>& ops) noexcept {
   std::vector<const Operation*> late;
-  for (const Operation& op : ops) {
-    if (op.after_commit) late.push_back(&op);
+  try {
+    for (const Operation& op : ops) {
+      if (op.after_commit) late.push_back(&op);
+    }
+    batch_write_chunks(
+        late.size(),
+        [&](std::string& out, std::size_t i) {
+          open(out, "DeleteRequest", '{');
+          // The operation's body is {"TableName":…,"Key":{…}}: its key, without the table name.
+          const json::value body = parse_json(late[i]->body);
+          out += "\"Key\":" + to_json(body.at("Key")) + ",";
+          close(out, '}');
+        },
+        "index entries");
+  } catch (const std::exception&) {
+    // Left behind (docs/storage.md, "Index"): a search tests the filter on the shadow.
   }
-  batch_write_chunks(
-      late.size(),
-      [&](std::string& out, std::size_t i) {
-        open(out, "DeleteRequest", '{');
-        // The operation's body is {"TableName":…,"Key":{…}}: its key, without the table name.
-        const json::value body = parse_json(late[i]->body);
-        out += "\"Key\":" + to_json(body.at("Key")) + ",";
-        close(out, '}');
-      },
-      "index entries");
 }
 
 std::vector<ShadowKey> DynamoDbStore::put_index_entries(std::span<const IndexedShadow> shadows) {

@@ -336,8 +336,9 @@ void DynamoDbStore::write(const ShadowWrite& write) {
         }
         if (!transient) throw translate(e);
         if (attempt >= options_.max_attempts) throw Error(ErrorCode::throttled, "dynamodb: " + std::string(e.what()));
-      } else if (e.outcome_unknown()) {
-        // The write may or may not have landed: the writeIds tell.
+      } else if (e.outcome_unknown() || e.type() == "TransactionInProgressException") {
+        // The write may or may not have landed (or its first sending is still being applied:
+        // the same ClientRequestToken): the writeIds tell.
         may_have_landed = true;
         std::this_thread::sleep_for(options_.request_timeout / 4);
         if (applied(write)) return delete_after_commit(ops);
