@@ -332,10 +332,11 @@ MqttBridge::MqttBridge(Engine& engine, DeliveryStore& claims, http::Logger& logg
                 {{"broker", options_.broker}, {"connects", std::to_string(n)}});
   };
   session.on_disconnect = [this](const std::string& why) {
-    stats_.connected = 0;
-    ++stats_.disconnects;
+    const bool was_connected = stats_.connected.exchange(0) == 1;  // else a connect that failed
+    if (was_connected) ++stats_.disconnects;
     if (!stopping_) {
-      logger_.log(http::LogLevel::warn, "mqtt: connection lost, reconnecting", {{"broker", options_.broker}, {"why", why}});
+      logger_.log(http::LogLevel::warn, was_connected ? "mqtt: connection lost, reconnecting" : "mqtt: cannot connect, trying again",
+                  {{"broker", options_.broker}, {"why", why}});
     }
   };
   session.on_message = [this](std::string_view topic, std::string_view payload) { received(topic, payload); };

@@ -5,7 +5,10 @@
 
 #include <mosquitto.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -64,17 +67,40 @@ void MqttSession::start() {
     set_state(false, e.what());
     return;
   }
-  // Asynchronous: the network thread connects, and reconnects whenever the link drops.
-  if (const int rc = mosquitto_connect_async(mosq_, broker.host.c_str(), broker.port, kKeepAliveSeconds);
-      rc != MOSQ_ERR_SUCCESS) {
-    set_state(false, rc == MOSQ_ERR_ERRNO ? "cannot connect" : mosquitto_strerror(rc));
-  }
+  // The network thread connects, and reconnects whenever the link drops, once a first connect
+  // has begun. One that fails at once (a broker not up yet, a name that does not resolve yet)
+  // leaves libmosquitto (2.0) trying nothing more: it is tried again here, 1 s doubling up to
+  // 30 s, until one begins.
   if (const int rc = mosquitto_loop_start(mosq_); rc != MOSQ_ERR_SUCCESS) {
     throw std::runtime_error(std::string("mqtt: ") + mosquitto_strerror(rc));
   }
+  if (begin_connect(broker)) return;
+  connector_ = std::thread([this, broker] {
+    std::unique_lock lock(mutex_);
+    for (auto delay = std::chrono::seconds(1);; delay = std::min(2 * delay, std::chrono::seconds(30))) {
+      if (stop_cv_.wait_for(lock, delay, [&] { return stopping_; })) return;
+      lock.unlock();
+      const bool begun = begin_connect(broker);
+      lock.lock();
+      if (begun) return;
+    }
+  });
+}
+
+bool MqttSession::begin_connect(const MqttBroker& broker) {
+  const int rc = mosquitto_connect_async(mosq_, broker.host.c_str(), broker.port, kKeepAliveSeconds);
+  if (rc == MOSQ_ERR_SUCCESS) return true;
+  set_state(false, rc == MOSQ_ERR_ERRNO ? std::string("cannot connect: ") + std::strerror(errno) : mosquitto_strerror(rc));
+  return false;
 }
 
 MqttSession::~MqttSession() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (connector_.joinable()) connector_.join();
   // The network thread ends by itself once disconnecting (not cancelled: it may hold
   // libmosquitto's locks).
   mosquitto_disconnect(mosq_);

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -27,6 +28,8 @@
 struct mosquitto;
 
 namespace deviceshadow::notify {
+
+struct MqttBroker;
 
 struct MqttSessionOptions {
   std::string broker;  // mqtt://[user@]HOST[:PORT] (1883 when absent; [v6 address] allowed)
@@ -55,7 +58,7 @@ class MqttSession {
   // Throws only when no client can be made.
   explicit MqttSession(MqttSessionOptions options);
   // Starts connecting (asynchronously, on the network thread, which calls the handlers from
-  // now on).
+  // now on; a broker that cannot be reached yet is tried again until it can).
   void start();
   ~MqttSession();
   MqttSession(const MqttSession&) = delete;
@@ -97,6 +100,9 @@ class MqttSession {
 
  private:
   void set_state(bool connected, std::string error);
+  // Begins a connect (mosquitto_connect_async); false, with the state saying why, when it fails
+  // at once.
+  bool begin_connect(const MqttBroker& broker);
   void acknowledged(int mid);
 
   MqttSessionOptions options_;
@@ -105,6 +111,9 @@ class MqttSession {
   std::condition_variable connected_cv_;
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   bool connected_ = false;
+  bool stopping_ = false;
+  std::condition_variable stop_cv_;
+  std::thread connector_;  // tries a first connect again while one fails at once
   std::uint64_t connects_ = 0;
   std::string last_error_ = "connecting";
   // Held across mosquitto_publish, so that an acknowledgement (on the network thread) never

@@ -305,6 +305,24 @@ class AwsIotMqttReconnectTest(BridgeCase):
         self.assertRegex(metrics, r"(?m)^shadowd_mqtt_connected 1$")
         self.assertIsNotNone(re.search(r"(?m)^shadowd_mqtt_requests_total \d+$", metrics))
 
+    def test_a_broker_not_up_when_shadowd_starts_is_connected_to_once_it_is(self):
+        self.sub.close()
+        self.server.close()
+        self.broker.stop()
+        type(self).server = Server("--mqtt", self.broker.url)
+        self.assertTrue(eventually(lambda: any("mqtt: cannot connect" in line for line in self.server.log)),
+                        "".join(self.server.log))
+        self.broker.start()
+        self.assertTrue(eventually(lambda: any("mqtt: connected" in line for line in self.server.log), 60),
+                        "".join(self.server.log))
+        type(self).sub = Subscriber(self.broker, "$aws/things/#", client_id="e2e-aws-" + uuid.uuid4().hex[:8])
+        self.warm_up()
+        accepted, _ = self.ask("$aws/things/late-broker/shadow/update", {"state": {"reported": {"n": 1}}})
+        self.assertEqual(accepted["state"], {"reported": {"n": 1}})
+        metrics = self.server.get("/metrics").text
+        self.assertRegex(metrics, r"(?m)^shadowd_mqtt_connected 1$")
+        self.assertRegex(metrics, r"(?m)^shadowd_mqtt_disconnects_total 0$")  # failed connects are none
+
     def test_writes_made_while_the_broker_is_away_are_announced_when_it_is_back(self):
         base = "$aws/things/away/shadow"
         self.broker.stop()
