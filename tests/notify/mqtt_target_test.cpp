@@ -1,6 +1,7 @@
 // The MQTT target against a Mosquitto broker (scripts/with-services.sh starts one and sets
 // DS_MQTT_URL), read back by a libmosquitto subscriber.
 #include "notify/target.hpp"
+#include "support/scripted_broker.hpp"
 #include "support/targets.hpp"
 
 #include <gtest/gtest.h>
@@ -129,6 +130,30 @@ TEST(MqttTarget, ManyDeliveriesInFlightEachReportedOnce) {
   EXPECT_EQ(reported, kCount);
   for (int n : outcomes) EXPECT_EQ(n, 1);
   EXPECT_EQ(subscriber.messages(kCount).size(), static_cast<std::size_t>(kCount));
+}
+
+// A broker that stops acknowledging (a scripted one: a real broker cannot be held to that while
+// it stays connected) makes the connection hold at most 64 MiB of messages: past that a delivery
+// is retried, not queued; once the broker acknowledges again, deliveries go through.
+TEST(MqttTarget, ABrokerThatStopsAcknowledgingIsHandedABoundedBacklog) {
+  ScriptedBroker broker;
+  auto target = notify::make_mqtt_target({broker.url(), "held/{thing}", 1});
+  const std::string body(std::size_t{1} << 20, 'x');
+  std::string refused;
+  int started = 0;
+  for (; started < 100 && refused.empty(); ++started) {
+    target->start(started, {"e", "deviceshadow.shadow.updated", "t", "main", body});
+    target->run(std::chrono::milliseconds(0), [&](std::uint64_t, notify::DeliveryResult r) {
+      ASSERT_EQ(r.outcome, Outcome::retry);
+      refused = r.error;
+    });
+  }
+  EXPECT_NE(refused.find("has not acknowledged"), std::string::npos) << refused;
+  EXPECT_GE(started, 60);
+  EXPECT_LE(started, 66);
+  broker.allow_acks(1000);
+  EXPECT_EQ(notify::deliver_now(*target, {"e", "deviceshadow.shadow.updated", "t", "main", "{}"}).outcome,
+            Outcome::delivered);
 }
 
 TEST(MqttTarget, AnUnreachableBrokerIsRetried) {

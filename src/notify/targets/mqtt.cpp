@@ -3,7 +3,8 @@
 // backoff. At QoS 1 an event is delivered when the broker's PUBACK arrives, at QoS 0 when it
 // is written to the socket; one that gets neither within kAnswerTimeout, or that finds no
 // connection (a new one is given kConnectWait to come up), is retried (libmosquitto also resends
-// unacknowledged QoS 1 messages after a reconnect: receivers deduplicate by id).
+// unacknowledged QoS 1 messages after a reconnect: receivers deduplicate by id). What a
+// connection holds unacknowledged is bounded (kMaxUnsentBytes).
 #include "deviceshadow/json.hpp"
 #include "notify/mqtt_session.hpp"
 #include "notify/target.hpp"
@@ -21,6 +22,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kAnswerTimeout = std::chrono::seconds(10);
 constexpr auto kConnectWait = std::chrono::seconds(1);  // for a new connection to come up
+// The bytes of QoS 1 messages a connection holds unacknowledged (MqttSession::unsent_bytes),
+// past which a publish is retried later instead of queued: libmosquitto keeps each message until
+// its PUBACK, a retry after kAnswerTimeout adds a copy, and a broker that stops acknowledging
+// would otherwise make them pile up without bound.
+constexpr std::size_t kMaxUnsentBytes = std::size_t{64} << 20;
 
 class Mqtt;
 
@@ -248,6 +254,11 @@ class Mqtt final : public Target {
 
 std::optional<int> Connection::publish(Mqtt* target, std::uint64_t tag, const std::string& topic,
                                        std::string_view payload, int qos, std::string& error) {
+  if (const std::size_t held = session_.unsent_bytes();
+      qos > 0 && held > 0 && held + MqttSession::unsent_cost(topic.size(), payload.size()) > kMaxUnsentBytes) {
+    error = "the broker has not acknowledged " + std::to_string(held) + " bytes of messages, " + session_.state();
+    return std::nullopt;
+  }
   {
     std::lock_guard lock(mutex_);
     ++publishing_;
