@@ -173,6 +173,9 @@ void render_stream_metrics(notify::stream::StreamService& stream, std::string& o
          c.throttled.load());
   metric("counter", "shadowd_stream_writes_total",
          "Writes read from the stream (with --history stream, each one's history event written).", stream.feed().end());
+  metric("counter", "shadowd_stream_unreadable_total",
+         "Stream records whose change-feed event cannot be read, passed over (their writes are not notified).",
+         stream.feed().unreadable());
   metric("gauge", "shadowd_stream_shards", "Stream shards this shadowd holds leases on and reads.", stream.shards());
   metric("gauge", "shadowd_stream_feed_entries", "Writes read from the stream and not yet delivered to every registration.",
          stream.feed().size());

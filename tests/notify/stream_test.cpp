@@ -331,6 +331,17 @@ TEST(StreamFeed, EntriesInCompletionOrderAndRecordsDoneOnlyOnceEveryRegistration
   EXPECT_EQ(feed.end(), 2u);
 }
 
+// A record whose feedEvent cannot be read is passed over, counted, so that its shard goes on.
+TEST(StreamFeed, ARecordWithAnUnreadableEventIsPassedOver) {
+  st::StreamFeed feed;
+  std::vector<st::StreamRecord> records{record("1", section_image("DSR#main", 2, R"({"on":false})", "not json")),
+                                        record("2", section_image("DSR#main", 3, R"({"on":true})", R"({"no":"id"})")),
+                                        report_record("3", "x", 1)};
+  EXPECT_EQ(feed.take("a", records), 2u) << "the unreadable records are done; the write waits for its trim";
+  EXPECT_EQ(feed.unreadable(), 2u);
+  EXPECT_EQ(seqs(feed.read(0, 10)), (std::vector<std::uint64_t>{1}));
+}
+
 TEST(StreamFeed, HoldsAtMostItsCapacityAndTakesMoreOnceTrimmed) {
   st::StreamFeed feed({.capacity = 2});
   std::vector<st::StreamRecord> records;

@@ -17,10 +17,17 @@ std::optional<AssembledEntry> WriteAssembler::add(const StreamRecord& record, bo
     const std::size_t event_bytes = now->feed_event.size();
     return AssembledEntry{now->key, std::move(now->feed_entry), {record.sequence_number}, event_bytes};
   }
-  const json::value event = parse_json(now->feed_event);
+  json::value event;
+  try {
+    event = parse_json(now->feed_event, kStoredDepthBound);
+  } catch (const Error&) {
+  }
   const json::value* member = event.is_object() ? event.as_object().if_contains("id") : nullptr;
   const json::string* id = member ? member->if_string() : nullptr;
-  if (!id) throw Error(ErrorCode::internal, "stream: a feedEvent without an id");
+  if (!id) {  // never written so: passed over, as an unreadable outbox entry is, not retried forever
+    ++unreadable_;
+    return std::nullopt;
+  }
   std::optional<DynamoDbSectionItem> before;
   if (!record.old_image.empty()) before = decode_dynamodb_section_item(record.old_image);
 

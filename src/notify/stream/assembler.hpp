@@ -19,6 +19,7 @@
 #include "notify/stream/streams_api.hpp"
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -58,6 +59,9 @@ class WriteAssembler {
 
   // Writes with some but not all of their records added.
   std::size_t waiting() const;
+  // Records of a write whose event cannot be read (not JSON, or no id), passed over as ignored:
+  // their writes are not notified.
+  std::uint64_t unreadable() const noexcept { return unreadable_; }
 
  private:
   struct Part {
@@ -72,6 +76,7 @@ class WriteAssembler {
     std::vector<std::string> sequence_numbers;
   };
 
+  std::atomic<std::uint64_t> unreadable_{0};
   mutable std::mutex mutex_;
   std::map<std::pair<ShadowKey, std::string>, Pending> pending_;  // by shadow and event id
 };

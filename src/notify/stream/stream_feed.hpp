@@ -59,6 +59,7 @@ class StreamFeed final : public Feed {
   // the registrations holding the feed back spill.
   bool pressed() override;
   std::size_t waiting() const;  // records taken whose write is not complete
+  std::uint64_t unreadable() const noexcept { return assembler_.unreadable(); }  // WriteAssembler::unreadable
 
   std::vector<FeedEntry> read(std::uint64_t after, std::size_t limit) override;
   void trim(std::uint64_t up_to) override;
