@@ -174,6 +174,40 @@ std::string_view to_string(SectionFilter f) {
   return "both";
 }
 
+// The URL with what may be a credential hidden: the password of its user part and the value
+// of each query parameter ("https://u:***@host/p?token=***").
+std::string hide_url_secrets(std::string_view url) {
+  std::string out;
+  const std::size_t scheme = url.find("://");
+  const std::size_t authority = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const std::size_t path = std::min(url.find_first_of("/?#", authority), url.size());
+  const std::size_t at = url.substr(0, path).rfind('@');
+  if (at != std::string_view::npos && at >= authority) {
+    const std::size_t colon = url.substr(0, at).find(':', authority);
+    out += url.substr(0, colon == std::string_view::npos ? at : colon + 1);
+    if (colon != std::string_view::npos) out += "***";
+    out += url.substr(at, path - at);
+  } else {
+    out += url.substr(0, path);
+  }
+  const std::size_t query = std::min(url.find('?', path), url.size());
+  const std::size_t fragment = std::min(url.find('#', query), url.size());
+  out += url.substr(path, query - path);
+  if (query < url.size()) {
+    std::string_view rest = url.substr(query, fragment - query);  // "?a=1&b=2"
+    for (std::size_t start = 0; start < rest.size();) {
+      const std::size_t end = std::min(rest.find('&', start + 1), rest.size());
+      const std::string_view parameter = rest.substr(start, end - start);  // "?a=1" or "&b=2"
+      const std::size_t equals = parameter.find('=');
+      out += parameter.substr(0, equals == std::string_view::npos ? parameter.size() : equals + 1);
+      if (equals != std::string_view::npos) out += "***";
+      start = end;
+    }
+  }
+  out += url.substr(fragment);
+  return out;
+}
+
 json::object render_target(const TargetConfig& target, bool hide_secrets) {
   auto secret = [&](const std::string& s) { return json::string(hide_secrets ? "***" : s); };
   return std::visit(
@@ -182,11 +216,11 @@ json::object render_target(const TargetConfig& target, bool hide_secrets) {
         json::object o;
         if constexpr (std::is_same_v<T, WebhookTarget>) {
           o["type"] = "webhook";
-          o["url"] = t.url;
+          o["url"] = hide_secrets ? hide_url_secrets(t.url) : t.url;
           if (!t.secret.empty()) o["secret"] = secret(t.secret);
           if (!t.headers.empty()) {
             json::object headers;
-            for (const auto& [name, value] : t.headers) headers[name] = value;
+            for (const auto& [name, value] : t.headers) headers[name] = secret(value);
             o["headers"] = std::move(headers);
           }
           o["timeoutMs"] = t.timeout.count();

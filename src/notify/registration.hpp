@@ -121,7 +121,8 @@ Registration parse_selection(const json::object& selection);
 // The complete document, defaults included (a secret and a password are included: the store
 // needs them; the API hides them, see render_registration_public).
 std::string render_registration(const Registration& registration);
-// As render_registration, with "secret" and "password" replaced by "***" when set.
+// As render_registration with what may be a credential replaced by "***": "secret",
+// "password", every header value, and in a webhook's URL the password and each query value.
 std::string render_registration_public(const Registration& registration);
 
 // True for 1–64 characters from [A-Za-z0-9_.-].

@@ -263,6 +263,8 @@ class DeliveryTest(ApiTestCase):
         self.assertEqual(desired["data"]["desired"]["version"], 1)
         self.assertEqual(deleted["type"], "deviceshadow.shadow.deleted")
         self.assertEqual(len({e["id"] for e in rec.events()}), 3)
+        shown = self.server.get("/v1/registrations/w").json()["target"]
+        self.assertEqual((shown["secret"], shown["headers"]), ("***", {"X-Team": "***"}))
         # The receiver records a request before shadowd has read the answer: wait for the count.
         delivered = lambda: self.server.get("/v1/registrations/w").json()["status"]["delivered"]
         self.assertTrue(eventually(lambda: delivered() == 3))

@@ -58,6 +58,22 @@ TEST(Registration, ReadsEveryFieldAndRendersItBack) {
   const std::string shown = notify::render_registration_public(r);
   EXPECT_EQ(shown.find("s3cret"), std::string::npos);
   EXPECT_NE(shown.find(R"("secret":"***")"), std::string::npos);
+  EXPECT_NE(shown.find(R"("url":"https://example.test/x?y=***")"), std::string::npos) << shown;
+  EXPECT_NE(shown.find(R"("headers":{"X-Team":"***"})"), std::string::npos) << shown;
+}
+
+// What may be a credential in a webhook's URL is hidden by the API: the user part's password and
+// each query value, whatever else the URL holds.
+TEST(Registration, TheApiHidesAUrlsPasswordAndQueryValues) {
+  auto shown_url = [](const std::string& url) {
+    const std::string doc = R"({"target":{"type":"webhook","url":")" + url + R"("}})";
+    const ds::json::value v = ds::parse_json(notify::render_registration_public(notify::parse_registration("w", doc)));
+    return std::string(v.at("target").at("url").as_string());
+  };
+  EXPECT_EQ(shown_url("https://u:pw@h.test:8443/p?token=abc&x=1&flag#frag"), "https://u:***@h.test:8443/p?token=***&x=***&flag#frag");
+  EXPECT_EQ(shown_url("https://u@h.test/p"), "https://u@h.test/p");
+  EXPECT_EQ(shown_url("http://h.test/a@b?c=d@e"), "http://h.test/a@b?c=***");
+  EXPECT_EQ(shown_url("http://127.0.0.1:9000/hook"), "http://127.0.0.1:9000/hook");
 }
 
 TEST(Registration, ReadsEveryTargetType) {
