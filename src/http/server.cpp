@@ -28,6 +28,16 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
+// Reports a failure no handler reports: to `logger`, or as a plain line on stderr without one or
+// when logging itself fails (out of memory). Never throws.
+void report_failure(Logger* logger, const char* what, const std::exception& e) noexcept {
+  try {
+    if (logger) return logger->log(LogLevel::error, what, {{"error", e.what()}});
+  } catch (...) {
+  }
+  std::fprintf(stderr, "shadowd: %s: %s\n", what, e.what());
+}
+
 // Room in a connection's read buffer beyond the header limit: one read's worth of body bytes.
 // A chunk-size line with its extensions, or a trailer section, must fit in the buffer, so this
 // also bounds them (the parser needs each whole before it can go on).
@@ -254,8 +264,8 @@ class StreamState final : public ResponseStream {
 // answering, the handler's request is lost and the thread goes on).
 class WorkerPool {
  public:
-  explicit WorkerPool(std::size_t threads)
-      : context_(static_cast<int>(threads)), work_(asio::make_work_guard(context_)) {
+  WorkerPool(std::size_t threads, Logger* logger)
+      : logger_(logger), context_(static_cast<int>(threads)), work_(asio::make_work_guard(context_)) {
     threads_.reserve(threads);  // so that only a thread's start can fail below
     try {
       for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
@@ -285,11 +295,12 @@ class WorkerPool {
         context_.run();  // returns once join() let go and no handler is left
         return;
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "shadowd: a request was dropped: %s\n", e.what());
+        report_failure(logger_, "a request was dropped", e);
       }
     }
   }
 
+  Logger* logger_;
   asio::io_context context_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::vector<std::thread> threads_;
@@ -314,7 +325,7 @@ struct HttpServer::Impl {
       : options(std::move(o)),
         router(std::move(r)),
         io(static_cast<int>(options.io_threads)),
-        workers(options.workers),
+        workers(options.workers, options.logger),
         acceptor(io),
         accept_backoff(io),
         signals(io, SIGINT, SIGTERM) {
@@ -548,11 +559,11 @@ class Session : public std::enable_shared_from_this<Session> {
       if (self->server_.stopping) self->streamed_->finish({});
       self->flush_stream();
       asio::post(self->server_.workers.get_executor(),
-                 [stream = self->streamed_, producer = std::move(producer)]() mutable {
+                 [stream = self->streamed_, producer = std::move(producer), stream_logger = self->server_.options.logger]() mutable {
         try {
           producer(stream);
         } catch (const std::exception& e) {  // producers must not throw; if one does, the stream ends
-          std::fprintf(stderr, "shadowd: a stream failed: %s\n", e.what());
+          report_failure(stream_logger, "a stream failed", e);
           stream->finish({});
         }
         producer = nullptr;  // its resources go now, on this worker
@@ -732,7 +743,7 @@ void HttpServer::Impl::run_io() {
       io.run();
       return;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "shadowd: a connection failed: %s\n", e.what());
+      report_failure(options.logger, "a connection failed", e);
     }
   }
 }

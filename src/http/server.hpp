@@ -10,6 +10,7 @@
 // are capped; responses waiting for slow readers are capped in bytes.
 #pragma once
 
+#include "http/log.hpp"
 #include "http/request.hpp"
 
 #include <atomic>
@@ -85,6 +86,9 @@ struct HttpServerOptions {
   // Bytes of response bodies being written at once; a sheddable response over 16 KiB that
   // would pass it is answered 503 instead.
   std::size_t max_response_bytes_in_flight = std::size_t{256} << 20;
+  // Where failures no handler reports go (a handler or stream that threw, a connection that
+  // failed); null: a plain line on stderr.
+  Logger* logger = nullptr;
 };
 
 // Counters of the transport, read any time (relaxed).

@@ -258,7 +258,7 @@ JobRecord JobRunner::create(JobSpec spec, std::span<const ThingPattern> scope) {
     try {
       store_.remove_job(id);  // the target pages
     } catch (const std::exception& e) {  // left for remove_orphan_targets
-      std::fprintf(stderr, "shadowd: the target pages of refused job %s stay: %s\n", id.c_str(), e.what());
+      if (options_.on_error) options_.on_error(id, std::string("its target pages stay after its refusal: ") + e.what());
     }
     throw;
   }

@@ -502,7 +502,7 @@ void Hub::poll_loop() {
           // History keeps no whole state: a filter judges the shadow as it is now, as in a replay.
           fan_out(entry, e.key, [&] { return store.read(e.key); });
         } catch (const std::exception& error) {
-          std::fprintf(stderr, "shadowd: a polled event could not be sent: %s\n", error.what());
+          if (options_.on_error) options_.on_error("a polled event could not be sent to live streams", error.what());
         }
       }
       swept_to = std::max(swept_to, settled);
@@ -510,7 +510,7 @@ void Hub::poll_loop() {
       seen.erase(seen.begin(), seen.lower_bound(Seen{late_swept_to, {}, {}, {}}));
     } catch (const std::exception& e) {  // the store failed: the next poll reads the same again
       ++core_->stats.poll_failures;
-      std::fprintf(stderr, "shadowd: polling history for live streams failed: %s\n", e.what());
+      if (options_.on_error) options_.on_error("polling history for live streams failed", e.what());
     }
     beat_lock.lock();
   }

@@ -71,6 +71,9 @@ struct HubOptions {
     std::chrono::milliseconds late{120000};
   };
   std::optional<Poll> poll;
+  // Told when polling the store fails or a polled event cannot be sent (what failed, and why);
+  // called on the polling thread, under no lock of the hub's. Must not throw.
+  std::function<void(std::string_view what, std::string_view error)> on_error;
 };
 
 // Counters since the hub started (relaxed).
