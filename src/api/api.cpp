@@ -218,12 +218,18 @@ std::optional<HttpResponse> Api::respond(const HttpRequest& request, bool must_n
   } catch (const Error& e) {
     response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) response.headers.emplace_back("Allow", ctx.allow);
-    if (response.status >= 500) {
-      logger_.log(LogLevel::error, "request failed", {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
+    if (std::uint64_t suppressed = 0; response.status >= 500 && failure_log_.admit(suppressed)) {
+      logger_.log(LogLevel::error, "request failed",
+                  {{"method", request.method}, {"target", request.target}, {"error", e.what()},
+                   {"suppressed", std::to_string(suppressed)}});
     }
   } catch (const std::exception& e) {
     response = error_response(Error(ErrorCode::internal, "internal error"));
-    logger_.log(LogLevel::error, "unexpected exception", {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
+    if (std::uint64_t suppressed = 0; failure_log_.admit(suppressed)) {
+      logger_.log(LogLevel::error, "unexpected exception",
+                  {{"method", request.method}, {"target", request.target}, {"error", e.what()},
+                   {"suppressed", std::to_string(suppressed)}});
+    }
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_.request_finished(ctx.route, request.method, response.status, seconds);

@@ -35,6 +35,7 @@ using http::HttpRequest;
 using http::HttpResponse;
 using http::Logger;
 using http::LogLevel;
+using http::LogRateLimit;
 using http::Metrics;
 using http::Role;
 using http::Route;
@@ -110,6 +111,7 @@ class Api final : public http::Service {
   const Authenticator* auth_;
   Metrics& metrics_;
   Logger& logger_;
+  LogRateLimit failure_log_{10};  // "request failed" lines: a store down fails every request
   notify::Dispatcher* dispatcher_;
   ApiOptions options_;
 };

@@ -23,6 +23,19 @@ std::string bounded(std::string_view value, bool escape) {
   return out;
 }
 
+// A text-format value as logfmt writes one: quoted, with `"` and `\` escaped, when it is empty
+// or holds a space, `=`, `"` or `\`, so that a value can never read as more fields.
+std::string text_value(std::string_view value) {
+  std::string v = bounded(value, true);
+  if (!v.empty() && v.find_first_of(" =\"\\") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out += '"';
+}
+
 }  // namespace
 
 bool LogRateLimit::admit(std::uint64_t& suppressed) {
@@ -59,7 +72,7 @@ void Logger::log(LogLevel level, std::string_view message, std::span<const Field
     line += "}\n";
   } else {
     line = time + " " + name + " " + std::string(message);
-    for (const auto& [key, value] : fields) line += " " + std::string(key) + "=" + bounded(value, true);
+    for (const auto& [key, value] : fields) line += " " + std::string(key) + "=" + text_value(value);
     line += '\n';
   }
   std::lock_guard lock(mutex_);

@@ -39,6 +39,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -198,6 +199,7 @@ int serve(const Settings& s) {
   http.read_timeout = std::chrono::milliseconds(s.read_timeout_ms);
   http.idle_timeout = std::chrono::milliseconds(s.idle_timeout_ms);
   http.max_response_bytes_in_flight = s.max_response_bytes_in_flight;
+  http.logger = &logger;
   const std::size_t open_files = raise_open_file_limit();  // before the store and targets open theirs
 
   ds::EngineOptions options;
@@ -261,7 +263,21 @@ int serve(const Settings& s) {
   };
   auto indexes = std::make_unique<ds::query::IndexKeeper>(store, options.document.timestamp_keys, index_options);
   engine.set_indexer(indexes.get());
+  // Error lines of one kind (an event dead-lettered, a delivery's outcome not stored, …) come
+  // at most 10 a second: a receiver or store that is down fails every event.
+  std::mutex notify_log_mutex;
+  std::map<std::string, srv::LogRateLimit, std::less<>> notify_log_limits;
   auto notify_log = [&](bool error, std::string_view message, std::vector<std::pair<std::string, std::string>> fields) {
+    if (error) {
+      std::uint64_t suppressed = 0;
+      {
+        std::lock_guard lock(notify_log_mutex);
+        auto limit = notify_log_limits.find(message);
+        if (limit == notify_log_limits.end()) limit = notify_log_limits.try_emplace(std::string(message), 10).first;
+        if (!limit->second.admit(suppressed)) return;
+      }
+      if (suppressed > 0) fields.emplace_back("suppressed", std::to_string(suppressed));
+    }
     std::vector<srv::Logger::Field> f(fields.begin(), fields.end());
     logger.log(error ? srv::LogLevel::error : srv::LogLevel::info, message, f);
   };
@@ -328,6 +344,11 @@ int serve(const Settings& s) {
                                      .max_replays = std::max<std::size_t>(1, s.workers / 4)};
     // History from the table's stream trails the writes by the consumer's delay: read further back.
     if (on_dynamodb) hub_options.poll = ds::live::HubOptions::Poll{.recent = std::chrono::milliseconds(history_from_stream ? 3000 : 1000)};
+    hub_options.on_error = [&logger, limit = std::make_shared<srv::LogRateLimit>(1)](std::string_view what, std::string_view error) {
+      if (std::uint64_t suppressed = 0; limit->admit(suppressed)) {
+        logger.log(srv::LogLevel::error, what, {{"error", std::string(error)}, {"suppressed", std::to_string(suppressed)}});
+      }
+    };
     hub = std::make_unique<ds::live::Hub>(engine, hub_options);
     metrics.add_section([h = hub.get()](std::string& out) { h->render_metrics(out); });
   }

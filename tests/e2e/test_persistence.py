@@ -1,13 +1,15 @@
 """Persistence across restarts, and kill -9 under write load: no acknowledged write lost."""
 import functools
 import os
+import re
 import signal
 import threading
+import time
 import unittest
 
 import requests
 
-from harness import Server, checked_session, kill_9_under_load, shadow_path
+from harness import Server, checked_session, eventually, kill_9_under_load, shadow_path
 
 
 class Persistence(unittest.TestCase):
@@ -96,6 +98,17 @@ class Persistence(unittest.TestCase):
             r = server.get("/readyz")
             self.assertEqual(r.status_code, 503, r.text)
             self.assertIn("removed or replaced", r.text)
+            # Every write fails now, and is logged at most 10 times a second.
+            started = time.monotonic()
+            for _ in range(100):
+                self.assertEqual(server.post(path, {"state": {"a": 3}}).status_code, 503)
+            seconds = time.monotonic() - started
+            failed = [line for line in server.log if "request failed" in line]
+            self.assertLessEqual(len(failed), 10 * (int(seconds) + 2), failed)
+            def told_what_was_left_out():
+                server.post(path, {"state": {"a": 4}})  # the first line admitted in a new second tells
+                return any(re.search(r"suppressed=[1-9]", line) for line in server.log)
+            self.assertTrue(eventually(told_what_was_left_out, 5))
             self.assertTrue(server.alive())
         finally:
             server.close()

@@ -26,9 +26,21 @@ TEST(Logger, CutsLongValuesAndCountsTheRest) {
 
 TEST(Logger, TextLinesEscapeControlCharacters) {
   const std::string line = logged(false, "a\nb\x1b[31m\x7f");
-  EXPECT_EQ(line.substr(line.find("target=")), "target=a\\x0ab\\x1b[31m\\x7f\n");
+  EXPECT_EQ(line.substr(line.find("target=")), "target=\"a\\\\x0ab\\\\x1b[31m\\\\x7f\"\n");
   const std::string json = logged(true, "a\nb");
   EXPECT_NE(json.find(R"("target":"a\nb")"), std::string::npos) << json;
+}
+
+// A value that could read as more fields (logfmt) is quoted, its quotes and backslashes escaped.
+TEST(Logger, TextValuesThatCouldReadAsMoreFieldsAreQuoted) {
+  auto value = [](std::string v) {
+    const std::string line = logged(false, std::move(v));
+    return line.substr(line.find("target=") + 7, line.size() - line.find("target=") - 8);
+  };
+  EXPECT_EQ(value("/v1/things/t1"), "/v1/things/t1");
+  EXPECT_EQ(value("lamp x=1 level=error"), R"("lamp x=1 level=error")");
+  EXPECT_EQ(value(R"(a "q" \ b)"), R"("a \"q\" \\ b")");
+  EXPECT_EQ(value(""), R"("")");
 }
 
 TEST(LogRateLimit, AdmitsPerSecondAndTellsWhatWasLeftOut) {
