@@ -65,6 +65,7 @@ void check_url(const std::string& url, std::initializer_list<std::string_view> s
   }
   std::string_view rest = std::string_view(url).substr(colon + 3);
   std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);  // user part
   if (authority.empty() || authority.front() == ':' ||
       url.find_first_of(" \t\r\n") != std::string::npos) {
     throw Error::invalid_request(field + " must name a host: " + url, field);

@@ -113,6 +113,8 @@ TEST(Registration, RejectsEachInvalidFieldNamingIt) {
       {R"({"target":{"type":"webhook","url":"ftp://h/"}})", "target.url"},
       {R"({"target":{"type":"webhook","url":"file:///etc/passwd"}})", "target.url"},
       {R"({"target":{"type":"webhook","url":"http://"}})", "target.url"},
+      {R"({"target":{"type":"webhook","url":"http://u:pw@"}})", "target.url"},
+      {R"({"target":{"type":"webhook","url":"http://u@:80/x"}})", "target.url"},
       {R"({"target":{"type":"webhook","url":"http://h/ x"}})", "target.url"},
       {R"({"target":{"type":"webhook","url":"http://h/","timeoutMs":0}})", "target.timeoutMs"},
       {R"({"target":{"type":"webhook","url":"http://h/","headers":{"Bad Name":"x"}}})", "target.headers.Bad Name"},
