@@ -1,6 +1,6 @@
 // Bulk jobs (docs/jobs.md): POST /v1/jobs (start, or a dry run), GET /v1/jobs[/{id}], POST
-// /v1/jobs/{id}/cancel. Starting and cancelling need a role that may write desired (delete, for a
-// job deleting desired); reading, one that may read. A token limited to some things selects
+// /v1/jobs/{id}/cancel. Starting needs a role that may write desired (and delete, for a job
+// deleting desired), cancelling one that may write desired; reading, one that may read. A token limited to some things selects
 // targets among those only, and sees and cancels only the jobs started within them.
 #include "api/api.hpp"
 #include "api/handlers.hpp"
@@ -20,9 +20,11 @@ constexpr std::size_t kJobsPerRead = 100, kMaxJobsExamined = 1000;
 
 // Job ids as the runner makes them: 16 hex digits, '-', 8 hex digits.
 void check_job_id(const std::string& id) {
-  const bool valid = id.size() == 25 && id[16] == '-' && std::all_of(id.begin(), id.end(), [](char c) {
-                       return c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-                     });
+  bool valid = id.size() == 25;
+  for (std::size_t i = 0; valid && i < id.size(); ++i) {
+    const char c = id[i];
+    valid = i == 16 ? c == '-' : (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  }
   if (!valid) throw Error::invalid_request("not a job id: " + id.substr(0, 64), "id");
 }
 

@@ -319,7 +319,15 @@ HttpResponse Api::aggregate(Context& ctx) {
       if (!props || props->size() > kMaxGroupBy) {
         throw Error::invalid_request("groupBy must be an array of at most " + std::to_string(kMaxGroupBy) + " properties", "groupBy");
       }
-      for (const json::value& p : *props) group_by.push_back(query::parse_property(text(p, "groupBy"), "groupBy"));
+      std::vector<std::string> seen;
+      for (const json::value& p : *props) {
+        std::string property = text(p, "groupBy");
+        if (std::find(seen.begin(), seen.end(), property) != seen.end()) {
+          throw Error::invalid_request("groupBy names " + property + " twice", "groupBy");
+        }
+        group_by.push_back(query::parse_property(property, "groupBy"));
+        seen.push_back(std::move(property));
+      }
     } else if (k == "metrics") {
       const json::object* labelled = m.value().if_object();
       if (!labelled || labelled->empty() || labelled->size() > kMaxMetrics) {

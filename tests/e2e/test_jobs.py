@@ -126,7 +126,8 @@ class Jobs(ApiTestCase):
     def test_unknown_and_malformed_job_ids(self):
         self.assertError(self.server.get("/v1/jobs/0000000000000000-00000000"), 404, "not_found")
         self.assertError(self.server.post("/v1/jobs/0000000000000000-00000000/cancel"), 404, "not_found")
-        self.assertError(self.server.get("/v1/jobs/nope"), 400, "invalid_request")
+        for malformed in ("nope", "0123456789abcdef-0123-567", "-" * 25, "0123456789abcdef-0123456g"):
+            self.assertError(self.server.get(f"/v1/jobs/{malformed}"), 400, "invalid_request")
         self.assertError(self.server.request("DELETE", "/v1/jobs"), 405, "method_not_allowed")
 
     def test_jobs_are_listed_newest_first_in_pages(self):

@@ -154,6 +154,7 @@ class Queries:
         self.assertEqual(r.json(), {"groups": [{"key": {}, "n": len(ALL)}]})
         for bad, field in [({"metrics": {"m": "median(reported/temp)"}}, "metrics.m"), ({}, "metrics"),
                            ({"metrics": {"n": "count()"}, "groupBy": ["nope"]}, "groupBy"),
+                           ({"metrics": {"n": "count()"}, "groupBy": ["reported/fw", "reported/fw"]}, "groupBy"),
                            ({"metrics": {"n": "count()"}, "maxGroups": 0}, "maxGroups"),
                            ({"metrics": {"n": "count()"}, "maxGroups": 1.5}, "maxGroups"),
                            ({"metrics": {"n": "count()"}, "maxGroups": 1001}, "maxGroups"),
