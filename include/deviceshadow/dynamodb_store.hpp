@@ -38,9 +38,9 @@ struct DynamoDbOptions {
 // Throws Error(unavailable) without credentials.
 std::unique_ptr<StoreBackend> open_dynamodb_store(const DynamoDbOptions& options);
 
-// Creates the table: on-demand billing, PK/SK, GSI1 (GSI1PK, GSI1SK), TTL on `ttl`, and a
-// stream NEW_AND_OLD_IMAGES unless with_stream is false (tests: DynamoDB Local slows down as
-// stream records pile up). Waits until it is active.
+// Creates the table: on-demand billing, PK/SK, GSI1 (GSI1PK, GSI1SK), GSI2 (GSI2PK, GSI2SK),
+// TTL on `ttl`, and a stream NEW_AND_OLD_IMAGES unless with_stream is false (tests: DynamoDB
+// Local slows down as stream records pile up). Waits until it is active, at most a minute.
 void create_dynamodb_table(const DynamoDbOptions& options, bool with_stream = true);
 
 // Deletes the table and everything in it.

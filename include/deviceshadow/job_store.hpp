@@ -1,7 +1,7 @@
 // The bulk-job storage interface (docs/jobs.md): each job's record and its target list, kept
-// in pages, beside the shadows so that a job survives a crash or restart and resumes. The memory
-// and SQLite backends implement it in the same object as their Store (StoreBackend::job_store,
-// in *_jobs.cpp); a backend without it returns nullptr there.
+// in pages, beside the shadows so that a job survives a crash or restart and resumes. The memory,
+// SQLite and DynamoDB backends implement it in the same object as their Store
+// (StoreBackend::job_store, in *_jobs.cpp); a backend without it returns nullptr there.
 //
 // Every JobStore is safe for concurrent use from many threads without external locking.
 #pragma once

@@ -52,7 +52,7 @@ struct ApiOptions {
   live::Hub* streams = nullptr;
   std::string streams_off = "live change streams are off";
   // Runs the bulk jobs (docs/jobs.md, src/api/jobs.cpp); nullptr: /v1/jobs answers 400 saying
-  // the store does not keep them (DynamoDB).
+  // the store does not keep them (a backend without a JobStore).
   jobs::JobRunner* jobs = nullptr;
   // GETs of one shadow are answered on the I/O thread that read them whenever the store can read
   // the record without waiting (Store::try_read: SQLite with an idle reader, memory), skipping

@@ -6,9 +6,10 @@
 // ROLE and PATTERNs as in the token file (http/auth.hpp): admin, app or device, limited to the
 // things the patterns cover (none: every thing). A line whose first non-blank character is '#'
 // is a comment; blank lines are skipped. An access key id is 1-128 characters without '/', ',',
-// '=' or '#' (they would make the Authorization header ambiguous); a key listed twice, or any
-// malformed line, refuses the whole file with an error naming the line. The secrets are kept in
-// clear (SigV4 needs them), so the file must not be readable or writable by group or others.
+// '=' or a control character (they would make the Authorization header ambiguous); a key listed
+// twice, or any malformed line, refuses the whole file with an error naming the line. The
+// secrets are kept in clear (SigV4 needs them), so the file must not be readable or writable by
+// group or others.
 #pragma once
 
 #include "http/auth.hpp"

@@ -102,6 +102,9 @@ TEST(Filter, DifferentTypesNeverMatchExceptNe) {
        {R"(eq(reported/on,"true"))", false},
        {"ne(reported/on,1)", true},
        {"gt(reported/on,false)", false},
+       {"lt(reported/on,true)", false},
+       {"ge(reported/on,true)", true},  // unordered, but equal (docs/queries.md)
+       {"le(reported/on,false)", false},
        {"eq(reported/cfg,1)", false},
        {"ne(reported/cfg,null)", true},
        {"eq(reported/count,null)", false}});
