@@ -53,6 +53,9 @@ SignedPost::SignedPost(SignedPostOptions options) : options_(std::move(options))
   std::call_once(initialized, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   const std::string origin = origin_of(options_.endpoint);
   host_ = origin.substr(origin.find("://") == std::string::npos ? 0 : origin.find("://") + 3);
+  // The Host header curl sends, which the signature covers: without the scheme's default port.
+  const std::string_view default_port = origin.starts_with("https://") ? ":443" : origin.starts_with("http://") ? ":80" : "";
+  if (!default_port.empty() && host_.ends_with(default_port)) host_.resize(host_.size() - default_port.size());
 }
 
 SignedPost::~SignedPost() {
