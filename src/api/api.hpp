@@ -106,6 +106,8 @@ class Api final : public http::Service {
   HttpResponse events(Context& ctx);  // streams.cpp
   HttpResponse jobs(Context& ctx);    // jobs.cpp
   void authorize(Context& ctx, Action action, std::string_view thing) const;
+  // The key that seals cursors (ApiOptions::cursor_key, or one random per process).
+  const query::CursorKey& cursor_key() const;
 
   Engine& engine_;
   const Authenticator* auth_;

@@ -8,6 +8,7 @@
 #include "deviceshadow/error.hpp"
 #include "deviceshadow/json.hpp"
 #include "jobs/runner.hpp"
+#include "query/cursor.hpp"
 
 #include <algorithm>
 
@@ -64,12 +65,19 @@ HttpResponse Api::jobs(Context& ctx) {
     http::allow_only(ctx.query, {"limit", "cursor"});
     authorize(ctx, Action::read, "");
     const std::size_t limit = parse_limit(ctx.query);
-    std::string before = ctx.query.contains("cursor") ? decode_cursor(ctx.query["cursor"]) : "";
+    const bool sees_every_job = scope.empty() || std::any_of(scope.begin(), scope.end(), [](const ThingPattern& p) {
+                                  return p.prefix && p.text.empty();
+                                });
+    // A limited token's cursor is sealed (as a query's, bound to the token): the job where its
+    // page stopped may be one it cannot see, whose id (and so its time) it must not learn.
+    const std::string binding = query::cursor_binding("jobs", "", ctx.token ? ctx.token->sha256_hex : "");
+    std::string before;
+    if (auto c = ctx.query.find("cursor"); c != ctx.query.end()) {
+      before = sees_every_job ? decode_cursor(c->second) : cursor_key().open(c->second, binding).thing;
+    }
     std::vector<JobRecord> list;
     std::optional<std::string> resume;  // where the next page starts, when there may be one
-    const bool sees_every_job =
-        std::any_of(scope.begin(), scope.end(), [](const ThingPattern& p) { return p.prefix && p.text.empty(); });
-    if (scope.empty() || sees_every_job) {
+    if (sees_every_job) {
       list = runner.list(before, limit + 1);
     } else {  // examines a bounded number of jobs: a page may hold fewer than `limit`, with a cursor
       for (std::size_t examined = 0; list.size() <= limit; examined += kJobsPerRead) {
@@ -95,7 +103,7 @@ HttpResponse Api::jobs(Context& ctx) {
     out += ']';
     if (resume) {
       out += ",\"cursor\":";
-      append_json_string(out, encode_cursor(*resume));
+      append_json_string(out, sees_every_job ? encode_cursor(*resume) : cursor_key().seal({*resume, ""}, binding));
     }
     return json_response(200, out + "}");
   }

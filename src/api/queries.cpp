@@ -185,11 +185,6 @@ std::span<const ThingPattern> scope_of(const Token* token) {
   return token ? std::span<const ThingPattern>(token->patterns) : std::span<const ThingPattern>();
 }
 
-const query::CursorKey& process_key() {
-  static const query::CursorKey key = query::CursorKey::random();
-  return key;
-}
-
 // One shadow of a page: the whole GET body, or thing, name and the fields asked for.
 void append_result(std::string& out, const query::Subject& s, const std::vector<query::Property>& fields) {
   if (fields.empty()) {
@@ -213,6 +208,11 @@ void append_result(std::string& out, const query::Subject& s, const std::vector<
 
 }  // namespace
 
+const query::CursorKey& Api::cursor_key() const {
+  static const query::CursorKey process_key = query::CursorKey::random();
+  return options_.cursor_key ? *options_.cursor_key : process_key;
+}
+
 HttpResponse Api::search(Context& ctx) {
   authorize(ctx, Action::read, "");
   const EngineOptions& engine_options = engine_.options();
@@ -229,7 +229,7 @@ HttpResponse Api::search(Context& ctx) {
     }
     fields.push_back(query::parse_property(f));
   }
-  const query::CursorKey& key = options_.cursor_key ? *options_.cursor_key : process_key();
+  const query::CursorKey& key = cursor_key();
   const std::string binding = query::cursor_binding(r.filter, r.sort, ctx.token ? ctx.token->sha256_hex : "");
   std::optional<query::Sort> sort;
   if (r.sort != kDefaultSort) {

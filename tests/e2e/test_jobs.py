@@ -1,6 +1,7 @@
 """Bulk jobs through shadowd (docs/jobs.md): start, dry run, progress, list, cancel, bad input,
 limits, roles; resumed after a restart and after kill -9 with every target written exactly once;
 on DynamoDB, taken over by a second shadowd when the first dies."""
+import base64
 import hashlib
 import json
 import os
@@ -193,6 +194,9 @@ class Roles(ApiTestCase):
                 self.assertEqual(server.post("/v1/jobs", nothing, token="admin").status_code, 202)
             page = server.get("/v1/jobs", token="scoped").json()
             self.assertEqual(page["jobs"], [])  # the 1,000 newest are the admin's
+            # Its cursor does not name the last job examined, which this token cannot see.
+            admins = [j["id"] for j in server.get("/v1/jobs", params={"limit": 1000}, token="admin").json()["jobs"]]
+            self.assertFalse(any(i.encode() in base64.urlsafe_b64decode(page["cursor"] + "===") for i in admins))
             page = server.get("/v1/jobs", params={"cursor": page["cursor"], "limit": 2}, token="scoped").json()
             self.assertEqual([j["id"] for j in page["jobs"]], mine[:2])
             page = server.get("/v1/jobs", params={"cursor": page["cursor"], "limit": 2}, token="scoped").json()
