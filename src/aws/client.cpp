@@ -59,8 +59,9 @@ JsonClient::JsonClient(ClientOptions options, Credentials credentials)
 
 JsonClient::~JsonClient() = default;
 
-json::value JsonClient::call(std::string_view operation, const std::string& body, bool idempotent) {
+json::value JsonClient::call(std::string_view operation, const std::string& body, bool idempotent, int attempts) {
   const std::string target = options_.target_prefix + std::string(operation);
+  const int max_attempts = attempts > 0 ? attempts : options_.max_attempts;
   for (int attempt = 1;; ++attempt) {
     std::unique_ptr<SignedPost> post = impl_->acquire(options_);
     const PostAnswer answer =
@@ -93,7 +94,7 @@ json::value JsonClient::call(std::string_view operation, const std::string& body
       // service, or behind a proxy's 502 or 504): its outcome is unknown.
       failure.emplace(type, message, answer.status, answer.request_id, std::move(parsed), answer.status >= 500);
     }
-    bool retry = failure->retryable() && attempt < options_.max_attempts && (idempotent || !failure->outcome_unknown());
+    bool retry = failure->retryable() && attempt < max_attempts && (idempotent || !failure->outcome_unknown());
     if (!retry) throw *failure;
     sleep_before_retry(attempt, options_.backoff_base, options_.backoff_max);
   }

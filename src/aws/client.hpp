@@ -59,8 +59,9 @@ class JsonClient {
   // Retries throttling, 5xx and connection failures with jittered exponential backoff; an
   // `idempotent` call is also retried when its outcome is unknown (a 5xx answer, or a connection
   // that failed once the request may have been sent), any other call then throws an AwsError
-  // with outcome_unknown(). Throws AwsError.
-  json::value call(std::string_view operation, const std::string& body, bool idempotent);
+  // with outcome_unknown(). `attempts`: at most this many (0: ClientOptions::max_attempts).
+  // Throws AwsError.
+  json::value call(std::string_view operation, const std::string& body, bool idempotent, int attempts = 0);
 
   const ClientOptions& options() const { return options_; }
 

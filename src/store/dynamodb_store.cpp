@@ -630,11 +630,14 @@ json::object DynamoDbStore::batch_write(const std::string& request) {
 
 std::optional<std::string> DynamoDbStore::unready() {
   try {
-    json::value t = call("DescribeTable", json::object{{"TableName", options_.table}}, true);
+    // One attempt: a probe answers within one request's timeout, not after the client's retries.
+    const json::value t = client_->call("DescribeTable", to_json(json::object{{"TableName", options_.table}}), true, 1);
     const json::string& status = t.at("Table").at("TableStatus").as_string();
     if (status == "ACTIVE") return std::nullopt;
     return "the table " + options_.table + " is " + std::string(status);
-  } catch (const Error& e) {
+  } catch (const AwsError& e) {
+    return std::string("DynamoDB is not reachable: ") + translate(e).what();
+  } catch (const std::exception& e) {
     return std::string("DynamoDB is not reachable: ") + e.what();
   }
 }

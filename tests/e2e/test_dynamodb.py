@@ -474,6 +474,32 @@ class TransactionConflicts(unittest.TestCase):
 
 
 @unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
+class Readiness(unittest.TestCase):
+    def test_readiness_answers_within_one_request_timeout_when_dynamodb_hangs(self):
+        """/readyz makes one DescribeTable: with DynamoDB answering nothing in time, it says so
+        after one --dynamodb-timeout-ms, not after the client's retries (8 attempts)."""
+        table = new_table()
+        proxy = FaultyProxy(ENDPOINT, seed=1, rates={}, delay=5)
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        server = dynamo_server(table, "--dynamodb-timeout-ms", "1000",
+                               endpoint=f"http://127.0.0.1:{proxy.server_address[1]}")
+        try:
+            self.assertEqual(server.get("/readyz").status_code, 200)
+            proxy.rates = {"late": 1.0}  # every answer from now on comes after 5 s
+            started = time.monotonic()
+            r = server.get("/readyz")
+            self.assertEqual(r.status_code, 503, r.text)
+            self.assertIn("not reachable", r.text)
+            self.assertLess(time.monotonic() - started, 4)  # one 1 s timeout, not eight
+            proxy.rates = {}
+            self.assertTrue(eventually(lambda: server.get("/readyz").status_code == 200, 30))
+        finally:
+            server.close()
+            proxy.shutdown()
+            ddb().delete_table(TableName=table)
+
+
+@unittest.skipUnless(ENDPOINT, "DynamoDB Local is not running")
 class UnprocessedKeys(unittest.TestCase):
     def test_batch_reads_retry_the_keys_left_unprocessed(self):
         table = new_table()
