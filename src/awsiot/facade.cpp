@@ -88,20 +88,25 @@ std::optional<HttpResponse> Facade::respond(const http::HttpRequest& request, bo
     metrics_.request_handed_on();
     return std::nullopt;
   } catch (const Error& e) {
+    if (ctx.route == "unmatched") ctx.route = http::route_label(kRoutes, ctx.target.segments);  // refused before routing
     response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) {
       for (const http::Route& r : kRoutes) {
         if (r.path == ctx.route) response.headers.emplace_back("Allow", std::string(r.methods));
       }
     }
-    if (response.status >= 500) {
+    if (std::uint64_t suppressed = 0; response.status >= 500 && failure_log_.admit(suppressed)) {
       logger_.log(http::LogLevel::error, "request failed",
-                  {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
+                  {{"method", request.method}, {"target", request.target}, {"error", e.what()},
+                   {"suppressed", std::to_string(suppressed)}});
     }
   } catch (const std::exception& e) {
     response = error_response(Error(ErrorCode::internal, "internal error"));
-    logger_.log(http::LogLevel::error, "unexpected exception",
-                {{"method", request.method}, {"target", request.target}, {"error", e.what()}});
+    if (std::uint64_t suppressed = 0; failure_log_.admit(suppressed)) {
+      logger_.log(http::LogLevel::error, "unexpected exception",
+                  {{"method", request.method}, {"target", request.target}, {"error", e.what()},
+                   {"suppressed", std::to_string(suppressed)}});
+    }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_.request_finished(ctx.route, request.method, response.status, seconds);

@@ -70,6 +70,7 @@ class Facade final : public http::Service {
   http::Logger& logger_;
   FacadeOptions options_;
   mutable http::LogRateLimit refusal_log_;  // any client can send bad signatures
+  mutable http::LogRateLimit failure_log_{10};  // "request failed" lines: a store down fails every request
 };
 
 }  // namespace deviceshadow::awsiot

@@ -26,6 +26,29 @@ ErrorCode refusal_code(int status) noexcept {
   }
 }
 
+std::string_view route_label(std::span<const Route> routes, const std::vector<std::string>& segments) noexcept {
+  std::string_view best = "unmatched";
+  std::size_t best_literals = 0;
+  for (const Route& route : routes) {
+    std::string_view rest = route.path.substr(1);  // after the leading '/'
+    std::size_t i = 0, literals = 0;
+    bool fits = true;
+    for (; fits && !rest.empty(); ++i) {
+      const std::size_t slash = rest.find('/');
+      const std::string_view part = rest.substr(0, slash);
+      rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+      const bool placeholder = part.starts_with('{');
+      fits = i < segments.size() && (placeholder || segments[i] == part);
+      if (!placeholder) ++literals;
+    }
+    if (fits && i == segments.size() && (best == "unmatched" || literals > best_literals)) {
+      best = route.path;
+      best_literals = literals;
+    }
+  }
+  return best;
+}
+
 bool Route::allows(std::string_view method) const noexcept {
   for (std::string_view rest = methods; !rest.empty();) {
     const std::size_t comma = rest.find(',');

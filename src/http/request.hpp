@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -95,6 +96,11 @@ struct Route {
   // Whether `method` is one of methods.
   bool allows(std::string_view method) const noexcept;
 };
+
+// The path of the route whose template the segments fit (a "{…}" segment fits any one; the
+// template with the most literal segments wins), or "unmatched": a metrics label for a request
+// refused before it was routed (a missing token, a bad signature).
+std::string_view route_label(std::span<const Route> routes, const std::vector<std::string>& segments) noexcept;
 
 // A request target split into its percent-decoded path segments (the path "/a/b%20c" gives
 // "a", "b c") and query parameters ('+' is a space there; a repeated name keeps the last).

@@ -73,6 +73,14 @@ class Auth(unittest.TestCase):
         self.assertEqual(self.server.get("/metrics").status_code, 401)
         self.assertEqual(self.status("app", "GET", "/metrics"), 403)
         self.assertEqual(self.status("admin", "GET", "/metrics"), 200)
+        # A request refused before it was routed is counted under its route's template.
+        self.assertEqual(self.status("wrong", "GET", shadow_path("house-1", "main", "history")), 401)
+        self.assertEqual(self.status("wrong", "GET", "/v1/nothing/here"), 401)
+        metrics = self.server.get("/metrics", token=TOKENS["admin"]).text
+        self.assertIn('shadowd_http_requests_total{route="/v1/things/{thing}/shadows/{name}/history",method="GET",'
+                      'status="401"} 1', metrics)
+        self.assertIn('shadowd_http_requests_total{route="/metrics",method="GET",status="401"}', metrics)
+        self.assertIn('route="unmatched",method="GET",status="401"', metrics)
 
     def test_admin_may_do_everything(self):
         for method, path, body in [("GET", shadow_path("house-1"), None),

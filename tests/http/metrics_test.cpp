@@ -50,4 +50,19 @@ TEST(Metrics, AMeteredStoreTriesToReadThroughItsStore) {
   EXPECT_NE(metrics.render({}).find(R"(shadowd_store_operation_duration_seconds_count{operation="read"} 1)"), std::string::npos);
 }
 
+// A request refused before it was routed is labelled with the template it fits; a literal
+// segment beats a placeholder; nothing fits: "unmatched".
+TEST(RouteLabel, TheTemplateARequestFits) {
+  constexpr srv::Route routes[] = {{"/v1/things/{thing}/shadows/{name}/{section}", "POST"},
+                                   {"/v1/things/{thing}/shadows/{name}/history", "GET"},
+                                   {"/v1/things", "GET"}};
+  auto label = [&](std::vector<std::string> segments) { return std::string(srv::route_label(routes, segments)); };
+  EXPECT_EQ(label({"v1", "things", "t", "shadows", "main", "history"}), "/v1/things/{thing}/shadows/{name}/history");
+  EXPECT_EQ(label({"v1", "things", "t", "shadows", "main", "reported"}), "/v1/things/{thing}/shadows/{name}/{section}");
+  EXPECT_EQ(label({"v1", "things"}), "/v1/things");
+  EXPECT_EQ(label({"v1", "things", "t"}), "unmatched");
+  EXPECT_EQ(label({"v1", "nothing"}), "unmatched");
+  EXPECT_EQ(label({}), "unmatched");
+}
+
 }  // namespace
