@@ -247,13 +247,37 @@ class Dispatcher::Worker final : public SenderPool::Task {
   // write is wanted when the shadow as it left it passes the filter (read from `engine`'s
   // store); returns false when that read failed (the entry is offered again with a later page).
   bool take(const std::vector<std::shared_ptr<const FeedItem>>& page, Engine& engine) {
+    // The filter's verdicts first, without the lock: judging a write may read the store, and a
+    // sender's turn or status() must not wait on that (a turn never waits on a network). At most
+    // as many as the window has room for; any other is judged under the lock, as before.
+    std::vector<std::optional<bool>> verdicts(page.size());
+    std::vector<bool> judged(page.size());
+    if (!registration_.filter.empty()) {
+      std::uint64_t from;
+      std::size_t room;
+      {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return true;
+        from = read_pos_;
+        room = options_.window - std::min(options_.window, open_.size());
+      }
+      for (std::size_t i = 0; i < page.size() && room > 0; ++i) {
+        const FeedItem& item = *page[i];
+        if (item.seq <= from || !item.entry || !wants(registration_, item.entry->write())) continue;
+        verdicts[i] = passes_filter(item, engine);
+        judged[i] = true;
+        --room;
+        if (!verdicts[i]) break;  // the store failed: the rest waits for a later page
+      }
+    }
     std::unique_lock lock(mutex_);
     if (stopping_) return true;
-    for (const auto& item : page) {
+    for (std::size_t i = 0; i < page.size(); ++i) {
+      const auto& item = page[i];
       if (item->seq <= read_pos_) continue;
       if (open_.size() >= options_.window || held_bytes_ >= options_.window_bytes) break;
       if (item->entry && wants(registration_, item->entry->write())) {
-        const std::optional<bool> passes = passes_filter(*item, engine);
+        const std::optional<bool> passes = judged[i] ? verdicts[i] : passes_filter(*item, engine);
         if (!passes) {
           store_checkpoint_locked(lock, false);
           return false;
