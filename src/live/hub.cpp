@@ -43,13 +43,14 @@ std::string message(const notify::FeedWrite& w, const std::string& cloud_event) 
 // Whether `subject` passes the stream's filter (true without one); time:now is `write_ns`, the
 // write's time. A filter that cannot be judged on the shadow lets the event through, logged, as a
 // registration's does (docs/notifications.md "Filters"): an event too many beats one lost.
-bool passes(const notify::Registration& selection, const query::Subject& subject, std::int64_t write_ns) {
+bool passes(const notify::Registration& selection, const query::Subject& subject, std::int64_t write_ns,
+            const HubOptions& options) {
   if (selection.filter.empty()) return true;
   try {
     return selection.parsed_filter ? selection.parsed_filter->matches(subject)
                                    : query::Filter::parse(selection.filter, write_ns).matches(subject);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "shadowd: a stream's filter could not be judged; the event is sent: %s\n", e.what());
+    if (options.on_error) options.on_error("a stream's filter could not be judged; the event is sent", e.what());
     return true;
   }
 }
@@ -293,7 +294,7 @@ void Hub::serve(std::shared_ptr<http::ResponseStream> stream, StreamRequest requ
     try {
       replay(*sub, *after);
     } catch (const std::exception& e) {  // the store failed: the client resumes later
-      std::fprintf(stderr, "shadowd: a stream's replay failed: %s\n", e.what());
+      if (options_.on_error) options_.on_error("a stream's replay failed", e.what());
       stream->finish({});
     }
     sub->admission->end_replay();
@@ -338,7 +339,7 @@ void Hub::replay(Subscription& sub, const ResumePoint& point) {
       // shadow during the replay (docs/streams.md). A store that fails ends the stream (below).
       auto it = current.find(key);
       if (it == current.end()) it = current.emplace(key, engine_.store().read(key)).first;
-      if (!passes(sub.request.selection, query::Subject(it->first, it->second, keys), w.timestamp_ns)) return true;
+      if (!passes(sub.request.selection, query::Subject(it->first, it->second, keys), w.timestamp_ns, options_)) return true;
     }
     if (gap && !announce_gap(e.id)) return false;
     if (e.timestamp_ns >= saturating_sub(now, sub.replay_window_ns) && sub.replayed_bytes < sub.limit) {
@@ -408,23 +409,34 @@ void Hub::on_write(const WriteNotice& notice) noexcept {
     if (options_.poll) return raise(poll_lag_ns_);
     fan_out(entry, notice.key, [&] { return notice.after; });
   } catch (const std::exception& e) {  // a malformed entry: the engine's mistake; nothing to send
-    std::fprintf(stderr, "shadowd: a live event could not be built: %s\n", e.what());
+    if (options_.on_error) options_.on_error("a live event could not be built", e.what());
   }
 }
 
-void Hub::fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, const std::function<ShadowRecord()>& after) {
+void Hub::fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, const std::function<ShadowRecord()>& after,
+                  bool reads_store) {
   const notify::FeedWrite& w = entry.write();
   // Rendered once per kind of stream (sections × include) that wants the write.
   std::array<http::SharedBytes, 3 * 8> rendered;
   // The shadow for streams with a filter: built for the first one.
   std::optional<ShadowRecord> record;
   std::optional<query::Subject> subject;
+  if (reads_store) {
+    bool filtered = false;
+    {
+      std::shared_lock lock(core_->mutex);
+      filtered = std::any_of(core_->subs.begin(), core_->subs.end(), [&](const auto& sub) {
+        return !sub->request.selection.filter.empty() && sub->follows(w);
+      });
+    }
+    if (filtered) subject.emplace(key, record.emplace(after()), engine_.options().document.timestamp_keys);
+  }
   std::shared_lock lock(core_->mutex);
   for (const auto& sub : core_->subs) {
     if (!sub->follows(w)) continue;
     if (!sub->request.selection.filter.empty()) {
       if (!subject) subject.emplace(key, record.emplace(after()), engine_.options().document.timestamp_keys);
-      if (!passes(sub->request.selection, *subject, w.timestamp_ns)) continue;
+      if (!passes(sub->request.selection, *subject, w.timestamp_ns, options_)) continue;
     }
     const notify::Registration& r = sub->request.selection;
     http::SharedBytes& m = rendered[static_cast<std::size_t>(r.sections) * 8 + (r.include_old ? 4 : 0) + (r.include_new ? 2 : 0) +
@@ -500,7 +512,7 @@ void Hub::poll_loop() {
         try {
           const notify::FeedEntryText entry("{\"event\":" + e.event.json + "}");
           // History keeps no whole state: a filter judges the shadow as it is now, as in a replay.
-          fan_out(entry, e.key, [&] { return store.read(e.key); });
+          fan_out(entry, e.key, [&] { return store.read(e.key); }, true);
         } catch (const std::exception& error) {
           if (options_.on_error) options_.on_error("a polled event could not be sent to live streams", error.what());
         }

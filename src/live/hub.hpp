@@ -71,8 +71,8 @@ struct HubOptions {
     std::chrono::milliseconds late{120000};
   };
   std::optional<Poll> poll;
-  // Told when polling the store fails or a polled event cannot be sent (what failed, and why);
-  // called on the polling thread, under no lock of the hub's. Must not throw.
+  // Told what failed, and why: polling the store, a replay, an event that could not be built or
+  // sent, a filter that could not be judged. Called on the thread that failed. Must not throw.
   std::function<void(std::string_view what, std::string_view error)> on_error;
 };
 
@@ -151,8 +151,11 @@ class Hub final : private WriteListener {
   struct Subscription;
   void on_write(const WriteNotice& write) noexcept override;
   // Sends one write (its feed entry) to every stream that wants it; `after` gives the shadow the
-  // filters judge, asked only for a stream with a filter, once.
-  void fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, const std::function<ShadowRecord()>& after);
+  // filters judge, asked only for a stream with a filter, once. `reads_store`: `after` reads the
+  // store, so it is asked before the streams' lock is taken (opening and ending streams must not
+  // wait on a store read).
+  void fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, const std::function<ShadowRecord()>& after,
+               bool reads_store = false);
   void replay(Subscription& sub, const ResumePoint& point);
   void heartbeats();
   void poll_loop();

@@ -344,9 +344,13 @@ int serve(const Settings& s) {
                                      .max_replays = std::max<std::size_t>(1, s.workers / 4)};
     // History from the table's stream trails the writes by the consumer's delay: read further back.
     if (on_dynamodb) hub_options.poll = ds::live::HubOptions::Poll{.recent = std::chrono::milliseconds(history_from_stream ? 3000 : 1000)};
-    hub_options.on_error = [&logger, limit = std::make_shared<srv::LogRateLimit>(1)](std::string_view what, std::string_view error) {
-      if (std::uint64_t suppressed = 0; limit->admit(suppressed)) {
-        logger.log(srv::LogLevel::error, what, {{"error", std::string(error)}, {"suppressed", std::to_string(suppressed)}});
+    hub_options.on_error = [&logger, limit = std::make_shared<srv::LogRateLimit>(1)](std::string_view what,
+                                                                                     std::string_view error) noexcept {
+      try {
+        if (std::uint64_t suppressed = 0; limit->admit(suppressed)) {
+          logger.log(srv::LogLevel::error, what, {{"error", std::string(error)}, {"suppressed", std::to_string(suppressed)}});
+        }
+      } catch (...) {  // out of memory: the line is lost, the stream goes on
       }
     };
     hub = std::make_unique<ds::live::Hub>(engine, hub_options);
