@@ -193,6 +193,12 @@ bool LeaseCoordinator::expired(const Lease& lease, std::chrono::steady_clock::ti
 
 LeaseCoordinator::RoundResult LeaseCoordinator::round() {
   std::lock_guard lock(mutex_);
+  RoundResult result = turn();
+  result.lost = std::exchange(lost_, {});
+  return result;
+}
+
+LeaseCoordinator::RoundResult LeaseCoordinator::turn() {
   RoundResult result;
   const auto now = options_.clock();
   std::vector<Lease> leases = leases_.list();
@@ -211,7 +217,7 @@ LeaseCoordinator::RoundResult LeaseCoordinator::round() {
   for (auto it = held_.begin(); it != held_.end();) {
     auto listed = by_shard.find(it->first);
     if (listed == by_shard.end() || listed->second->owner != options_.owner || listed->second->counter != it->second.counter) {
-      result.lost.push_back(it->first);
+      lost_.push_back(it->first);
       it = held_.erase(it);
     } else {
       ++it;
@@ -224,7 +230,7 @@ LeaseCoordinator::RoundResult LeaseCoordinator::round() {
         seen_[it->first] = {it->second.counter, it->second.owner, now};
         ++it;
       } else {
-        result.lost.push_back(it->first);
+        lost_.push_back(it->first);
         it = held_.erase(it);
       }
     }

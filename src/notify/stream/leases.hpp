@@ -122,6 +122,7 @@ class LeaseCoordinator {
     std::chrono::steady_clock::time_point since;  // when this instance first saw that counter
   };
   void discover(std::vector<Lease>& leases);
+  RoundResult turn();  // round() but for reporting the lost leases (lost_)
   bool expired(const Lease& lease, std::chrono::steady_clock::time_point now) const;
 
   StreamsApi& streams_;
@@ -130,6 +131,9 @@ class LeaseCoordinator {
   CoordinatorOptions options_;
   mutable std::mutex mutex_;
   std::map<std::string, Lease> held_;
+  // Leases found lost and not yet reported: a round that fails after finding some reports them
+  // with the next round that completes, so that their readers are stopped all the same.
+  std::vector<std::string> lost_;
   std::map<std::string, Seen> seen_;
   std::chrono::steady_clock::time_point last_renewal_{};
 };
