@@ -99,6 +99,16 @@ TEST(FifoId, KeepsShortPrintableIdsAndHashesTheOthers) {
   EXPECT_EQ(notify::aws_target::fifo_id("Zürich#main").size(), 64u);
 }
 
+// Expired temporary credentials are a failure a later attempt passes (they are read again).
+TEST(AwsTarget, ExpiredCredentialsAreRetriedAndAccessDeniedIsNot) {
+  for (const char* code : {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "ThrottlingException"}) {
+    EXPECT_TRUE(notify::aws_target::retryable_error_code(code)) << code;
+  }
+  for (const char* code : {"AccessDenied", "AWS.SimpleQueueService.NonExistentQueue", "InvalidClientTokenId"}) {
+    EXPECT_FALSE(notify::aws_target::retryable_error_code(code)) << code;
+  }
+}
+
 TEST(SqsTarget, SendsABatchWithAttributes) {
   REQUIRE_MOTO();
   Sqs sqs;

@@ -81,10 +81,13 @@ void BatchingTarget::end_calls() {
 }
 
 std::optional<aws::Credentials> CredentialSource::get(std::string& error) {
-  if (!credentials_) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!credentials_ || now - loaded_ >= kReload) {
     try {
       credentials_ = aws::load_credentials();
+      loaded_ = now;
     } catch (const std::exception& e) {
+      if (credentials_) return credentials_;  // the last ones, until a reload works
       error = std::string("no AWS credentials: ") + e.what();
       return std::nullopt;
     }
@@ -106,10 +109,10 @@ std::string fifo_id(std::string_view value) {
 }
 
 bool retryable_error_code(std::string_view code) {
-  static constexpr std::array<std::string_view, 12> kRetryable = {
+  static constexpr std::array<std::string_view, 15> kRetryable = {
       "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled", "RequestLimitExceeded",
       "TooManyRequestsException", "KmsThrottled", "KMSThrottlingException", "InternalError", "InternalFailure",
-      "ServiceUnavailable", "RequestTimeout"};
+      "ServiceUnavailable", "RequestTimeout", "ExpiredToken", "ExpiredTokenException", "RequestExpired"};
   return std::find(kRetryable.begin(), kRetryable.end(), code) != kRetryable.end();
 }
 

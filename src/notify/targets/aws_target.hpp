@@ -7,6 +7,7 @@
 #include "notify/target.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -66,14 +67,17 @@ class BatchingTarget : public Target {
   std::atomic<bool> abandoned_{false};
 };
 
-// The AWS credentials, loaded on first use and kept; while none are found, each call tries
-// again (a credentials file may appear) and returns nullopt with `error` set.
+// The AWS credentials, loaded on first use and again every kReload (temporary credentials in a
+// file that something renews); while none are found, each call tries again (a credentials file
+// may appear) and returns nullopt with `error` set. A reload that fails keeps the last ones.
 class CredentialSource {
  public:
+  static constexpr std::chrono::minutes kReload{5};
   std::optional<aws::Credentials> get(std::string& error);
 
  private:
   std::optional<aws::Credentials> credentials_;
+  std::chrono::steady_clock::time_point loaded_;
 };
 
 // The region to sign for: `configured`, else `from_resource` (parsed from the queue URL or
@@ -85,7 +89,8 @@ std::string resolve_region(const std::string& configured, const std::string& fro
 // always maps to the same group and a redelivery to the same deduplication id).
 std::string fifo_id(std::string_view value);
 
-// Throttling and server-side error codes that a later attempt may pass.
+// Throttling, server-side and expired-credential error codes that a later attempt may pass
+// (credentials are reloaded, CredentialSource::kReload).
 bool retryable_error_code(std::string_view code);
 
 // A failed call's result for every item of a batch.
