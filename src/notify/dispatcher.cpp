@@ -87,6 +87,7 @@ class OpenEntries {
  public:
   void add(std::uint64_t seq, std::int64_t written_ns, std::int64_t taken_ns) {
     entries_.push_back({seq, written_ns, taken_ns, false});
+    written_.insert(written_ns);
     ++open_;
   }
   // Finishes `seq`; false when it is not open.
@@ -94,6 +95,7 @@ class OpenEntries {
     auto it = std::lower_bound(entries_.begin(), entries_.end(), seq, [](const Entry& e, std::uint64_t s) { return e.seq < s; });
     if (it == entries_.end() || it->seq != seq || it->finished) return false;
     it->finished = true;
+    written_.erase(written_.find(it->written_ns));
     --open_;
     while (!entries_.empty() && entries_.front().finished) entries_.pop_front();
     if (entries_.size() > 2 * open_ + 64) std::erase_if(entries_, [](const Entry& e) { return e.finished; });
@@ -101,11 +103,13 @@ class OpenEntries {
   }
   std::size_t size() const { return open_; }
   bool empty() const { return open_ == 0; }
-  // The oldest open entry's seq, write time and when it was taken (the earliest of the open
-  // entries'); requires !empty().
+  // The oldest open entry's seq and when it was taken (the earliest of the open entries');
+  // requires !empty().
   std::uint64_t oldest_seq() const { return entries_.front().seq; }
-  std::int64_t oldest_written_ns() const { return entries_.front().written_ns; }
   std::int64_t oldest_taken_ns() const { return entries_.front().taken_ns; }
+  // The earliest write time of the open entries, whichever holds it (on a table's stream, a shard
+  // read again after a takeover brings old writes behind newer ones); requires !empty().
+  std::int64_t oldest_written_ns() const { return *written_.begin(); }
 
  private:
   struct Entry {
@@ -115,6 +119,7 @@ class OpenEntries {
     bool finished;
   };
   std::deque<Entry> entries_;  // the front is open
+  std::multiset<std::int64_t> written_;  // the open entries' write times
   std::size_t open_ = 0;
 };
 
@@ -192,6 +197,14 @@ class Dispatcher::Worker final : public SenderPool::Task {
     }
     target_->abandon();
     pool_.wake(*this);
+  }
+
+  // Waits until the store writes under way (a checkpoint, dead letters) have ended: after
+  // begin_stop(true) none begins, so the registration's stored data can then be removed or
+  // replaced without one of them writing it back.
+  void wait_for_stores() {
+    std::unique_lock lock(mutex_);
+    stored_cv_.wait(lock, [&] { return storing_ == 0; });
   }
 
   // begin_stop(), then waits for its last turn and stores the checkpoint reached. Called once,
@@ -721,6 +734,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
         }
         p.settled = std::move(result);
       }
+      ++storing_;
       lock.unlock();
       bool removed = false;
       try {
@@ -734,10 +748,12 @@ class Dispatcher::Worker final : public SenderPool::Task {
       } catch (const std::exception& e) {  // the store is failing: store the outcome later, not deliver again
         log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
         lock.lock();
+        stored_one();
         delayed_.emplace(Clock::now() + options_.retry_max, key);
         return;
       }
       lock.lock();
+      stored_one();
       if (p.settled->outcome == Outcome::delivered) {
         ++status_.delivered;
         status_.latency.observe(std::max<double>(0, (now_ns() - p.written_ns) / 1e9));
@@ -799,7 +815,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
     std::vector<Pending*> expired;
     for (auto& [key, shadow] : shadows_) {
       for (Pending& p : shadow.events) {
-        if (p.written_ns >= cutoff) break;  // a shadow's queue is in write order
+        if (p.written_ns >= cutoff) continue;  // a redriven letter bears its redrive's time: not in write order
         if (p.stored || p.settled || (p.in_flight && !spill)) continue;
         if (cancelled_redrive(p)) continue;
         expired.push_back(&p);
@@ -813,6 +829,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
         spill ? "spilled: the registration fell behind by more than the change feed holds in memory (redrive it)"
               : expired_reason();
     const bool discard = discard_;
+    ++storing_;
     lock.unlock();
     std::vector<DeadLetter> letters, redriven;  // new dead letters; redriven ones stored again
     letters.reserve(expired.size());
@@ -834,6 +851,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
       }
     }
     lock.lock();
+    stored_one();
     if (stored == 0) return;
     expired.resize(stored);
     const bool had_room = has_room();
@@ -858,6 +876,11 @@ class Dispatcher::Worker final : public SenderPool::Task {
          {{"registration", registration_.id}, {"events", std::to_string(expired.size())}, {"error", reason}});
   }
 
+  // A store write made with mutex_ released has ended. Requires mutex_.
+  void stored_one() {
+    if (--storing_ == 0) stored_cv_.notify_all();
+  }
+
   // The checkpoint: every feed entry up to it is finished. Requires mutex_.
   std::uint64_t reached() const { return open_.empty() ? read_pos_ : open_.oldest_seq() - 1; }
 
@@ -867,6 +890,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
     const std::uint64_t seq = reached();
     if (seq <= stored_checkpoint_ || (!force && Clock::now() - last_checkpoint_ < options_.checkpoint_interval)) return;
     last_checkpoint_ = Clock::now();
+    ++storing_;
     lock.unlock();
     bool stored = false;
     try {
@@ -876,6 +900,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
       log_(true, "storing a checkpoint failed", {{"registration", registration_.id}, {"error", e.what()}});
     }
     lock.lock();
+    stored_one();
     if (stored) stored_checkpoint_ = std::max(stored_checkpoint_, seq);
   }
 
@@ -891,6 +916,8 @@ class Dispatcher::Worker final : public SenderPool::Task {
   mutable std::mutex mutex_;
   bool stopping_ = false;
   bool discard_ = false;  // the registration is removed: store nothing more for it
+  int storing_ = 0;       // store writes under way, made with mutex_ released
+  std::condition_variable stored_cv_;  // storing_ went to 0
   bool stopped_ = false;  // finish_stop() is done
   std::condition_variable stopped_cv_;
   bool spill_requested_ = false;
@@ -1211,7 +1238,10 @@ void Dispatcher::run(Entry& entry, const Registration& r, std::unique_ptr<Target
     start = feed_->checkpoint(r.id).value_or(feed_->end());
   } else {  // new or enabled again: it skips what was written before
     if (auto it = retiring_.find(r.id); it != retiring_.end()) {
-      if (auto stopping = it->second.lock()) stopping->begin_stop(true);  // its checkpoint must not overwrite this one
+      if (auto stopping = it->second.lock()) {  // its checkpoint must not overwrite this one
+        stopping->begin_stop(true);
+        stopping->wait_for_stores();
+      }
     }
     start = feed_->end();
     feed_->put_checkpoint(r.id, start);
@@ -1367,9 +1397,11 @@ bool Dispatcher::remove(std::string_view id) {
   std::lock_guard lock(mutex_);
   auto it = registrations_.find(id);
   if (it != registrations_.end()) {
+    const std::shared_ptr<Worker> stopping = it->second.worker;
     stop_worker(it->first, it->second, true);
     registrations_.erase(it);
     update_feed_switch();
+    if (stopping) stopping->wait_for_stores();  // none writes a checkpoint or dead letter back
   }
   return store_.remove_registration(id);
 }

@@ -1125,6 +1125,26 @@ TEST_P(DispatcherTest, EventsWrittenLongBeforeTheFeedHadThemSpillNoRegistrationT
   EXPECT_EQ(dead_letters_with(*store, "slow", ""), 0u);
 }
 
+// On a table's stream a write taken later may be older than one taken before it (a shard read
+// again after a takeover): an event past maxAgeSeconds is dead-lettered while a newer one held
+// before it is not.
+TEST_P(DispatcherTest, AnOldEventBehindANewerOneExpiresOnTime) {
+  using stream_records::report_record;
+  dispatcher.reset();
+  notify::stream::StreamFeed feed;
+  notify::DispatcherOptions o = fast_options();
+  o.concurrency = 1;  // the newer event is in flight, to a receiver that never answers; the old one waits
+  std::atomic<int> started{0};
+  notify::Dispatcher d(*engine, *store, o, with_hung_receivers(targets, std::chrono::hours(1), started), {}, &feed);
+  d.put("hung", hook(R"(,"maxAttempts":1000,"maxAgeSeconds":60)"));
+  std::vector<notify::stream::StreamRecord> records{report_record("00000000000000000001", "fresh", 1, "lamp"),
+                                                    report_record("00000000000000000002", "old", 1, "lamp", std::chrono::hours(2))};
+  EXPECT_EQ(feed.take("shard", records), 0u);
+  ASSERT_TRUE(eventually([&] { return dead_letters_with(*store, "hung", "expired:") == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // sweeps that must leave the fresh one
+  EXPECT_EQ(dead_letters_with(*store, "hung", "expired:"), 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, DispatcherTest, testing::Values("memory", "sqlite"),
                          [](const auto& info) { return info.param; });
 
