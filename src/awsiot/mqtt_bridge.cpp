@@ -456,7 +456,9 @@ bool MqttBridge::claim(const QueuedRequest& request) {
   identity += '\0';
   identity += request.payload;
   try {
-    if (claims_.claim(aws::hex_sha256(identity), owner_, now, now + window)) return true;
+    // The claim outlives the window each copy has to claim it in (from its own receipt) by one
+    // window: a copy another shadowd received up to a window later cannot claim it once more.
+    if (claims_.claim(aws::hex_sha256(identity), owner_, now, now + 2 * window)) return true;
     ++stats_.claimed_elsewhere;
     return false;
   } catch (const std::exception& e) {
