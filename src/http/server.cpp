@@ -349,6 +349,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   ~Session() {
     if (streamed_ && streamed_->end()) --server_.stats.open_streams;
+    if (!listed_) return;  // admitting it failed (out of memory) before it was listed
     std::lock_guard lock(server_.sessions_mutex);
     server_.sessions.erase(entry_);
     --server_.stats.open_connections;
@@ -356,6 +357,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start(std::list<std::weak_ptr<Session>>::iterator entry) {
     entry_ = entry;
+    listed_ = true;
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
   }
 
@@ -651,6 +653,7 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer::Impl& server_;
   Service* service_ = nullptr;  // of the request being read or answered: it renders the refusals
   std::list<std::weak_ptr<Session>>::iterator entry_;
+  bool listed_ = false;  // entry_ is set, and counted in open_connections
   bool idle_ = true;
   bool reading_body_ = false;  // between a request's header and the end of its body
   std::shared_ptr<StreamState> streamed_;  // of a streamed response
