@@ -11,6 +11,7 @@ PACKAGES=(
   nginx-light   # bench/http_bench.sh: the independent ceiling (one worker, `return 200`)
   libpugixml-dev libmosquitto-dev mosquitto mosquitto-clients
   python3-yaml  # the build embeds docs/openapi.yaml in shadowd as JSON
+  python3-prometheus-client  # e2e: /metrics read by Prometheus's own parser
   chromium      # the web console's browser tests (tests/e2e/test_console.py, with playwright-core)
 )
 

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import requests
 
+import exposition
 from contract import CONTRACT
 
 SHADOWD = os.environ.get("SHADOWD", "build/default/shadowd")
@@ -105,6 +106,7 @@ class Server:
         return self.proc.returncode
 
     def close(self):
+        self.check_metrics()
         self.stop()
         shutil.rmtree(self.data_dir, ignore_errors=True)
         if _thread_violations:
@@ -117,6 +119,21 @@ class Server:
 
     def __exit__(self, *exc):
         self.close()
+
+    def check_metrics(self):
+        """Reads /metrics as Prometheus does (exposition.py), as every test leaves it: whatever
+        the test made shadowd count must keep the exposition valid. A server behind tokens or no
+        longer running is passed over."""
+        if not self.proc or self.proc.poll() is not None:
+            return
+        try:
+            r = self.session.get(self.url + "/metrics", timeout=30)
+        except requests.RequestException:
+            return
+        if r.status_code == 200:
+            found = exposition.problems(r.text)
+            if found:
+                _thread_violations.append("/metrics is not valid Prometheus text: " + "; ".join(found[:10]))
 
     def alive(self):
         return self.proc.poll() is None and self.get("/healthz").status_code == 200
