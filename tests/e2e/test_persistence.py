@@ -117,26 +117,18 @@ class Persistence(unittest.TestCase):
         import sqlite3
         server = Server()
         try:
-            path = shadow_path("bad-state-1", "main")
-            server.post(path + "/reported", {"state": {"a": 1}})
-            server.stop()
-            with sqlite3.connect(os.path.join(server.data_dir, "shadows.db")) as db:
-                db.execute("UPDATE sections SET state = '{\"a\":' WHERE thing = 'bad-state-1'")
-            server.start()
-            for r in (server.get(path), server.post(path + "/reported", {"state": {"q": 1}}),
-                      server.get("/v1/shadows", params={"filter": "exists(reported/a)"})):
-                self.assertEqual(r.status_code, 500, r.text)
-                self.assertEqual(r.json()["error"]["code"], "internal")
-            # JSON that is no object: the same (the history, which as-of reads replay, is intact).
-            path = shadow_path("bad-state-2", "main")
-            server.post(path + "/reported", {"state": {"a": 1}})
-            server.stop()
-            with sqlite3.connect(os.path.join(server.data_dir, "shadows.db")) as db:
-                db.execute("UPDATE sections SET state = '[1]' WHERE thing = 'bad-state-2'")
-            server.start()
-            for r in (server.get(path), server.post(path + "/reported", {"state": {"q": 1}})):
-                self.assertEqual(r.status_code, 500, r.text)
-                self.assertEqual(r.json()["error"]["code"], "internal")
+            # Text that is no JSON, and JSON that is no object.
+            for thing, stored in (("bad-state-1", '{"a":'), ("bad-state-2", "[1]")):
+                path = shadow_path(thing, "main")
+                server.post(path + "/reported", {"state": {"a": 1}})
+                server.stop()
+                with sqlite3.connect(os.path.join(server.data_dir, "shadows.db")) as db:
+                    db.execute("UPDATE sections SET state = ? WHERE thing = ?", (stored, thing))
+                server.start()
+                for r in (server.get(path), server.post(path + "/reported", {"state": {"q": 1}}),
+                          server.get("/v1/shadows", params={"filter": "exists(reported/a)"})):
+                    self.assertEqual(r.status_code, 500, r.text)
+                    self.assertEqual(r.json()["error"]["code"], "internal")
             self.assertTrue(server.alive())
         finally:
             server.close()
