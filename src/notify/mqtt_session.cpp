@@ -67,24 +67,32 @@ void MqttSession::start() {
     set_state(false, e.what());
     return;
   }
-  // The network thread connects, and reconnects whenever the link drops, once a first connect
-  // has begun. One that fails at once (a broker not up yet, a name that does not resolve yet)
-  // leaves libmosquitto (2.0) trying nothing more: it is tried again here, 1 s doubling up to
-  // 30 s, until one begins.
-  if (const int rc = mosquitto_loop_start(mosq_); rc != MOSQ_ERR_SUCCESS) {
-    throw std::runtime_error(std::string("mqtt: ") + mosquitto_strerror(rc));
+  // libmosquitto (2.0) runs a connection once a first connect has begun: its network thread then
+  // connects, and reconnects whenever the link drops. A network thread started after a connect
+  // that failed at once (a broker not up yet, a name that does not resolve yet) never tries
+  // again, so it starts only once a connect has begun: now, or in the connector thread, which
+  // tries again 1 s doubling up to 30 s (before the network thread runs: never beside it).
+  if (begin_connect(broker)) {
+    if (const std::string error = start_network_thread(); !error.empty()) throw std::runtime_error(error);
+    return;
   }
-  if (begin_connect(broker)) return;
   connector_ = std::thread([this, broker] {
     std::unique_lock lock(mutex_);
     for (auto delay = std::chrono::seconds(1);; delay = std::min(2 * delay, std::chrono::seconds(30))) {
       if (stop_cv_.wait_for(lock, delay, [&] { return stopping_; })) return;
       lock.unlock();
-      const bool begun = begin_connect(broker);
+      if (begin_connect(broker)) {
+        if (std::string error = start_network_thread(); !error.empty()) set_state(false, std::move(error));
+        return;
+      }
       lock.lock();
-      if (begun) return;
     }
   });
+}
+
+std::string MqttSession::start_network_thread() {
+  const int rc = mosquitto_loop_start(mosq_);
+  return rc == MOSQ_ERR_SUCCESS ? std::string() : std::string("mqtt: ") + mosquitto_strerror(rc);
 }
 
 bool MqttSession::begin_connect(const MqttBroker& broker) {

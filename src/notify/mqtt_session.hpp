@@ -103,6 +103,8 @@ class MqttSession {
   // Begins a connect (mosquitto_connect_async); false, with the state saying why, when it fails
   // at once.
   bool begin_connect(const MqttBroker& broker);
+  // Starts libmosquitto's network thread; what went wrong, or "".
+  std::string start_network_thread();
   void acknowledged(int mid);
 
   MqttSessionOptions options_;
@@ -113,7 +115,7 @@ class MqttSession {
   bool connected_ = false;
   bool stopping_ = false;
   std::condition_variable stop_cv_;
-  std::thread connector_;  // tries a first connect again while one fails at once
+  std::thread connector_;  // tries a first connect again while one fails at once, then starts the network thread
   std::uint64_t connects_ = 0;
   std::string last_error_ = "connecting";
   // Held across mosquitto_publish, so that an acknowledgement (on the network thread) never
