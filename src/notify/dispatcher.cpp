@@ -279,8 +279,8 @@ class Dispatcher::Worker final : public SenderPool::Task {
         if (item.seq <= from || !item.entry || !wants(registration_, item.entry->write())) continue;
         verdicts[i] = passes_filter(item, engine);
         judged[i] = true;
-        --room;
         if (!verdicts[i]) break;  // the store failed: the rest waits for a later page
+        if (*verdicts[i]) --room;
       }
     }
     std::unique_lock lock(mutex_);
@@ -734,26 +734,27 @@ class Dispatcher::Worker final : public SenderPool::Task {
         }
         p.settled = std::move(result);
       }
-      ++storing_;
-      lock.unlock();
       bool removed = false;
-      try {
-        if (p.settled->outcome == Outcome::delivered) {
-          if (redriven) removed = store_.remove_dead_letter(registration_.id, p.id);
-        } else {
-          store_dead_letters(
-              {{registration_.id, std::string(p.id), p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()}},
-              redriven);
+      bool failed = false;
+      {
+        const StoreWrite write(*this, lock);
+        try {
+          if (p.settled->outcome == Outcome::delivered) {
+            if (redriven) removed = store_.remove_dead_letter(registration_.id, p.id);
+          } else {
+            store_dead_letters(
+                {{registration_.id, std::string(p.id), p.event, p.prior_attempts + p.attempts, p.settled->error, now_ns()}},
+                redriven);
+          }
+        } catch (const std::exception& e) {  // the store is failing: store the outcome later, not deliver again
+          failed = true;
+          log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
         }
-      } catch (const std::exception& e) {  // the store is failing: store the outcome later, not deliver again
-        log_(true, "storing a delivery's outcome failed", {{"registration", registration_.id}, {"error", e.what()}});
-        lock.lock();
-        stored_one();
+      }
+      if (failed) {
         delayed_.emplace(Clock::now() + options_.retry_max, key);
         return;
       }
-      lock.lock();
-      stored_one();
       if (p.settled->outcome == Outcome::delivered) {
         ++status_.delivered;
         status_.latency.observe(std::max<double>(0, (now_ns() - p.written_ns) / 1e9));
@@ -815,7 +816,7 @@ class Dispatcher::Worker final : public SenderPool::Task {
     std::vector<Pending*> expired;
     for (auto& [key, shadow] : shadows_) {
       for (Pending& p : shadow.events) {
-        if (p.written_ns >= cutoff) continue;  // a redriven letter bears its redrive's time: not in write order
+        if (p.written_ns >= cutoff) continue;  // not in write order: a redriven letter, a shard read again
         if (p.stored || p.settled || (p.in_flight && !spill)) continue;
         if (cancelled_redrive(p)) continue;
         expired.push_back(&p);
@@ -829,29 +830,28 @@ class Dispatcher::Worker final : public SenderPool::Task {
         spill ? "spilled: the registration fell behind by more than the change feed holds in memory (redrive it)"
               : expired_reason();
     const bool discard = discard_;
-    ++storing_;
-    lock.unlock();
-    std::vector<DeadLetter> letters, redriven;  // new dead letters; redriven ones stored again
-    letters.reserve(expired.size());
-    for (Pending* p : expired) {
-      if (p->event.empty()) build_or_stub(*p);
-      (p->seq ? letters : redriven)
-          .push_back({registration_.id, std::string(p->id), p->event, p->prior_attempts + p->attempts, reason, now});
-    }
     std::size_t stored = 0;  // of `expired`, from the front
-    if (!discard) {
-      try {
-        const std::size_t new_ones = letters.size();
-        store_dead_letters(std::move(letters), false);
-        stored = new_ones;
-        store_dead_letters(std::move(redriven), true);
-        stored = expired.size();
-      } catch (const std::exception& e) {  // the rest is tried again at the next sweep
-        log_(true, "storing expired events as dead letters failed", {{"registration", registration_.id}, {"error", e.what()}});
+    {
+      const StoreWrite write(*this, lock);
+      std::vector<DeadLetter> letters, redriven;  // new dead letters; redriven ones stored again
+      letters.reserve(expired.size());
+      for (Pending* p : expired) {
+        if (p->event.empty()) build_or_stub(*p);
+        (p->seq ? letters : redriven)
+            .push_back({registration_.id, std::string(p->id), p->event, p->prior_attempts + p->attempts, reason, now});
+      }
+      if (!discard) {
+        try {
+          const std::size_t new_ones = letters.size();
+          store_dead_letters(std::move(letters), false);
+          stored = new_ones;
+          store_dead_letters(std::move(redriven), true);
+          stored = expired.size();
+        } catch (const std::exception& e) {  // the rest is tried again at the next sweep
+          log_(true, "storing expired events as dead letters failed", {{"registration", registration_.id}, {"error", e.what()}});
+        }
       }
     }
-    lock.lock();
-    stored_one();
     if (stored == 0) return;
     expired.resize(stored);
     const bool had_room = has_room();
@@ -876,10 +876,25 @@ class Dispatcher::Worker final : public SenderPool::Task {
          {{"registration", registration_.id}, {"events", std::to_string(expired.size())}, {"error", reason}});
   }
 
-  // A store write made with mutex_ released has ended. Requires mutex_.
-  void stored_one() {
-    if (--storing_ == 0) stored_cv_.notify_all();
-  }
+  // A store write made with mutex_ released, for its scope: counted in storing_ (so that
+  // wait_for_stores() waits for it), mutex_ released, and taken again at its end, however it ends.
+  class StoreWrite {
+   public:
+    StoreWrite(Worker& worker, std::unique_lock<std::mutex>& lock) : worker_(worker), lock_(lock) {
+      ++worker_.storing_;
+      lock_.unlock();
+    }
+    ~StoreWrite() {
+      lock_.lock();
+      if (--worker_.storing_ == 0) worker_.stored_cv_.notify_all();
+    }
+    StoreWrite(const StoreWrite&) = delete;
+    StoreWrite& operator=(const StoreWrite&) = delete;
+
+   private:
+    Worker& worker_;
+    std::unique_lock<std::mutex>& lock_;
+  };
 
   // The checkpoint: every feed entry up to it is finished. Requires mutex_.
   std::uint64_t reached() const { return open_.empty() ? read_pos_ : open_.oldest_seq() - 1; }
@@ -890,17 +905,16 @@ class Dispatcher::Worker final : public SenderPool::Task {
     const std::uint64_t seq = reached();
     if (seq <= stored_checkpoint_ || (!force && Clock::now() - last_checkpoint_ < options_.checkpoint_interval)) return;
     last_checkpoint_ = Clock::now();
-    ++storing_;
-    lock.unlock();
     bool stored = false;
-    try {
-      feed_.put_checkpoint(registration_.id, seq);
-      stored = true;
-    } catch (const std::exception& e) {
-      log_(true, "storing a checkpoint failed", {{"registration", registration_.id}, {"error", e.what()}});
+    {
+      const StoreWrite write(*this, lock);
+      try {
+        feed_.put_checkpoint(registration_.id, seq);
+        stored = true;
+      } catch (const std::exception& e) {
+        log_(true, "storing a checkpoint failed", {{"registration", registration_.id}, {"error", e.what()}});
+      }
     }
-    lock.lock();
-    stored_one();
     if (stored) stored_checkpoint_ = std::max(stored_checkpoint_, seq);
   }
 
