@@ -421,6 +421,7 @@ void Hub::fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, cons
   // The shadow for streams with a filter: built for the first one.
   std::optional<ShadowRecord> record;
   std::optional<query::Subject> subject;
+  bool unjudged = false;  // the shadow could not be read: filters let the event through
   if (reads_store) {
     bool filtered = false;
     {
@@ -429,12 +430,17 @@ void Hub::fan_out(const notify::FeedEntryText& entry, const ShadowKey& key, cons
         return !sub->request.selection.filter.empty() && sub->follows(w);
       });
     }
-    if (filtered) subject.emplace(key, record.emplace(after()), engine_.options().document.timestamp_keys);
+    try {
+      if (filtered) subject.emplace(key, record.emplace(after()), engine_.options().document.timestamp_keys);
+    } catch (const std::exception& e) {  // an event too many beats one lost, as a filter that cannot be judged
+      unjudged = true;
+      if (options_.on_error) options_.on_error("a stream's filter could not be judged; the event is sent", e.what());
+    }
   }
   std::shared_lock lock(core_->mutex);
   for (const auto& sub : core_->subs) {
     if (!sub->follows(w)) continue;
-    if (!sub->request.selection.filter.empty()) {
+    if (!sub->request.selection.filter.empty() && !unjudged) {
       if (!subject) subject.emplace(key, record.emplace(after()), engine_.options().document.timestamp_keys);
       if (!passes(sub->request.selection, *subject, w.timestamp_ns, options_)) continue;
     }
