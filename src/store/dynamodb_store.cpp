@@ -636,6 +636,7 @@ std::optional<std::string> DynamoDbStore::unready() {
     if (status == "ACTIVE") return std::nullopt;
     return "the table " + options_.table + " is " + std::string(status);
   } catch (const AwsError& e) {
+    if (e.throttled()) return std::nullopt;  // it answered: throttling is for requests to retry, not a reason to stop routing
     return std::string("DynamoDB is not reachable: ") + translate(e).what();
   } catch (const std::exception& e) {
     return std::string("DynamoDB is not reachable: ") + e.what();
