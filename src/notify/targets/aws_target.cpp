@@ -95,6 +95,12 @@ std::optional<aws::Credentials> CredentialSource::get(std::string& error) {
   return credentials_;
 }
 
+void CredentialSource::failed(std::string_view error) {
+  if (error.find("ExpiredToken") != std::string_view::npos || error.find("RequestExpired") != std::string_view::npos) {
+    loaded_ = {};
+  }
+}
+
 std::string resolve_region(const std::string& configured, const std::string& from_resource) {
   if (!configured.empty()) return configured;
   if (!from_resource.empty()) return from_resource;

@@ -74,6 +74,9 @@ class CredentialSource {
  public:
   static constexpr std::chrono::minutes kReload{5};
   std::optional<aws::Credentials> get(std::string& error);
+  // A call failed with `error`: one refused for expired credentials has them read again at the
+  // next get().
+  void failed(std::string_view error);
 
  private:
   std::optional<aws::Credentials> credentials_;

@@ -39,7 +39,8 @@ class Connection {
       : session_(MqttSessionOptions{.broker = target.broker,
                                     .username = target.username,
                                     .password = target.password,
-                                    .on_published = [this](int mid) { answered(mid); }}) {
+                                    .on_published = [this](int mid) { answered(mid); },
+                                    .max_unsent_bytes = kMaxUnsentBytes}) {
     session_.start();
   }
 
@@ -254,9 +255,9 @@ class Mqtt final : public Target {
 
 std::optional<int> Connection::publish(Mqtt* target, std::uint64_t tag, const std::string& topic,
                                        std::string_view payload, int qos, std::string& error) {
-  if (const std::size_t held = session_.unsent_bytes();
-      qos > 0 && held > 0 && held + MqttSession::unsent_cost(topic.size(), payload.size()) > kMaxUnsentBytes) {
-    error = "the broker has not acknowledged " + std::to_string(held) + " bytes of messages, " + session_.state();
+  if (qos > 0 && !session_.wait_for_room(MqttSession::unsent_cost(topic.size(), payload.size()), Clock::now())) {
+    error = "the broker has not acknowledged " + std::to_string(session_.unsent_bytes()) + " bytes of messages, " +
+            session_.state();
     return std::nullopt;
   }
   {

@@ -100,7 +100,11 @@ class Sns final : public BatchingTarget {
 
     pugi::xml_document xml;
     const bool readable = xml.load_buffer(answer.body.data(), answer.body.size());
-    if (answer.status != 200) return aws_target::all(batch.size(), call_failure(answer.status, xml));
+    if (answer.status != 200) {
+      const DeliveryResult failure = call_failure(answer.status, xml);
+      credentials_.failed(failure.error);
+      return aws_target::all(batch.size(), failure);
+    }
     if (!readable) return aws_target::all(batch.size(), {Outcome::retry, "sns: unreadable answer"});
     if (single) {
       if (xml.child("PublishResponse").child("PublishResult").child("MessageId")) return {DeliveryResult{}};

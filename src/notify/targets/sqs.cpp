@@ -132,7 +132,10 @@ class Sqs final : public BatchingTarget {
       for (std::size_t i : sent) results[i] = result;
       return results;
     };
-    if (std::optional<DeliveryResult> failed = call_failure(answer)) return each_sent(*failed);
+    if (std::optional<DeliveryResult> failed = call_failure(answer)) {
+      credentials_.failed(failed->error);
+      return each_sent(*failed);
+    }
 
     // Entries named in neither list have no known outcome: retried.
     each_sent({Outcome::retry, "sqs: SendMessageBatch did not report the entry"});
