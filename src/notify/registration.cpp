@@ -54,6 +54,40 @@ void allow_only(const json::object& o, std::initializer_list<std::string_view> n
   }
 }
 
+// The URL with what may be a credential hidden: the password of its user part and the value
+// of each query parameter ("https://u:***@host/p?token=***").
+std::string hide_url_secrets(std::string_view url) {
+  std::string out;
+  const std::size_t scheme = url.find("://");
+  const std::size_t authority = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const std::size_t path = std::min(url.find_first_of("/?#", authority), url.size());
+  const std::size_t at = url.substr(0, path).rfind('@');
+  if (at != std::string_view::npos && at >= authority) {
+    const std::size_t colon = url.substr(0, at).find(':', authority);
+    out += url.substr(0, colon == std::string_view::npos ? at : colon + 1);
+    if (colon != std::string_view::npos) out += "***";
+    out += url.substr(at, path - at);
+  } else {
+    out += url.substr(0, path);
+  }
+  const std::size_t query = std::min(url.find('?', path), url.size());
+  const std::size_t fragment = std::min(url.find('#', query), url.size());
+  out += url.substr(path, query - path);
+  if (query < url.size()) {
+    std::string_view rest = url.substr(query, fragment - query);  // "?a=1&b=2"
+    for (std::size_t start = 0; start < rest.size();) {
+      const std::size_t end = std::min(rest.find('&', start + 1), rest.size());
+      const std::string_view parameter = rest.substr(start, end - start);  // "?a=1" or "&b=2"
+      const std::size_t equals = parameter.find('=');
+      out += parameter.substr(0, equals == std::string_view::npos ? parameter.size() : equals + 1);
+      if (equals != std::string_view::npos) out += "***";
+      start = end;
+    }
+  }
+  out += url.substr(fragment);
+  return out;
+}
+
 // An absolute http(s) or mqtt URL with a host; `schemes` lists the accepted ones.
 void check_url(const std::string& url, std::initializer_list<std::string_view> schemes, const std::string& field) {
   std::size_t colon = url.find("://");
@@ -68,16 +102,14 @@ void check_url(const std::string& url, std::initializer_list<std::string_view> s
   if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);  // user part
   if (authority.empty() || authority.front() == ':' ||
       url.find_first_of(" \t\r\n") != std::string::npos) {
-    throw Error::invalid_request(field + " must name a host: " + url, field);
+    throw Error::invalid_request(field + " must name a host: " + hide_url_secrets(url), field);
   }
   // A port, when given, is 1 to 65535: neither libcurl nor libmosquitto may be left to wrap or
   // replace it (an event would go to another service than the one the registration names).
-  const std::size_t at = authority.rfind('@');
-  const std::string_view host_port = at == std::string_view::npos ? authority : authority.substr(at + 1);
-  const std::size_t bracket = host_port.rfind(']');
-  const std::size_t port_colon = host_port.rfind(':');
+  const std::size_t bracket = authority.rfind(']');
+  const std::size_t port_colon = authority.rfind(':');
   if (port_colon != std::string_view::npos && (bracket == std::string_view::npos || port_colon > bracket)) {
-    const std::string_view port = host_port.substr(port_colon + 1);
+    const std::string_view port = authority.substr(port_colon + 1);
     if (!parse_port(port)) {
       throw Error::invalid_request(field + ": port '" + std::string(port) + "' is out of range (1-65535)", field);
     }
@@ -173,40 +205,6 @@ std::string_view to_string(SectionFilter f) {
     case SectionFilter::both: return "both";
   }
   return "both";
-}
-
-// The URL with what may be a credential hidden: the password of its user part and the value
-// of each query parameter ("https://u:***@host/p?token=***").
-std::string hide_url_secrets(std::string_view url) {
-  std::string out;
-  const std::size_t scheme = url.find("://");
-  const std::size_t authority = scheme == std::string_view::npos ? 0 : scheme + 3;
-  const std::size_t path = std::min(url.find_first_of("/?#", authority), url.size());
-  const std::size_t at = url.substr(0, path).rfind('@');
-  if (at != std::string_view::npos && at >= authority) {
-    const std::size_t colon = url.substr(0, at).find(':', authority);
-    out += url.substr(0, colon == std::string_view::npos ? at : colon + 1);
-    if (colon != std::string_view::npos) out += "***";
-    out += url.substr(at, path - at);
-  } else {
-    out += url.substr(0, path);
-  }
-  const std::size_t query = std::min(url.find('?', path), url.size());
-  const std::size_t fragment = std::min(url.find('#', query), url.size());
-  out += url.substr(path, query - path);
-  if (query < url.size()) {
-    std::string_view rest = url.substr(query, fragment - query);  // "?a=1&b=2"
-    for (std::size_t start = 0; start < rest.size();) {
-      const std::size_t end = std::min(rest.find('&', start + 1), rest.size());
-      const std::string_view parameter = rest.substr(start, end - start);  // "?a=1" or "&b=2"
-      const std::size_t equals = parameter.find('=');
-      out += parameter.substr(0, equals == std::string_view::npos ? parameter.size() : equals + 1);
-      if (equals != std::string_view::npos) out += "***";
-      start = end;
-    }
-  }
-  out += url.substr(fragment);
-  return out;
 }
 
 json::object render_target(const TargetConfig& target, bool hide_secrets) {
