@@ -216,7 +216,9 @@ std::optional<HttpResponse> Api::respond(const HttpRequest& request, bool must_n
     metrics_.request_handed_on();
     return std::nullopt;
   } catch (const Error& e) {
-    if (ctx.route == "unmatched") ctx.route = http::route_label(kRoutes, ctx.segments);  // refused before routing
+    if (ctx.route == "unmatched" && (e.code() == ErrorCode::unauthorized || e.code() == ErrorCode::forbidden)) {
+      ctx.route = http::route_label(kRoutes, ctx.segments);  // refused before routing
+    }
     response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) response.headers.emplace_back("Allow", ctx.allow);
     if (std::uint64_t suppressed = 0; response.status >= 500 && failure_log_.admit(suppressed)) {

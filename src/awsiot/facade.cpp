@@ -88,7 +88,9 @@ std::optional<HttpResponse> Facade::respond(const http::HttpRequest& request, bo
     metrics_.request_handed_on();
     return std::nullopt;
   } catch (const Error& e) {
-    if (ctx.route == "unmatched") ctx.route = http::route_label(kRoutes, ctx.target.segments);  // refused before routing
+    if (ctx.route == "unmatched" && (e.code() == ErrorCode::unauthorized || e.code() == ErrorCode::forbidden)) {
+      ctx.route = http::route_label(kRoutes, ctx.target.segments);  // refused before routing
+    }
     response = error_response(e);
     if (e.code() == ErrorCode::method_not_allowed) {
       for (const http::Route& r : kRoutes) {
