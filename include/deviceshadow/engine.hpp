@@ -104,6 +104,9 @@ struct ShadowUpdate {
 // grows with every stored write.
 std::uint64_t shadow_version(const ShadowRecord& record, bool shared_versions) noexcept;
 
+// Throws Error::invalid_name for a thing or shadow name no shadow may have.
+void validate_key(const ShadowKey& key);
+
 // A section's state as an object in `sp`: {} for a section that does not exist. Throws
 // Error(internal) when the stored text is not a JSON object.
 json::object section_state(const SectionRecord& section, json::storage_ptr sp = {});

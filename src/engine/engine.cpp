@@ -43,10 +43,6 @@ std::string random_write_id() {
   return buf;
 }
 
-void validate_key(const ShadowKey& key) {
-  validate_thing(key.thing);
-  validate_shadow_name(key.name);
-}
 
 std::size_t checked_limit(std::size_t limit) {
   if (limit < 1 || limit > kMaxPageLimit) {
@@ -332,6 +328,11 @@ ShadowView Engine::view_of(const ShadowKey& key, ShadowRecord record) {
 std::uint64_t shadow_version(const ShadowRecord& record, bool shared_versions) noexcept {
   return shared_versions ? std::max(record.reported.version, record.desired.version)
                          : record.reported.version + record.desired.version;
+}
+
+void validate_key(const ShadowKey& key) {
+  validate_thing(key.thing);
+  validate_shadow_name(key.name);
 }
 
 json::object section_state(const SectionRecord& section, json::storage_ptr sp) {

@@ -392,11 +392,6 @@ std::optional<HistoryEvent> end_event(Store& store, const ShadowKey& key, bool n
 
 bool Journal::creates(std::size_t i, Section s) const { return deviceshadow::creates(events[i], s, shared); }
 
-void validate_key(const ShadowKey& key) {
-  validate_thing(key.thing);
-  validate_shadow_name(key.name);
-}
-
 // not_found when the shadow has no history, unless `may_be_empty`.
 Journal read_journal(Engine& engine, const ShadowKey& key, bool may_be_empty = false) {
   require_history(engine.options());
