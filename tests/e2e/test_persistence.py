@@ -108,7 +108,8 @@ class Persistence(unittest.TestCase):
             def told_what_was_left_out():
                 server.post(path, {"state": {"a": 4}})  # the first line admitted in a new second tells
                 return any(re.search(r"suppressed=[1-9]", line) for line in server.log)
-            self.assertTrue(eventually(told_what_was_left_out, 5))
+            if seconds < 5:  # more than 10 a second failed: some were left out
+                self.assertTrue(eventually(told_what_was_left_out, 5))
             self.assertTrue(server.alive())
         finally:
             server.close()
